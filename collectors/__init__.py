@@ -1,0 +1,1 @@
+"""Sources: everything that talks to the outside world and yields raw lines."""

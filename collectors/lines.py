@@ -1,0 +1,38 @@
+"""The one currency every source deals in: a raw line of text with where and when it came from.
+
+Sources (neuron-monitor child, stdin, SSH, job files, replay) differ only in how they get bytes;
+each yields `Line`s from an async generator. Parsing happens downstream, so a recording of
+`Line`s replays a session exactly.
+"""
+
+from dataclasses import dataclass
+from typing import Literal
+
+LineKind = Literal["neuron-monitor", "job"]
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One raw line as received: `source_id` names the stream, `kind` says which parser reads it."""
+
+    source_id: str
+    kind: LineKind
+    received_s: float  # unix seconds when the monitor received it
+    text: str
+    # Set instead of `text` when a line was longer than the source's limit: its bytes were
+    # discarded up to the next newline, and the ledger counts it as rejected.
+    oversize_bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SourceEvent:
+    """A source opening (registered before its first line) or ending (EOF, or lost with an error).
+
+    Recorded beside lines so a replay reproduces which sources existed and how they ended.
+    """
+
+    source_id: str
+    kind: LineKind
+    t_s: float
+    event: Literal["open", "end"]
+    error: str | None = None

@@ -1,0 +1,31 @@
+"""The demo's source: a whole simulated fleet in this process, one stream per host.
+
+Each simulated host renders its report to JSON text, and that text goes through the same
+`Line` -> parse -> ledger path as a live neuron-monitor stream; only the bytes' origin differs.
+Hosts are staggered across the period, as independent neuron-monitor processes would be.
+"""
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+from trnwatch.collectors.lines import Line
+from trnwatch.workloads.sim.fleet import SimHost
+
+
+def host_source_id(host: SimHost) -> str:
+    return f"sim-host-{host.host_index:02d}"
+
+
+async def sim_host_lines(host: SimHost, period_s: float, start_s: float, offset_s: float) -> AsyncIterator[Line]:
+    """Yield one simulated host's report each period (from monotonic `start_s` + `offset_s`)
+    while the host is alive; a lost host goes silent, as a dead SSH stream would."""
+    source_id = host_source_id(host)
+    tick = 0
+    while host.alive(tick):
+        delay = start_s + offset_s + tick * period_s - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        yield Line(source_id, "neuron-monitor", time.time(), host.report_line(tick))
+        tick += 1
+    await asyncio.Event().wait()  # silent, not ended: the monitor must notice on its own

@@ -1,0 +1,145 @@
+"""Byte streams that carry neuron-monitor reports: stdin, a local neuron-monitor child process.
+
+Each source is an async generator of `Line`s. They differ only in where the bytes come from;
+`split_lines` turns chunks into lines the same way for all of them, bounding a line's length
+(a longer line is discarded up to its newline and delivered as an `oversize` marker) and
+decoding UTF-8 with replacement so a stray byte cannot stop the stream.
+"""
+
+import asyncio
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+from trnwatch.collectors.lines import Line, LineKind
+from trnwatch.collectors.neuron_monitor import MAX_LINE_BYTES
+
+CHUNK_BYTES = 64 * 1024
+
+# Where the Neuron tools install when they are not on PATH.
+NEURON_BIN = Path("/opt/aws/neuron/bin")
+
+RUNTIME_GROUPS = ("neuroncore_counters", "memory_used", "neuron_runtime_vcpu_usage", "execution_stats")
+SYSTEM_GROUPS = ("vcpu_usage", "memory_info", "neuron_hw_counters")
+
+
+class SourceLost(Exception):
+    """A source ended abnormally; the message says why, in the source's own words."""
+
+
+async def split_lines(
+    read: Callable[[int], Awaitable[bytes]], source_id: str, kind: LineKind, max_line_bytes: int = MAX_LINE_BYTES
+) -> AsyncIterator[Line]:
+    """Yield complete lines from a chunk reader until it returns b"" (EOF).
+
+    A final line without a newline is delivered too (a pipe closed after the last report);
+    recordings, which can be cut mid-line by a crash, use their own reader.
+    """
+    pending = bytearray()
+    discarding = 0  # bytes of an oversize line dropped so far
+    while True:
+        chunk = await read(CHUNK_BYTES)
+        if not chunk:
+            break
+        start = 0
+        while True:
+            nl = chunk.find(b"\n", start)
+            if nl < 0:
+                rest = chunk[start:]
+                if discarding:
+                    discarding += len(rest)
+                else:
+                    pending += rest
+                    if len(pending) > max_line_bytes:
+                        discarding, pending = len(pending), bytearray()
+                break
+            piece = chunk[start:nl]
+            start = nl + 1
+            if discarding:
+                yield Line(source_id, kind, time.time(), "", oversize_bytes=discarding + len(piece))
+                discarding = 0
+                continue
+            pending += piece
+            if len(pending) > max_line_bytes:
+                yield Line(source_id, kind, time.time(), "", oversize_bytes=len(pending))
+            else:
+                yield Line(source_id, kind, time.time(), pending.decode("utf-8", "replace"))
+            pending = bytearray()
+    if discarding:
+        yield Line(source_id, kind, time.time(), "", oversize_bytes=discarding)
+    elif pending.strip():
+        yield Line(source_id, kind, time.time(), pending.decode("utf-8", "replace"))
+
+
+async def stdin_lines(source_id: str = "stdin", fd: int = 0) -> AsyncIterator[Line]:
+    """Reports piped in on stdin (a pipe, a file or a terminal), until EOF."""
+
+    async def read(n: int) -> bytes:
+        # A thread works for every kind of stdin; the event loop's pipe reader refuses files.
+        return await asyncio.to_thread(os.read, fd, n)
+
+    async for line in split_lines(read, source_id, "neuron-monitor"):
+        yield line
+
+
+def find_neuron_monitor() -> str | None:
+    """The local neuron-monitor executable: PATH first, then the Neuron tools' install folder."""
+    found = shutil.which("neuron-monitor")
+    if found:
+        return found
+    candidate = NEURON_BIN / "neuron-monitor"
+    return str(candidate) if os.access(candidate, os.X_OK) else None
+
+
+def neuron_monitor_config(period_s: float) -> dict:
+    """A neuron-monitor config that collects every documented group at `period_s`."""
+    period = f"{int(period_s * 1000)}ms" if period_s < 1 else f"{period_s:g}s"
+    return {
+        "period": period,
+        "neuron_runtimes": [{"tag_filter": ".*", "metrics": [{"type": g} for g in RUNTIME_GROUPS]}],
+        "system_metrics": [{"type": g} for g in SYSTEM_GROUPS],
+    }
+
+
+async def neuron_monitor_lines(executable: str, period_s: float, source_id: str = "local") -> AsyncIterator[Line]:
+    """Run neuron-monitor (or a drop-in such as `trnwatch sim`) with a generated config and
+    yield its report lines. Raises `SourceLost` if it cannot start or exits with an error."""
+    with tempfile.TemporaryDirectory(prefix="trnwatch-") as tmp:
+        config = Path(tmp) / "neuron-monitor.json"
+        config.write_text(json.dumps(neuron_monitor_config(period_s)))
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                executable, "-c", str(config),
+                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            )
+        except OSError as exc:
+            raise SourceLost(f"cannot start {executable}: {exc.strerror or exc}") from None
+        stderr_tail = asyncio.ensure_future(_tail(proc.stderr))
+        try:
+            async for line in split_lines(proc.stdout.read, source_id, "neuron-monitor"):
+                yield line
+            status = await proc.wait()
+        finally:
+            if proc.returncode is None:
+                proc.terminate()
+                try:
+                    await asyncio.wait_for(proc.wait(), 5)
+                except asyncio.TimeoutError:
+                    proc.kill()
+                    await proc.wait()
+        err = (await stderr_tail).strip()
+        if status != 0:
+            detail = err.splitlines()[-1] if err else "no message on stderr"
+            raise SourceLost(f"{Path(executable).name} exited with status {status}: {detail}")
+
+
+async def _tail(stream: asyncio.StreamReader, keep_bytes: int = 4096) -> str:
+    """Keep the last few KiB a child wrote to stderr, for the error message if it dies."""
+    tail = b""
+    while chunk := await stream.read(CHUNK_BYTES):
+        tail = (tail + chunk)[-keep_bytes:]
+    return tail.decode("utf-8", "replace")

@@ -1,0 +1,87 @@
+"""Counter semantics, decided from the data: the one place that says how a count is totalled.
+
+neuron-monitor's guide calls `execution_stats` and `neuron_hw_counters` counts per period, and
+the vendor's Prometheus exporter adds every report to a running counter. The real trn1 capture
+(wandb, three 1-second reports) shows generic errors 23654 -> 23692 -> 23749 while `completed`
+stays at 260: those counts are cumulative. Adding them up would report 71,095 errors where 95
+happened. So each counter family of each runtime (or device) is read by how its own series
+behaves:
+
+- any counter of the family decreased          -> `per_period`: the window total is the sum;
+- no decrease, some non-zero value repeated    -> `cumulative`: the window total is last - first;
+- otherwise (one report, all zeros, strictly
+  rising without repeats)                      -> `undecided`: both readings are kept; the
+                                                  total is given only where they agree.
+
+The decision is retrospective (made when asked, over everything seen), so a family that looked
+cumulative for three reports and then decreased is re-read as per-period, with no history kept:
+each counter keeps only first, last, sum and two flags.
+"""
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Reading = Literal["per_period", "cumulative", "undecided"]
+
+
+@dataclass(slots=True)
+class _Series:
+    first: int
+    last: int
+    total: int
+    repeated_nonzero: bool = False
+    decreased: bool = False
+
+    def add(self, value: int) -> None:
+        if value < self.last:
+            self.decreased = True
+        elif value == self.last and value != 0:
+            self.repeated_nonzero = True
+        self.last = value
+        self.total += value
+
+
+@dataclass(slots=True)
+class CounterFamily:
+    """The counters of one family (e.g. a runtime's `execution_stats`) across reports."""
+
+    series: dict[str, _Series] = field(default_factory=dict)
+    reports: int = 0
+
+    def add(self, values: dict[str, int]) -> None:
+        """Fold one report's counts (counter name -> value)."""
+        self.reports += 1
+        for name, value in values.items():
+            current = self.series.get(name)
+            if current is None:
+                self.series[name] = _Series(first=value, last=value, total=value)
+            else:
+                current.add(value)
+
+    @property
+    def reading(self) -> Reading:
+        """How this family's counts are read; see the module docstring."""
+        if any(s.decreased for s in self.series.values()):
+            return "per_period"
+        if any(s.repeated_nonzero for s in self.series.values()):
+            return "cumulative"
+        return "undecided"
+
+    def totals(self) -> dict[str, int | None]:
+        """Window total per counter under this family's reading (None where undecided and the
+        two readings disagree)."""
+        reading = self.reading
+        out: dict[str, int | None] = {}
+        for name, s in self.series.items():
+            per_period, cumulative = s.total, s.last - s.first
+            if reading == "per_period":
+                out[name] = per_period
+            elif reading == "cumulative":
+                out[name] = cumulative
+            else:
+                out[name] = per_period if per_period == cumulative else None
+        return out
+
+    def both_readings(self) -> dict[str, dict[str, int]]:
+        """Both candidate totals per counter, for receipts of undecided families."""
+        return {n: {"per_period": s.total, "cumulative": s.last - s.first} for n, s in self.series.items()}

@@ -1,0 +1,359 @@
+"""Receipt `trnwatch.receipt/1`: what was measured, at which boundary, from which source.
+
+Written atomically on every exit path as JSON plus a Markdown rendering beside it. Chip, host,
+UltraServer and job figures live in separate sections; the Markdown states each section's
+boundary in words so an UltraServer figure never passes for a chip's, and the evidence state
+(live / replayed / simulated) heads both files.
+"""
+
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from trnwatch import __version__
+from trnwatch.ledger.counters import Reading
+from trnwatch.ledger.hosts import HostState
+from trnwatch.ledger.ledger import Evidence, Ledger
+
+SCHEMA = "trnwatch.receipt/1"
+
+ExitReason = Literal["eof", "duration", "interrupt", "sigterm", "sighup", "quit", "terminal-lost", "error"]
+
+COUNTER_RULE = (
+    "Counts of execution_stats (per runtime) and neuron_hw_counters (per chip) are read from "
+    "their own series: a decrease proves per-period counts (total = sum); no decrease with a "
+    "repeated non-zero value reads as cumulative (total = last - first); otherwise undecided "
+    "(total given only where both readings agree, else null; both readings listed)."
+)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Window(_Section):
+    start: float | None  # unix seconds of the first line received
+    end: float | None  # unix seconds of the last line received
+    seconds: float
+
+
+class SourceEntry(_Section):
+    id: str
+    kind: str
+    reports: int
+    rejected: int
+    rejected_by_reason: dict[str, int]
+    last_rejection: str
+    gaps: int  # silences longer than the stale threshold
+    gap_seconds: float
+    ended: bool
+    end_error: str | None
+    simulated: bool
+
+
+class HostEntry(_Section):
+    host: str
+    source: str
+    ultraserver: str | None
+    ultraserver_from: Literal["config", "report"] | None
+    instance_type: str | None
+    device_type: str | None
+    neuroncore_version: str | None
+    lnc: int | None
+    chips: int
+    cores_per_chip: int | None
+    reports: int
+    anomalies: dict[str, int]
+    group_errors: dict[str, str]
+
+
+class Ecc(_Section):
+    mem_corrected: int | None
+    mem_uncorrected: int | None
+    sram_corrected: int | None
+    sram_uncorrected: int | None
+
+
+class ChipEntry(_Section):
+    host: str
+    device: int
+    hbm_capacity_bytes: int | None
+    hbm_peak_bytes: int | None
+    util_mean_pct: float | None
+    util_max_pct: float | None
+    samples: int
+    ecc: Ecc
+    ecc_reading: Reading
+    ecc_readings: dict[str, dict[str, int]] | None  # both readings, only where they disagree
+
+
+class ExecutionCounts(_Section):
+    reading: Reading
+    reports: int
+    totals: dict[str, int | None]
+    readings: dict[str, dict[str, int]] | None  # both readings, only where they disagree
+
+
+class RuntimeEntry(_Section):
+    host: str
+    pid: int
+    tag: str
+    cores: list[int]
+    executions: ExecutionCounts
+    total_latency_s: dict[str, float]  # latest percentiles reported
+    loaded_models: list[str]
+    group_errors: dict[str, str]
+
+
+class UltraServerEntry(_Section):
+    id: str
+    hosts: int
+    chips: int
+    hbm_capacity_bytes: int | None  # null when any member chip's capacity is unknown
+    hbm_peak_sum_bytes: int | None  # sum of member chips' own peaks (not a simultaneous figure)
+    util_mean_pct: float | None  # mean of member chips' window means
+
+
+class Receipt(_Section):
+    # `schema` is a BaseModel attribute, so the field is `schema_` with the JSON key `schema`.
+    schema_: str = Field(alias="schema")
+    tool: str
+    evidence: Evidence
+    recorded_evidence: Evidence | None  # for a replay: what the recorded session was
+    window: Window
+    exit_reason: ExitReason
+    written_at: float
+    counter_rule: str
+    sources: list[SourceEntry]
+    hosts: list[HostEntry]
+    chips: list[ChipEntry]
+    runtimes: list[RuntimeEntry]
+    ultraservers: list[UltraServerEntry]
+    job: dict[str, Any] | None
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    def to_json(self) -> str:
+        return self.model_dump_json(by_alias=True, indent=2) + "\n"
+
+
+def receipt_json_schema() -> dict:
+    """JSON Schema of the receipt, exported from the model."""
+    return Receipt.model_json_schema(by_alias=True)
+
+
+def _r(value: float | None, places: int = 3) -> float | None:
+    return None if value is None else round(value, places)
+
+
+def build_receipt(
+    ledger: Ledger,
+    exit_reason: ExitReason,
+    recorded_evidence: Evidence | None = None,
+    job: dict[str, Any] | None = None,
+) -> Receipt:
+    """Assemble the receipt from the ledger's current state."""
+    hosts = sorted(ledger.hosts.values(), key=lambda h: h.host_id)
+    chips = [_chip_entry(h, c) for h in hosts for c in h.chips]
+    start, end = ledger.first_s, ledger.last_s
+    return Receipt(
+        schema=SCHEMA,
+        tool=f"trnwatch {__version__}",
+        evidence=ledger.evidence,
+        recorded_evidence=recorded_evidence,
+        window=Window(start=start, end=end, seconds=round(end - start, 3) if start is not None else 0.0),
+        exit_reason=exit_reason,
+        written_at=time.time(),
+        counter_rule=COUNTER_RULE,
+        sources=[_source_entry(s) for s in sorted(ledger.sources.values(), key=lambda s: s.source_id)],
+        hosts=[_host_entry(ledger, h) for h in hosts],
+        chips=chips,
+        runtimes=[_runtime_entry(h, r) for h in hosts for r in sorted(h.runtimes.values(), key=lambda r: (r.pid, r.tag))],
+        ultraservers=_ultraserver_entries(ledger),
+        job=job,
+    )
+
+
+def _source_entry(s) -> SourceEntry:
+    return SourceEntry(
+        id=s.source_id, kind=s.kind, reports=s.reports, rejected=sum(s.rejected.values()),
+        rejected_by_reason=dict(sorted(s.rejected.items())), last_rejection=s.last_rejection,
+        gaps=s.gaps, gap_seconds=round(s.gap_s, 3), ended=s.ended_s is not None,
+        end_error=s.end_error, simulated=s.simulated,
+    )
+
+
+def _host_entry(ledger: Ledger, h: HostState) -> HostEntry:
+    us = ledger.ultraserver_of(h)
+    configured = h.host_id in ledger.ultraserver_overrides or h.source_id in ledger.ultraserver_overrides
+    return HostEntry(
+        host=h.host_id, source=h.source_id, ultraserver=us,
+        ultraserver_from=None if us is None else ("config" if configured else "report"),
+        instance_type=h.instance_type, device_type=h.device_type, neuroncore_version=h.neuroncore_version,
+        lnc=h.lnc, chips=len(h.chips), cores_per_chip=h.cores_per_chip, reports=h.reports,
+        anomalies=dict(h.anomalies), group_errors=dict(h.group_errors),
+    )
+
+
+def _chip_entry(h: HostState, c) -> ChipEntry:
+    totals = c.ecc.totals()
+    reading = c.ecc.reading
+    return ChipEntry(
+        host=h.host_id, device=c.index, hbm_capacity_bytes=c.hbm_capacity_bytes, hbm_peak_bytes=c.hbm_peak_bytes,
+        util_mean_pct=_r(c.util_mean_pct), util_max_pct=_r(c.util_max_pct), samples=c.samples,
+        ecc=Ecc(
+            mem_corrected=totals.get("mem_ecc_corrected"), mem_uncorrected=totals.get("mem_ecc_uncorrected"),
+            sram_corrected=totals.get("sram_ecc_corrected"), sram_uncorrected=totals.get("sram_ecc_uncorrected"),
+        ),
+        ecc_reading=reading,
+        ecc_readings=c.ecc.both_readings() if None in totals.values() else None,
+    )
+
+
+def _runtime_entry(h: HostState, r) -> RuntimeEntry:
+    reading = r.executions.reading
+    totals = r.executions.totals()
+    return RuntimeEntry(
+        host=h.host_id, pid=r.pid, tag=r.tag, cores=list(r.cores),
+        executions=ExecutionCounts(
+            reading=reading, reports=r.executions.reports, totals=totals,
+            readings=r.executions.both_readings() if None in totals.values() else None,
+        ),
+        total_latency_s=r.total_latency_s, loaded_models=[m.name for m in r.loaded_models],
+        group_errors=dict(r.group_errors),
+    )
+
+
+def _ultraserver_entries(ledger: Ledger) -> list[UltraServerEntry]:
+    out = []
+    for us, hosts in sorted(ledger.ultraservers().items()):
+        chips = [c for h in hosts for c in h.chips]
+        capacities = [c.hbm_capacity_bytes for c in chips]
+        peaks = [c.hbm_peak_bytes for c in chips]
+        means = [c.util_mean_pct for c in chips if c.util_mean_pct is not None]
+        out.append(UltraServerEntry(
+            id=us, hosts=len(hosts), chips=len(chips),
+            hbm_capacity_bytes=None if None in capacities else sum(capacities),
+            hbm_peak_sum_bytes=None if None in peaks else sum(peaks),
+            util_mean_pct=_r(sum(means) / len(means)) if means else None,
+        ))
+    return out
+
+
+# --- rendering and writing ----------------------------------------------------------------------
+
+
+def _gib(n: int | None) -> str:
+    return "unknown" if n is None else f"{n / 2**30:.2f} GiB"
+
+
+def _pct(p: float | None) -> str:
+    return "n/a" if p is None else f"{p:.1f}%"
+
+
+def _md_text(s: object) -> str:
+    """Outside strings in Markdown: no markup, no control characters, no table breaks."""
+    text = "".join(ch for ch in str(s) if ch.isprintable())
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("`", "'").replace("<", "&lt;")
+
+
+def render_markdown(r: Receipt) -> str:
+    """The receipt for people: same figures, each section with its boundary in words."""
+    n_chips, n_hosts, n_us = len(r.chips), len(r.hosts), len(r.ultraservers)
+    lines = [
+        f"# trnwatch receipt ({r.evidence.upper()})",
+        "",
+        f"- Schema: `{SCHEMA}`; tool: {r.tool}",
+        f"- Evidence: **{r.evidence}**" + (f" (recorded session was {r.recorded_evidence})" if r.recorded_evidence else ""),
+        f"- Window: {r.window.seconds:.1f} s of data, first to last line received; exit reason: {r.exit_reason}",
+        f"- Coverage: {n_chips} chips on {n_hosts} hosts; {n_us} UltraServer(s) configured or reported",
+        "",
+        "## Sources",
+        "",
+        f"Boundary: {len(r.sources)} stream(s); counts are per stream.",
+        "",
+        "| source | kind | reports | rejected | gaps | state |",
+        "|---|---|---|---|---|---|",
+    ]
+    for s in r.sources:
+        reasons = ", ".join(f"{k} {v}" for k, v in s.rejected_by_reason.items())
+        state = "lost: " + _md_text(s.end_error) if s.end_error else ("ended" if s.ended else "open at exit")
+        lines.append(f"| {_md_text(s.id)} | {s.kind}{' (simulated)' if s.simulated else ''} | {s.reports} | "
+                     f"{s.rejected}{f' ({reasons})' if reasons else ''} | {s.gaps} ({s.gap_seconds:.1f} s) | {state} |")
+    lines += ["", "## Hosts", "", f"Boundary: {n_hosts} host(s), one neuron-monitor stream each; host figures, not chip figures.", "",
+              "| host | UltraServer | instance type | device type | chips | reports |", "|---|---|---|---|---|---|"]
+    for h in r.hosts:
+        us = f"{_md_text(h.ultraserver)} ({h.ultraserver_from})" if h.ultraserver else "none"
+        lines.append(f"| {_md_text(h.host)} | {us} | {_md_text(h.instance_type or '?')} | {_md_text(h.device_type or 'unknown')} | "
+                     f"{h.chips} | {h.reports} |")
+    lines += ["", "## Chips", "",
+              f"Boundary: each row is one chip ({n_chips} chips on {n_hosts} host(s)); not an UltraServer figure. "
+              "HBM is the sum of the per-core memory categories over all runtimes; utilisation is the mean over the chip's "
+              "logical cores, idle cores counting 0.", "",
+              "| host | chip | HBM peak | HBM capacity | util mean | util max | samples | ECC mem c/u | ECC sram c/u | ECC reading |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for c in r.chips:
+        e = c.ecc
+        lines.append(f"| {_md_text(c.host)} | {c.device} | {_gib(c.hbm_peak_bytes)} | {_gib(c.hbm_capacity_bytes)} | "
+                     f"{_pct(c.util_mean_pct)} | {_pct(c.util_max_pct)} | {c.samples} | {e.mem_corrected}/{e.mem_uncorrected} | "
+                     f"{e.sram_corrected}/{e.sram_uncorrected} | {c.ecc_reading} |")
+    lines += ["", "## Runtimes", "", "Boundary: one Neuron process each (keyed by pid and tag); execution counts are per process.", "",
+              "| host | pid | tag | cores | reading | completed | errors |", "|---|---|---|---|---|---|---|"]
+    for rt in r.runtimes:
+        t = rt.executions.totals
+        errors = [v for k, v in t.items() if k.startswith("error.")]
+        err_total = None if None in errors else sum(errors)
+        lines.append(f"| {_md_text(rt.host)} | {rt.pid} | {_md_text(rt.tag)} | {len(rt.cores)} | {rt.executions.reading} | "
+                     f"{t.get('status.completed')} | {err_total} |")
+    lines += ["", "## UltraServers", ""]
+    if r.ultraservers:
+        lines += ["Boundary: each row aggregates the hosts mapped to that UltraServer; these are UltraServer figures, "
+                  "never a property of any one chip. HBM peak sum adds each chip's own peak (not a simultaneous total).", "",
+                  "| UltraServer | hosts | chips | HBM capacity | HBM peak sum | util mean of chip means |", "|---|---|---|---|---|---|"]
+        for u in r.ultraservers:
+            lines.append(f"| {_md_text(u.id)} | {u.hosts} | {u.chips} | {_gib(u.hbm_capacity_bytes)} | {_gib(u.hbm_peak_sum_bytes)} | "
+                         f"{_pct(u.util_mean_pct)} |")
+    else:
+        lines.append("No host was mapped to an UltraServer (no `--ultraservers` file, no `ultraserver_id` in reports): "
+                     "no UltraServer figure is given.")
+    lines += ["", "## Job", ""]
+    lines.append("No job telemetry was connected: no step, throughput or collective figures." if r.job is None
+                 else "Boundary: the whole job (all ranks). See the JSON `job` section for the full figures.")
+    lines += ["", "## Counter semantics", "", r.counter_rule, ""]
+    return "\n".join(lines)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def default_receipt_dir() -> Path:
+    """Where receipts go without `--receipt`: $XDG_STATE_HOME/trnwatch/receipts (~/.local/state/...)."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "trnwatch" / "receipts"
+
+
+def default_receipt_path(evidence: Evidence, now_s: float) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now_s))
+    return default_receipt_dir() / f"trnwatch-{stamp}-{evidence}.json"
+
+
+def write_receipt(receipt: Receipt, path: Path) -> Path:
+    """Write the JSON and its Markdown (same name, `.md`) atomically; return the JSON path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write(path, receipt.to_json())
+    _atomic_write(path.with_suffix(".md"), render_markdown(receipt))
+    return path

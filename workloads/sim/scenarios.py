@@ -1,0 +1,145 @@
+"""What happens to each simulated chip at each tick: the training timeline and the injected faults.
+
+Timeline shared by every scenario (ticks are reports; virtual time is tick * period_s):
+
+| ticks                          | phase      | what the reports show                                       |
+|--------------------------------|------------|-------------------------------------------------------------|
+| 0-9                            | compile    | no core in `neuroncores_in_use`, host vCPUs busy (neuronx-cc),|
+|                                |            | HBM = runtime_memory only, `loaded_models` empty            |
+| 9                              | (load)     | NEFFs loaded: `loaded_models` appear (is_running false),    |
+|                                |            | constants / model_code / scratchpad allocated               |
+| 10-19                          | warmup     | utilisation ramps ~30% -> ~85%, tensors ramp to steady size |
+| 20+                            | steady     | utilisation 85-95%, ~2 NEFF executions/s per runtime        |
+| t >= 60 and t % 60 in {0,1,2}  | checkpoint | utilisation 1-4%, no executions, host io_wait up            |
+
+Job model: one Neuron runtime process per chip (rank = host * chips_per_host + chip, tag
+"llama3-pretrain-rank<rank>"), synchronous data parallel, so a slow or lost rank slows or stalls
+every chip of the topology.
+
+Fault site F = (host min(7, hosts - 1), chip min(2, chips_per_host - 1)): host 7 chip 2 on
+trn3-gen2-us, host 3 chip 2 on trn3-gen1-us and trn2-us, host 0 chip 2 on trn2.48xlarge.
+Chip indices are host-local device indices (`neuronN` on that host).
+
+| scenario   | where          | from tick | ground truth                                                      |
+|------------|----------------|-----------|-------------------------------------------------------------------|
+| healthy    | -              | -         | the timeline above, nothing else                                  |
+| straggler  | F              | 30        | F: utilisation 98.5-100%; every other chip 55-65% (waiting on F); |
+|            |                |           | every runtime's execution latency x1.6. Checkpoints still dip.    |
+| hang       | F is the hung  | 30        | every chip: no core in use (utilisation 0), no executions, latency|
+|            | chip           |           | null, HBM unchanged. neuron-monitor alone cannot tell which chip  |
+|            |                |           | hung: only job telemetry (heartbeats, no steps) localises it.     |
+| hbm-leak   | F              | 20        | F's tensors grow by LEAK_BYTES_PER_TICK (64 MiB) per tick, split  |
+|            |                |           | evenly over its logical cores, from tick 20 (first growth) until  |
+|            |                |           | a core's categories fill its share of HBM; other chips constant.  |
+| ecc        | F              | 40 / 50   | F's device: mem_ecc_corrected = 2 per tick from tick 40; at tick  |
+|            |                |           | 50 exactly mem_ecc_uncorrected = 1 and F's runtime reports        |
+|            |                |           | error_summary.hardware = 1, execution_summary.completed_with_err =|
+|            |                |           | 1. Counts are per period. Other devices: all ECC counts 0.        |
+| host-loss  | host of F      | 45        | that host emits nothing from tick 45 (drop-in exits 1 after a     |
+|            |                |           | message on stderr; `SimHost.alive(tick)` is False); every other   |
+|            |                |           | chip: no core in use, no executions (the job waits on the lost    |
+|            |                |           | rank).                                                            |
+
+Exact per-chip HBM bytes and utilisation per tick: see `ground_truth.py`.
+"""
+
+from dataclasses import dataclass
+from typing import Literal
+
+from trnwatch.workloads.sim.topology import Topology
+
+SCENARIOS: dict[str, str] = {
+    "healthy": "compile, warmup, steady training with periodic checkpoint dips",
+    "straggler": "one chip ~100% busy and slow from tick 30; its peers wait at ~60%",
+    "hang": "every chip idle from tick 30; the fault-site chip is the hung rank",
+    "hbm-leak": "one chip's tensors grow by 64 MiB per tick from tick 20",
+    "ecc": "one chip: corrected mem ECC from tick 40, one uncorrected at tick 50",
+    "host-loss": "the fault-site host stops reporting at tick 45; the job stalls",
+}
+
+COMPILE_TICKS = 10
+MODEL_LOAD_TICK = COMPILE_TICKS - 1  # NEFFs load as the last compile tick ends
+WARMUP_TICKS = 10
+CHECKPOINT_EVERY_TICKS = 60
+CHECKPOINT_TICKS = 3
+
+STRAGGLER_START_TICK = 30
+HANG_START_TICK = 30
+LEAK_START_TICK = 20
+LEAK_BYTES_PER_TICK = 64 << 20  # per chip; divisible by 4 and 8 logical cores
+ECC_START_TICK = 40
+ECC_CORRECTED_PER_TICK = 2
+ECC_UNCORRECTED_TICK = 50
+HOST_LOSS_TICK = 45
+
+Phase = Literal["compile", "warmup", "steady", "checkpoint", "stalled"]
+Role = Literal["normal", "straggler", "waiting"]
+
+
+@dataclass(frozen=True)
+class ChipCondition:
+    """The scenario's verdict for one chip at one tick; the numbers are drawn from it in chip.py."""
+
+    phase: Phase
+    ticks_into_phase: int
+    models_loaded: bool
+    role: Role
+    leaked_bytes: int  # extra tensors bytes on the chip, before the HBM cap
+    mem_ecc_corrected: int  # events in this tick
+    mem_ecc_uncorrected: int
+
+
+def check_scenario(name: str) -> str:
+    """Return `name` if it is a known scenario, else raise ValueError listing the known ones."""
+    if name not in SCENARIOS:
+        raise ValueError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")
+    return name
+
+
+def fault_site(topology: Topology) -> tuple[int, int]:
+    """(host, chip) where the scenario's fault is injected."""
+    return min(7, topology.hosts - 1), min(2, topology.chips_per_host - 1)
+
+
+def host_alive(topology: Topology, scenario: str, host: int, tick: int) -> bool:
+    """False once the host has gone silent (host-loss only)."""
+    return not (scenario == "host-loss" and host == fault_site(topology)[0] and tick >= HOST_LOSS_TICK)
+
+
+def _timeline_phase(scenario: str, tick: int) -> tuple[Phase, int]:
+    if tick < COMPILE_TICKS:
+        return "compile", tick
+    if tick < COMPILE_TICKS + WARMUP_TICKS:
+        return "warmup", tick - COMPILE_TICKS
+    if scenario == "hang" and tick >= HANG_START_TICK:
+        return "stalled", tick - HANG_START_TICK
+    if scenario == "host-loss" and tick >= HOST_LOSS_TICK:
+        return "stalled", tick - HOST_LOSS_TICK
+    if tick % CHECKPOINT_EVERY_TICKS < CHECKPOINT_TICKS:
+        return "checkpoint", tick % CHECKPOINT_EVERY_TICKS
+    return "steady", 0
+
+
+def chip_condition(topology: Topology, scenario: str, host: int, chip: int, tick: int) -> ChipCondition:
+    """What the scenario does to (host, chip) at `tick`."""
+    phase, ticks_into_phase = _timeline_phase(scenario, tick)
+    at_fault = (host, chip) == fault_site(topology)
+
+    role: Role = "normal"
+    if scenario == "straggler" and tick >= STRAGGLER_START_TICK and phase == "steady":
+        role = "straggler" if at_fault else "waiting"
+
+    leaked_bytes = 0
+    if scenario == "hbm-leak" and at_fault and tick >= LEAK_START_TICK:
+        leaked_bytes = (tick - LEAK_START_TICK + 1) * LEAK_BYTES_PER_TICK
+
+    ecc_on = scenario == "ecc" and at_fault
+    return ChipCondition(
+        phase=phase,
+        ticks_into_phase=ticks_into_phase,
+        models_loaded=tick >= MODEL_LOAD_TICK,
+        role=role,
+        leaked_bytes=leaked_bytes,
+        mem_ecc_corrected=ECC_CORRECTED_PER_TICK if ecc_on and tick >= ECC_START_TICK else 0,
+        mem_ecc_uncorrected=1 if ecc_on and tick == ECC_UNCORRECTED_TICK else 0,
+    )
