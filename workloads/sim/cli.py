@@ -38,7 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="log detail on stderr, 0-4 (default 0)")
     parser.add_argument("--topology", choices=list(TOPOLOGIES), default="trn3-gen2-us",
                         help="fleet shape (default trn3-gen2-us)")
-    parser.add_argument("--host", type=_non_negative_int, default=0, help="which host of the topology to play (default 0)")
+    parser.add_argument("--host", type=_non_negative_int, default=0,
+                        help="which host of the topology to play (default 0)")
     parser.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
     parser.add_argument("--scenario", choices=list(SCENARIOS), default="healthy", help="default healthy")
     parser.add_argument("--count", type=_non_negative_int, default=None, metavar="N",

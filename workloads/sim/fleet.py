@@ -17,6 +17,9 @@ Schema (neuron-telemetry.md 1.3-1.8), where the real captures in shared/realworl
   trn1n capture;
 - counts (`execution_stats`, `neuron_hw_counters`, `context_switch_count`) are per period, as
   documented (real captures look cumulative; the simulator follows the documentation).
+One key is not neuron-monitor's: a top-level `trnwatch_simulator` object (topology, host, seed,
+scenario), so that simulated reports piped into trnwatch can never pass as live. Consumers of
+real reports ignore it.
 
 A group whose configured period is k base periods is refreshed on ticks divisible by k and
 repeated unchanged in between, like the real tool's "latest value of every group". Its counts
@@ -124,16 +127,20 @@ class SimHost:
     def report(self, tick: int) -> dict:
         """The neuron-monitor report for `tick` (virtual time tick * period_s); raises HostLostError."""
         if not self.alive(tick):
-            raise HostLostError(f"host {self.host_index} is silent from tick {tick} on ({self.scenario})")
+            raise HostLostError(f"host {self.host_index} is silent at tick {tick} (scenario {self.scenario})")
         runtime_groups = [g for g in RUNTIME_GROUPS if g in self._ticks_per_refresh]
-        runtimes = [self._runtime_entry(chip, tick, runtime_groups) for chip in range(self.topology.chips_per_host)]
+        chips = range(self.topology.chips_per_host) if runtime_groups else range(0)
+        runtimes = [self._runtime_entry(chip, tick, runtime_groups) for chip in chips]
         system_groups = [g for g in SYSTEM_GROUPS if g in self._ticks_per_refresh]
         system = {g: self._system_builders[g](self._window(g, tick)) for g in system_groups}
         return {
-            "neuron_runtime_data": runtimes if runtime_groups else [],
+            "neuron_runtime_data": runtimes,
             "system_data": system or None,
             "instance_info": dict(self._instance_info),
             "neuron_hardware_info": dict(self._hardware_info),
+            "trnwatch_simulator": {
+                "topology": self.topology.name, "host": self.host_index, "seed": self.seed, "scenario": self.scenario,
+            },
         }
 
     def report_line(self, tick: int) -> str:
@@ -249,9 +256,8 @@ class SimHost:
                         "host": _SUBGRAPH_HOST_BYTES,
                         "neuron_device": sum(device.values()),
                         "usage_breakdown": {
-                            "host": {
-                                "application_memory": _SUBGRAPH_HOST_BYTES, "constants": 0, "dma_buffers": 0, "tensors": 0,
-                            },
+                            "host": {"application_memory": _SUBGRAPH_HOST_BYTES,
+                                     "constants": 0, "dma_buffers": 0, "tensors": 0},
                             "neuron_device": device,
                         },
                     },
@@ -263,7 +269,8 @@ class SimHost:
 
     def _runtime_vcpu_usage(self, chip: int, window: range) -> dict:
         tick = window[-1]
-        user_pct, system_pct = chip_model.runtime_vcpu_pct(self._condition(chip, tick), self.seed, self.host_index, chip, tick)
+        condition = self._condition(chip, tick)
+        user_pct, system_pct = chip_model.runtime_vcpu_pct(condition, self.seed, self.host_index, chip, tick)
         return {
             "period": self._measured_period_s("neuron_runtime_vcpu_usage", window, chip),
             "vcpu_usage": {"user": user_pct, "system": system_pct},
@@ -273,7 +280,8 @@ class SimHost:
     def _neuroncore_counters(self, chip: int, window: range) -> dict:
         tick = window[-1]
         topology = self.topology
-        activity = chip_model.core_activity(topology, self._condition(chip, tick), self.seed, self.host_index, chip, tick)
+        condition = self._condition(chip, tick)
+        activity = chip_model.core_activity(topology, condition, self.seed, self.host_index, chip, tick)
         in_use: dict[str, dict] = {}
         for local_core, core in enumerate(activity):
             if core is None:

@@ -61,7 +61,9 @@ def memory_total_bytes(topology: Topology) -> int:
     return topology.host_memory_bytes * 97 // 100 // PAGE_BYTES * PAGE_BYTES
 
 
-def memory_used_bytes(topology: Topology, phase: Phase, runtimes_host_bytes: int, seed: int, host: int, tick: int) -> int:
+def memory_used_bytes(
+    topology: Topology, phase: Phase, runtimes_host_bytes: int, seed: int, host: int, tick: int
+) -> int:
     """Host memory in use: OS, the runtimes' own host memory, and what the phase adds."""
     rng = random.Random(f"{seed}/{host}/{tick}/host-mem")
     extra_bytes = _PHASE_EXTRA_BYTES_PER_CHIP.get(phase, 0) * topology.chips_per_host

@@ -1,0 +1,46 @@
+"""Line splitting shared by every byte source: chunk boundaries, oversize lines, a last line without newline."""
+
+import asyncio
+
+from trnwatch.collectors.streams import neuron_monitor_config, split_lines
+
+
+def lines_of(chunks, max_line_bytes=16):
+    async def collect():
+        queue = list(chunks) + [b""]
+
+        async def read(_n):
+            return queue.pop(0)
+
+        return [line async for line in split_lines(read, "s", "neuron-monitor", max_line_bytes)]
+
+    return asyncio.run(collect())
+
+
+def test_lines_split_across_chunks_are_joined():
+    got = lines_of([b'{"a"', b':1}\n{"b":2}\n{"c"', b":3}"])
+    assert [line.text for line in got] == ['{"a":1}', '{"b":2}', '{"c":3}']
+
+
+def test_oversize_line_is_discarded_up_to_its_newline_and_the_next_line_survives():
+    got = lines_of([b"x" * 10, b"y" * 10, b"z" * 10 + b"\nok\n"])
+    assert [(line.text, line.oversize_bytes) for line in got] == [("", 30), ("ok", 0)]
+
+
+def test_oversize_line_within_one_chunk():
+    got = lines_of([b"a" * 40 + b"\nfine\n"])
+    assert [(line.text, line.oversize_bytes) for line in got] == [("", 40), ("fine", 0)]
+
+
+def test_invalid_utf8_is_replaced_not_fatal():
+    (line,) = lines_of([b"\xff\xfe{}\n"])
+    assert line.text == "\ufffd\ufffd{}"
+
+
+def test_generated_config_enables_every_group_at_the_period():
+    cfg = neuron_monitor_config(0.5)
+    assert cfg["period"] == "500ms"
+    assert {m["type"] for m in cfg["neuron_runtimes"][0]["metrics"]} == {
+        "neuroncore_counters", "memory_used", "neuron_runtime_vcpu_usage", "execution_stats"}
+    assert {m["type"] for m in cfg["system_metrics"]} == {"vcpu_usage", "memory_info", "neuron_hw_counters"}
+    assert neuron_monitor_config(2)["period"] == "2s"

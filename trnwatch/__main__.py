@@ -1,0 +1,5 @@
+import sys
+
+from trnwatch.cli import main
+
+sys.exit(main())
