@@ -7,9 +7,10 @@ types are rejected (strict: "3" is not a step number, `true` is not a rank).
 Timing fields must be finite numbers. `loss` may be NaN or Infinity (Python's json writes them as
 bare `NaN` / `Infinity`) because a diverging loss is data the monitor must show, not a bad line.
 
-A few fields are nullable beyond the issue's list because passive sources (the job's log, its
-checkpoint directory) cannot know them; the in-job emitter always fills them:
-`step.step_time_s`, `step.compute_s`, `step.tokens`, `checkpoint.step`. Optional additions:
+Some fields are nullable because a source cannot always know them: `step.step_time_s`,
+`step.tokens`, `checkpoint.step` (passive sources: the job's log, its checkpoint directory) and
+`step.compute_s` (passive sources, and XLA jobs whose collectives run inside the step graph).
+Optional additions:
 `phase.cache` (compile phases: persistent-cache hit or miss), `checkpoint.tag`,
 `heartbeat.dropped_events` (events the emitter had to drop because its queue was full).
 """
@@ -19,6 +20,7 @@ from typing import Annotated, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 SCHEMA_VERSION = "trnwatch.job/1"
+MAX_ERRORS_SHOWN = 3
 
 FiniteSeconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 UnixSeconds = Annotated[float, Field(allow_inf_nan=False)]
@@ -158,10 +160,13 @@ def parse_job_line(text: str) -> JobEvent:
     try:
         return _JOB_EVENT.validate_json(text)
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(part) for part in first["loc"][1:])  # loc[0] is the union tag
-        detail = f"{where}: {first['msg']}" if where else first["msg"]
-        raise JobLineError(f"bad {SCHEMA_VERSION} line ({exc.error_count()} error(s)): {detail}") from None
+        details = []
+        for error in exc.errors(include_url=False)[:MAX_ERRORS_SHOWN]:
+            where = ".".join(str(part) for part in error["loc"][1:])  # loc[0] is the union tag
+            details.append(f"{where}: {error['msg']}" if where else error["msg"])
+        more = exc.error_count() - len(details)
+        suffix = f" (+{more} more)" if more else ""
+        raise JobLineError(f"bad {SCHEMA_VERSION} line: {'; '.join(details)}{suffix}") from None
 
 
 def job_event_json_schema() -> dict:
@@ -170,9 +175,3 @@ def job_event_json_schema() -> dict:
     schema["$id"] = SCHEMA_VERSION
     schema["title"] = "trnwatch job telemetry event"
     return schema
-
-
-if __name__ == "__main__":
-    import json
-
-    print(json.dumps(job_event_json_schema(), indent=2))

@@ -40,6 +40,7 @@ from trnwatch.collectors.job_events import (
     Phase,
     Step,
 )
+from trnwatch.collectors.checkpoints import step_from_tag
 from trnwatch.collectors.job_files import POLL_S, follow_file
 from trnwatch.collectors.lines import Line
 
@@ -61,15 +62,8 @@ _CACHE_HIT = re.compile(r"Using a cached neff")
 _SAVE = re.compile(r"(?:synced|async) saving of checkpoint (?P<tag>\S+) (?P<state>began|completed)")
 _LOAD_BEGIN = re.compile(r"loading checkpoint from (?P<tag>\S+)")
 _LOAD_END = re.compile(r"loading checkpoint done")
-_STEP_IN_TAG = re.compile(r"step[_=-]?(?P<step>\d+)")
 
 MAX_MESSAGE_CHARS = 500
-
-
-def step_from_tag(tag: str) -> int | None:
-    """The step number inside a checkpoint tag (`step_120`, `...--step=120-...`), if any."""
-    match = _STEP_IN_TAG.search(tag)
-    return int(match["step"]) if match else None
 
 
 class NxdLogParser:
@@ -148,12 +142,15 @@ class NxdLogParser:
 
 
 def _line_ts(text: str, received_s: float) -> float:
-    if match := _ISO_TS.match(text):
-        stamp, _, fraction = match["ts"].replace(",", ".").replace("T", " ").partition(".")
-        seconds = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S").timestamp()
-        return seconds + (float("0." + fraction) if fraction else 0.0)
-    if match := _ASCTIME_TS.match(text):
-        return time.mktime(time.strptime(match["ts"], "%a %b %d %H:%M:%S %Y"))
+    try:
+        if match := _ISO_TS.match(text):
+            stamp, _, fraction = match["ts"].replace(",", ".").replace("T", " ").partition(".")
+            seconds = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S").timestamp()
+            return seconds + (float("0." + fraction) if fraction else 0.0)
+        if match := _ASCTIME_TS.match(text):
+            return time.mktime(time.strptime(match["ts"], "%a %b %d %H:%M:%S %Y"))
+    except ValueError:  # shaped like a timestamp but not a real date
+        pass
     return received_s
 
 
@@ -168,6 +165,14 @@ async def follow_job_log(
     """Follow a job log from its start and yield the events it shows as `trnwatch.job/1` lines."""
     name = os.path.basename(path)
     parser = NxdLogParser(run or os.path.splitext(name)[0], default_rank, global_batch, seq_len)
+    source_id = f"joblog:{name}"
     async for received_s, text in follow_file(path, poll_s):
-        for event in parser.parse(text, received_s):
-            yield Line(source_id=f"joblog:{name}", kind="job", received_s=received_s, text=event.model_dump_json())
+        try:
+            events = parser.parse(text, received_s)
+        except ValueError:
+            # Looked like an event but does not validate (e.g. a step time of 1e999): pass the raw
+            # line on so the job-line parser rejects it and it is counted, not silently lost.
+            yield Line(source_id=source_id, kind="job", received_s=received_s, text=text)
+            continue
+        for event in events:
+            yield Line(source_id=source_id, kind="job", received_s=received_s, text=event.model_dump_json())

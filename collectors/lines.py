@@ -8,7 +8,9 @@ each yields `Line`s from an async generator. Parsing happens downstream, so a re
 from dataclasses import dataclass
 from typing import Literal
 
-LineKind = Literal["neuron-monitor", "job"]
+# "prometheus": one scrape of an exporter's /metrics, as JSON {"url", "interval_s", "body"};
+# "promql": one host's answers to a refresh's PromQL queries (collectors/prometheus.py).
+LineKind = Literal["neuron-monitor", "job", "prometheus", "promql"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,11 +30,14 @@ class Line:
 class SourceEvent:
     """A source opening (registered before its first line) or ending (EOF, or lost with an error).
 
+    Remote sources that reconnect (SSH hosts, Prometheus endpoints) also report their link:
+    "connecting" when an attempt starts, "down" (with the error) when the link is lost and will
+    be retried; the source id stays the same across reconnections, so gaps land on it.
     Recorded beside lines so a replay reproduces which sources existed and how they ended.
     """
 
     source_id: str
     kind: LineKind
     t_s: float
-    event: Literal["open", "end"]
+    event: Literal["open", "end", "connecting", "down"]
     error: str | None = None

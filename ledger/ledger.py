@@ -9,16 +9,22 @@ UltraServer only by configuration (`--ultraservers` file, or the `instance_info.
 a report carries), and every rollup says how many chips and hosts it covers.
 """
 
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal
 
-from trnwatch.collectors.lines import Line
-from trnwatch.collectors.neuron_monitor import ReportRejected, parse_report
+from trnwatch.collectors.lines import Line, SourceEvent
+from trnwatch.collectors.neuron_monitor import Report, ReportRejected, parse_report
+from trnwatch.collectors.prometheus import PROMETHEUS_KINDS, parse_prometheus_line
+from trnwatch.collectors.job_events import JobLineError, parse_job_line
 from trnwatch.ledger.hosts import HostState
+from trnwatch.ledger.job import JobDiagnosis, JobLedger
 
 Evidence = Literal["live", "replayed", "simulated"]
-SourceState = Literal["waiting", "connected", "stale", "ended", "lost"]
+# connecting / reconnecting / lost-while-retrying come from link events of remote sources (SSH,
+# Prometheus); a source without link events goes waiting -> connected / stale -> ended / lost.
+SourceState = Literal["waiting", "connecting", "reconnecting", "connected", "stale", "ended", "lost"]
 
 # A source or host is stale when nothing arrived for this many report periods (and at least
 # STALE_MIN_S): one late report is jitter, three missed ones are a problem.
@@ -47,10 +53,22 @@ class SourceStats:
     ended_s: float | None = None
     end_error: str | None = None
     simulated: bool = False
+    # Link of a remote source: None (no link events), "connecting", "up" (a line arrived), "down".
+    link: str | None = None
+    link_since_s: float | None = None
+    link_error: str | None = None  # the last "down" error, kept after recovery
+    connects: int = 0
+    downs: int = 0
+    # A "down" after data: the next report counts a gap however short the outage was.
+    interrupted: bool = False
 
     def state(self, now_s: float, period_s: float | None) -> SourceState:
         if self.ended_s is not None:
             return "lost" if self.end_error else "ended"
+        if self.link == "down":
+            return "lost"  # with link_error; the source retries (see link_since_s for how long)
+        if self.link == "connecting":
+            return "reconnecting" if self.downs else "connecting"
         if self.last_s is None:
             return "waiting"
         return "stale" if now_s - self.last_s > stale_after_s(period_s) else "connected"
@@ -72,6 +90,22 @@ class UltraServerRollup:
     chips_with_ecc: int
 
 
+@dataclass(frozen=True, slots=True)
+class ClusterRollup:
+    """The whole cluster now: UltraServer rows, hosts in no UltraServer, and totals over fresh
+    hosts. Each row keeps its own boundary (hosts fresh of total, chips counted)."""
+
+    ultraservers: list[UltraServerRollup]
+    unplaced: UltraServerRollup | None  # hosts mapped to no UltraServer (id ""), if any
+    hosts_total: int
+    hosts_fresh: int
+    chips: int
+    hbm_used_bytes: int
+    hbm_capacity_bytes: int | None  # None when any fresh chip's capacity is unknown
+    util_mean_pct: float | None  # mean over fresh chips (each chip weighs the same)
+    chips_with_ecc: int
+
+
 class Ledger:
     """All scoped state of one session. Feed it `Line`s; read hosts, chips and rollups."""
 
@@ -82,6 +116,8 @@ class Ledger:
         self.hosts: dict[str, HostState] = {}
         self.first_s: float | None = None
         self.last_s: float | None = None
+        # The job scope, from the first job telemetry line on (None: no job source connected).
+        self.job: JobLedger | None = None
 
     # --- ingest -------------------------------------------------------------------------------
 
@@ -99,10 +135,24 @@ class Ledger:
         if self.first_s is None:
             self.first_s = t
         self.last_s = t
+        if stats.link is not None and stats.link != "up":
+            stats.link, stats.link_since_s = "up", t
         if line.oversize_bytes:
             self.reject(line.source_id, line.kind, "oversize", f"line of {line.oversize_bytes} bytes discarded")
             return
         if not line.text.strip():
+            return
+        if line.kind == "job":
+            self._ingest_job(stats, line)
+            return
+        if line.kind in PROMETHEUS_KINDS:
+            # One scrape or one host's PromQL answers: one Report per host, each rejected alone.
+            for item in parse_prometheus_line(line.kind, line.text):
+                if isinstance(item, ReportRejected):
+                    stats.rejected[item.reason] += 1
+                    stats.last_rejection = item.detail[:200]
+                else:
+                    self._fold_report(stats, line.source_id, t, item)
             return
         try:
             report = parse_report(line.text)
@@ -110,13 +160,32 @@ class Ledger:
             stats.rejected[exc.reason] += 1
             stats.last_rejection = exc.detail[:200]
             return
-        host_id = self._host_id(report, line.source_id)
+        self._fold_report(stats, line.source_id, t, report)
+
+    def _ingest_job(self, stats: SourceStats, line: Line) -> None:
+        try:
+            event = parse_job_line(line.text)
+        except JobLineError as exc:
+            stats.rejected["job-schema"] += 1
+            stats.last_rejection = str(exc)[:200]
+            return
+        if self.job is None:
+            self.job = JobLedger()
+        if stats.first_s is None:
+            stats.first_s = line.received_s
+        stats.last_s = line.received_s
+        stats.reports += 1
+        self.job.ingest(event, line.received_s)
+
+    def _fold_report(self, stats: SourceStats, source_id: str, t: float, report: Report) -> None:
+        host_id = self._host_id(report, source_id)
         host = self.hosts.get(host_id)
         if host is None:
-            host = self.hosts[host_id] = HostState(host_id, line.source_id)
-        if stats.last_s is not None and t - stats.last_s > stale_after_s(host.period_s):
+            host = self.hosts[host_id] = HostState(host_id, source_id)
+        if stats.last_s is not None and (stats.interrupted or t - stats.last_s > stale_after_s(host.period_s)):
             stats.gaps += 1
             stats.gap_s += t - stats.last_s
+        stats.interrupted = False
         if stats.first_s is None:
             stats.first_s = t
         stats.last_s = t
@@ -129,6 +198,28 @@ class Ledger:
         stats = self.source(source_id, kind)
         stats.rejected[reason] += 1
         stats.last_rejection = detail[:200]
+
+    def link_event(self, event: SourceEvent) -> None:
+        """Note a remote source's link change: "connecting" (an attempt starts) or "down" (lost,
+        with the error; the source retries under the same id)."""
+        stats = self.source(event.source_id, event.kind)
+        if event.event == "connecting":
+            stats.link = "connecting"
+            stats.connects += 1
+        elif event.event == "down":
+            stats.link = "down"
+            stats.downs += 1
+            stats.link_error = event.error
+            stats.interrupted = stats.interrupted or stats.last_s is not None
+        stats.link_since_s = event.t_s
+
+    def source_states(self, now_s: float) -> dict[str, SourceState]:
+        """Every source's state now, each judged against the report period of the host(s) it feeds."""
+        periods: dict[str, float] = {}
+        for h in self.hosts.values():
+            if h.period_s:
+                periods[h.source_id] = max(h.period_s, periods.get(h.source_id, 0.0))
+        return {sid: s.state(now_s, periods.get(sid)) for sid, s in self.sources.items()}
 
     def end_source(self, source_id: str, t_s: float, error: str | None = None) -> None:
         """Mark a source finished: cleanly (EOF) or lost (with the error it died of)."""
@@ -145,6 +236,30 @@ class Ledger:
         return source_id
 
     # --- scopes -------------------------------------------------------------------------------
+
+    def host_named(self, name: str) -> HostState | None:
+        """The host a job rank names (its hostname): matched against host ids, stream labels and
+        instance names, never guessed from a partial match."""
+        for host in self.hosts.values():
+            if name in (host.host_id, host.source_id, host.instance_name):
+                return host
+        return None
+
+    def chip_util_pct(self, host_name: str, chip: int, now_s: float | None = None) -> float | None:
+        """Latest utilisation of a rank's chip, for the job diagnosis' device evidence (None when
+        the host is unknown or its data is stale)."""
+        host = self.host_named(host_name)
+        if host is None or not 0 <= chip < len(host.chips):
+            return None
+        if now_s is not None and not self.host_fresh(host, now_s):
+            return None
+        return host.chips[chip].util_pct
+
+    def job_diagnosis(self, now_s: float) -> JobDiagnosis | None:
+        """The job verdict with device evidence joined in (rank -> host / chip), or None without job data."""
+        if self.job is None:
+            return None
+        return self.job.diagnose(now_s, lambda host, chip: self.chip_util_pct(host, chip, now_s))
 
     def ultraserver_of(self, host: HostState) -> str | None:
         """UltraServer of a host: configuration first (by host id or stream label), then the
@@ -184,6 +299,39 @@ class Ledger:
             util_min_pct=min(utils) if utils else None,
             chips_idle=sum(1 for u in utils if u == 0.0),
             chips_with_ecc=sum(1 for c in chips if any(v for v in c.ecc.totals().values())),
+        )
+
+    def rollup_cluster(self, now_s: float) -> "ClusterRollup":
+        """The cluster above the UltraServer: one row per UltraServer (configured or reported),
+        hosts in no UltraServer in a row of their own, and cluster totals; figures over fresh
+        hosts only. A configured member that never reported counts in `hosts_total`, not fresh."""
+        placed = self.ultraservers()
+        configured: dict[str, set[str]] = {}
+        for key, us in self.ultraserver_overrides.items():
+            configured.setdefault(us, set()).add(key)
+        rows = []
+        for us in sorted(set(placed) | set(configured)):
+            hosts = placed.get(us, [])
+            row = self.rollup_ultraserver(us, hosts, now_s)
+            seen = {key for h in hosts for key in (h.host_id, h.source_id)}
+            silent = len(configured.get(us, set()) - seen)
+            rows.append(dataclasses.replace(row, hosts_total=row.hosts_total + silent) if silent else row)
+        loose = [h for h in self.hosts.values() if self.ultraserver_of(h) is None]
+        unplaced = self.rollup_ultraserver("", loose, now_s) if loose else None
+        chips = [c for h in self.hosts.values() if self.host_fresh(h, now_s) for c in h.chips]
+        utils = [c.util_pct for c in chips if c.util_pct is not None]
+        capacities = [c.hbm_capacity_bytes for c in chips]
+        everything = rows + ([unplaced] if unplaced else [])
+        return ClusterRollup(
+            ultraservers=rows,
+            unplaced=unplaced,
+            hosts_total=sum(r.hosts_total for r in everything),
+            hosts_fresh=sum(r.hosts_fresh for r in everything),
+            chips=len(chips),
+            hbm_used_bytes=sum(r.hbm_used_bytes for r in everything),
+            hbm_capacity_bytes=None if None in capacities else sum(capacities),
+            util_mean_pct=sum(utils) / len(utils) if utils else None,
+            chips_with_ecc=sum(r.chips_with_ecc for r in everything),
         )
 
     @property

@@ -150,13 +150,10 @@ def _r(value: float | None, places: int = 3) -> float | None:
     return None if value is None else round(value, places)
 
 
-def build_receipt(
-    ledger: Ledger,
-    exit_reason: ExitReason,
-    recorded_evidence: Evidence | None = None,
-    job: dict[str, Any] | None = None,
-) -> Receipt:
-    """Assemble the receipt from the ledger's current state."""
+def build_receipt(ledger: Ledger, exit_reason: ExitReason, recorded_evidence: Evidence | None = None) -> Receipt:
+    """Assemble the receipt from the ledger's current state. The job section is judged at the
+    window's end (the last line received), so a replay gives the same job figures."""
+    job = ledger.job.summary(ledger.last_s) if ledger.job is not None and ledger.last_s is not None else None
     hosts = sorted(ledger.hosts.values(), key=lambda h: h.host_id)
     chips = [_chip_entry(h, c) for h in hosts for c in h.chips]
     start, end = ledger.first_s, ledger.last_s

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from trnwatch import __version__
+from trnwatch.themes import THEME_NAMES
 
 EPILOG = """\
 examples:
@@ -47,7 +48,22 @@ def _session_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--ultraservers", type=Path, metavar="FILE",
                    help="map hosts to UltraServers: lines of '<host id or stream label> <ultraserver id>'")
     g.add_argument("--refresh", type=_positive, default=1.0, metavar="SECONDS", help="screen refresh interval (default 1)")
-    g.add_argument("--theme", default=None, help="screen theme: dark, light, high-contrast, colorblind, mono")
+    g.add_argument("--theme", default=None, choices=THEME_NAMES, help="screen theme (default dark; mono under NO_COLOR)")
+    g.add_argument("--snapshot-dir", type=Path, metavar="DIR", help="where the screen's export key (e) writes "
+                   "SVG + JSON snapshots (default ./snapshots)")
+
+
+def _job_options(p: argparse.ArgumentParser, demo: bool) -> None:
+    g = p.add_argument_group("job telemetry")
+    if demo:
+        g.add_argument("--job-dir", type=Path, metavar="DIR",
+                       help="write the simulated job's trnwatch.job/1 rank files here (default: a temporary folder)")
+        return
+    g.add_argument("--job-dir", type=Path, metavar="DIR",
+                   help="follow a run directory of trnwatch.job/1 rank files (rank-NNNNN.jsonl), history first")
+    g.add_argument("--job-log", type=Path, metavar="FILE", help="follow an NxD / NxD-Training log for steps, loss, "
+                   "throughput, compiles and checkpoints (no collective latency: that needs the in-job emitter)")
+    g.add_argument("--ckpt-dir", type=Path, metavar="DIR", help="watch a checkpoint folder (<tag>/checkpoint, <tag>/done)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,10 +83,13 @@ def build_parser() -> argparse.ArgumentParser:
     src = watch.add_mutually_exclusive_group()
     src.add_argument("--stdin", action="store_true", help="read one neuron-monitor stream (one JSON report per line) from stdin until EOF")
     src.add_argument("--neuron-monitor", metavar="PATH", help="run this executable instead of neuron-monitor, with the same arguments")
-    watch.add_argument("--period", type=_positive, default=1.0, metavar="SECONDS", help="neuron-monitor report period (default 1)")
+    from trnwatch import scaleout
+    scaleout.add_watch_options(watch, src)
+    watch.add_argument("--period", type=_positive, default=1.0, metavar="SECONDS", help="neuron-monitor report period; poll interval of --scrape / --prometheus (default 1)")
     watch.add_argument("--label", default=None, help="stream label used as host id when a report has no instance id "
                        "(default: 'stdin' or 'local')")
     _session_options(watch)
+    _job_options(watch, demo=False)
 
     replay = sub.add_parser("replay", help="replay a recording to the same figures and receipt",
                             description="Replay a recording made with --record. Figures and receipt match the recorded "
@@ -90,12 +109,35 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0, help="simulator seed (default 0)")
     demo.add_argument("--period", type=_positive, default=1.0, metavar="SECONDS", help="report period per host (default 1)")
     _session_options(demo)
+    _job_options(demo, demo=True)
 
     sim = sub.add_parser("sim", help="the simulator as a drop-in neuron-monitor (reports on stdout)",
                          description="A drop-in neuron-monitor for one simulated host: accepts -c CONFIG and --verbose "
                          "like the real one, writes one JSON report per line.")
     from trnwatch.workloads.sim import cli as sim_cli
     sim_cli.add_arguments(sim)
+
+    snap = sub.add_parser("snapshot", help="collect briefly, then print every scope as text or JSON (for scripts, tickets)",
+                          description="Collect from a source for --duration (default: three report periods; a recording: "
+                          "to its end), then print a plain-text summary of every scope, or with --json the full "
+                          "snapshot (trnwatch.snapshot/1), the same one the screen's export key writes.")
+    snap_src = snap.add_mutually_exclusive_group()
+    snap_src.add_argument("--stdin", action="store_true", help="one neuron-monitor stream from stdin (as `watch --stdin`)")
+    snap_src.add_argument("--neuron-monitor", metavar="PATH", help="run this executable instead of neuron-monitor")
+    snap_src.add_argument("--demo", action="store_true", help="the simulated UltraServer (as `trnwatch demo`)")
+    snap_src.add_argument("--replay", dest="recording", type=Path, metavar="RECORDING", help="a recording made with --record")
+    from trnwatch import scaleout
+    scaleout.add_watch_options(snap, snap_src)
+    snap.add_argument("--period", type=_positive, default=1.0, metavar="SECONDS", help="report / poll period (default 1)")
+    snap.add_argument("--label", default=None, help="stream label used as host id when a report has no instance id")
+    snap.add_argument("--scenario", default="healthy", choices=sorted(SCENARIOS), help="--demo fault scenario")
+    snap.add_argument("--topology", default="trn3-gen2-us", choices=sorted(TOPOLOGIES), help="--demo fleet shape")
+    snap.add_argument("--seed", type=int, default=0, help="--demo simulator seed (default 0)")
+    snap.add_argument("--duration", type=_positive, metavar="SECONDS", help="how long to collect before printing")
+    snap.add_argument("--ultraservers", type=Path, metavar="FILE", help="host -> UltraServer map, as for `watch`")
+    snap.add_argument("--receipt", type=Path, metavar="PATH", help="also write the session's receipt here")
+    snap.add_argument("--json", action="store_true", help="print the JSON snapshot instead of the text summary")
+    snap.set_defaults(headless=True, record=None, speed=0.0)
 
     schema = sub.add_parser("schema", help="print the JSON Schema of a contract",
                             description="Print the JSON Schema exported from the model of a versioned contract.")
@@ -111,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "schema":
         return _print_schema(args.contract)
     try:
+        if args.command == "snapshot":
+            return _run_snapshot(args)
         return _run_session(args)
     except UsageError as exc:
         print(f"trnwatch: {exc}", file=sys.stderr)
@@ -148,11 +192,42 @@ def _run_session(args) -> int:
         reason, path = asyncio.run(_headless(session, progress))
     else:
         from trnwatch.tui.app import run_app
-        reason, path = run_app(session, refresh_s=args.refresh, theme=args.theme, receipt_path=args.receipt)
+        from trnwatch.tui.terminal import NoTerminal
+        try:
+            reason, path = run_app(session, refresh_s=args.refresh, theme=args.theme, receipt_path=args.receipt,
+                                   snapshot_dir=args.snapshot_dir)
+        except NoTerminal as exc:
+            raise UsageError(str(exc)) from None
     if path is not None:
         _say(f"receipt: {path} (and {path.with_suffix('.md').name})")
     lost = [s.source_id for s in session.ledger.sources.values() if s.end_error]
     return 1 if lost and reason == "eof" else 0
+
+
+SNAPSHOT_PERIODS = 3  # default collection time of `trnwatch snapshot`, in report periods
+
+
+def _run_snapshot(args) -> int:
+    """`trnwatch snapshot`: collect headless from the chosen source, then print every scope."""
+    from trnwatch.ledger.snapshot import build_snapshot, render_text, session_now_s
+    kind = "demo" if args.demo else "replay" if args.recording else "watch"
+    source_args = argparse.Namespace(**{**vars(args), "command": kind})
+    if args.duration is None and kind != "replay":
+        source_args.duration = SNAPSHOT_PERIODS * args.period
+    session, _ = _make_session(source_args)
+
+    async def collect():
+        session.install_signal_handlers()
+        return await session.run()
+
+    asyncio.run(collect())
+    job = getattr(session, "job", None)
+    now_s = session_now_s(session.ledger, time.time(), job)
+    snapshot = build_snapshot(session.ledger, now_s, job.summary(now_s) if job else None, session.recorded_evidence)
+    _say(json.dumps(snapshot, indent=2) if args.json else render_text(snapshot).rstrip("\n"))
+    if args.receipt:
+        session.write_receipt(args.receipt)
+    return 0
 
 
 def _say(text: str) -> None:
@@ -164,14 +239,80 @@ def _say(text: str) -> None:
 
 
 async def _headless(session, progress_every_s: float):
-    from trnwatch.session import progress_lines
+    from trnwatch.session import link_progress_lines, progress_lines
     session.install_signal_handlers()
     reporter = asyncio.create_task(progress_lines(session, progress_every_s))
+    links = asyncio.create_task(link_progress_lines(session)) if session.remote_sources else None
     try:
         reason = await session.run()
     finally:
         reporter.cancel()
+        if links is not None:
+            links.cancel()
     return reason, session.write_receipt(session.receipt_path)
+
+
+def _keys_from_terminal() -> int:
+    from trnwatch.tui.terminal import NoTerminal, keys_from_terminal
+    try:
+        return keys_from_terminal()
+    except NoTerminal as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _job_requested(args) -> bool:
+    return bool(getattr(args, "job_dir", None) or getattr(args, "job_log", None) or getattr(args, "ckpt_dir", None))
+
+
+def _job_sources(args) -> list:
+    """Job telemetry sources of `watch`: rank files, a log, a checkpoint folder."""
+    from trnwatch.collectors.checkpoints import follow_checkpoint_dir
+    from trnwatch.collectors.job_files import follow_run_dir
+    from trnwatch.collectors.job_log import follow_job_log
+    from trnwatch.session import SourceSpec
+
+    sources = []
+    if getattr(args, "job_dir", None):
+        run_dir = str(args.job_dir)
+        # Each rank file is its own source (job:rank-NNNNN.jsonl); the follower only relays them.
+        sources.append(SourceSpec(f"job-dir:{run_dir}", "job", lambda: follow_run_dir(run_dir), relay=True))
+    run = None
+    if getattr(args, "job_log", None):
+        log = str(args.job_log)
+        run = args.job_log.stem
+        sources.append(SourceSpec(f"joblog:{args.job_log.name}", "job", lambda: follow_job_log(log, run)))
+    if getattr(args, "ckpt_dir", None):
+        ckpt = str(args.ckpt_dir)
+        ckpt_run = run or args.ckpt_dir.resolve().name
+        sources.append(SourceSpec(f"ckpt:{args.ckpt_dir.resolve().name}", "job", lambda: follow_checkpoint_dir(ckpt, ckpt_run)))
+    return sources
+
+
+def _sim_job(args, hosts):
+    """The demo's simulated job: a writer appending rank files each period, and the same
+    follower a live `--job-dir` uses reading them back."""
+    import tempfile
+
+    from trnwatch.collectors.job_files import follow_run_dir
+    from trnwatch.session import SourceSpec
+    from trnwatch.workloads.sim.job import SimJobWriter
+
+    run_dir = args.job_dir or Path(tempfile.mkdtemp(prefix="trnwatch-demo-job-"))
+    writer = SimJobWriter(hosts, run_dir)
+
+    async def write_ticks():
+        start = time.monotonic()
+        tick = 0
+        try:
+            while True:
+                writer.write_tick(tick, time.time())
+                tick += 1
+                await asyncio.sleep(max(0.0, start + tick * args.period - time.monotonic()))
+        finally:
+            writer.close()
+
+    spec = SourceSpec(f"job-dir:{run_dir}", "job", lambda: follow_run_dir(str(run_dir)), relay=True)
+    return spec, write_ticks
 
 
 def _make_session(args):
@@ -186,9 +327,22 @@ def _make_session(args):
     progress_every_s = 10.0
     if args.command == "watch":
         mode = "live"
-        if args.stdin:
+        from trnwatch import scaleout
+        if scaleout.requested(args):
+            try:
+                scale = scaleout.build(args)
+            except scaleout.OptionError as exc:
+                raise UsageError(str(exc)) from None
+            sources = scale.sources
+            ultraservers = {**scale.ultraservers, **ultraservers}  # an --ultraservers file has the last word
+        elif args.stdin:
             label = args.label or "stdin"
-            sources = [SourceSpec(label, "neuron-monitor", lambda: streams.stdin_lines(label))]
+            # With the screen, reports keep coming from the pipe and keys from the terminal (as `less` does).
+            fd = 0 if args.headless else _keys_from_terminal()
+            sources = [SourceSpec(label, "neuron-monitor", lambda: streams.stdin_lines(label, fd=fd))]
+        elif not args.neuron_monitor and _job_requested(args) and streams.find_neuron_monitor() is None:
+            sources = []  # job telemetry alone gives the job scope
+            print("trnwatch: no neuron-monitor here; watching the job scope only", file=sys.stderr)
         else:
             executable = args.neuron_monitor or streams.find_neuron_monitor()
             if executable is None:
@@ -220,7 +374,17 @@ def _make_session(args):
                        lambda h=h: sim_host_lines(h, args.period, start, args.period * i / len(hosts)))
             for i, h in enumerate(hosts)
         ]
+    background = []
+    if args.command == "watch":
+        sources += _job_sources(args)
+    elif args.command == "demo":
+        job_spec, job_writer = _sim_job(args, hosts)
+        sources.append(job_spec)
+        background.append(job_writer)
     recorder = Recorder(args.record, mode, ultraservers) if args.record else None
     session = Session(Ledger(mode, ultraservers), sources, recorder, args.duration, recorded_evidence)
+    session.background = background
     session.receipt_path = args.receipt
+    session.remote_sources = any(spec.kind in ("prometheus", "promql") for spec in sources) or (
+        args.command == "watch" and bool(args.hosts or args.hosts_file))
     return session, progress_every_s

@@ -10,7 +10,8 @@ import asyncio
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +61,8 @@ class Session:
         self.started_s = time.time()
         self.exit_reason: ExitReason | None = None
         self._stop = asyncio.Event()
+        # Workloads that run beside the sources for the session's length (the demo's simulated job).
+        self.background: list[Callable[[], Awaitable[None]]] = []
 
     def stop(self, reason: ExitReason) -> None:
         """Ask the session to end; the first reason given is the one the receipt keeps."""
@@ -80,6 +83,7 @@ class Session:
                 self._apply(SourceEvent(spec.source_id, spec.kind, time.time(), "open"))
         tasks = [asyncio.create_task(self._consume(spec)) for spec in self.sources]
         helpers = [asyncio.create_task(self._all_ended(tasks))]
+        helpers += [asyncio.create_task(work()) for work in self.background]
         if self.recorder is not None:
             helpers.append(asyncio.create_task(self._flush_recording()))
         if self.duration_s is not None:
@@ -101,8 +105,10 @@ class Session:
             self.ledger.ingest(item)
         elif item.event == "open":
             self.ledger.source(item.source_id, item.kind)
-        else:
+        elif item.event == "end":
             self.ledger.end_source(item.source_id, item.t_s, item.error)
+        else:  # "connecting" / "down" of a remote source that reconnects (SSH, Prometheus)
+            self.ledger.link_event(item)
 
     async def _consume(self, spec: SourceSpec) -> None:
         error = None
@@ -131,8 +137,13 @@ class Session:
             await asyncio.sleep(FLUSH_EVERY_S)
             self.recorder.flush()
 
-    def receipt(self, job: dict | None = None) -> Receipt:
-        return build_receipt(self.ledger, self.exit_reason or "error", self.recorded_evidence, job)
+    @property
+    def job(self):
+        """The job scope's ledger (None until job telemetry arrives)."""
+        return self.ledger.job
+
+    def receipt(self) -> Receipt:
+        return build_receipt(self.ledger, self.exit_reason or "error", self.recorded_evidence)
 
     def write_receipt(self, path: Path | None) -> Path:
         """Write the receipt (JSON + Markdown) to `path` or the default folder; return the path."""
@@ -151,3 +162,31 @@ async def progress_lines(session: Session, every_s: float, out=sys.stderr) -> No
         fresh = sum(1 for h in ledger.hosts.values() if ledger.host_fresh(h, now))
         print(f"trnwatch: {now - session.started_s:.0f} s, {fresh}/{len(ledger.hosts)} hosts reporting, "
               f"{reports} reports, {rejected} rejected lines", file=out, flush=True)
+
+
+async def link_progress_lines(session: Session, every_s: float = 0.5, out=sys.stderr) -> None:
+    """Headless progress of remote sources (SSH hosts, Prometheus endpoints): a line whenever
+    how many are up changes ("12 of 36 up, 24 connecting"), and one per source that goes down,
+    with its error, or comes back."""
+    last_summary = None
+    last_states: dict[str, str] = {}
+    while True:
+        await asyncio.sleep(every_s)
+        ledger = session.ledger
+        states = ledger.source_states(time.time())
+        for source_id, state in states.items():
+            before = last_states.get(source_id)
+            stats = ledger.sources[source_id]
+            if state == "lost" and before != "lost":
+                error = stats.link_error or stats.end_error or "no message"
+                print(f"trnwatch: {source_id} lost: {error}" + ("" if stats.ended_s else "; will retry"),
+                      file=out, flush=True)
+            elif state == "connected" and before in ("lost", "reconnecting", "stale"):
+                print(f"trnwatch: {source_id} up again", file=out, flush=True)
+        last_states = states
+        counts = Counter(states.values())
+        up = counts.pop("connected", 0)
+        summary = f"{up} of {len(states)} up" + "".join(f", {n} {state}" for state, n in sorted(counts.items()))
+        if summary != last_summary:
+            print(f"trnwatch: {summary}", file=out, flush=True)
+            last_summary = summary

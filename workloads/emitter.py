@@ -3,18 +3,21 @@
 Any training script can use it with two lines:
 
     from trnwatch.workloads.emitter import JobEmitter
-    em = JobEmitter("/fsx/runs/llama-8b/telemetry")     # rank from $RANK, run id = directory name
+    em = JobEmitter("/fsx/runs/llama-8b")   # rank from $RANK; run id = directory name ("llama-8b")
 
 then `em.run_start(...)`, `with em.region("dataloader"):`, `em.step(...)`, `em.run_end("success")`.
+The file is self-contained: copying it next to a training script works as well.
 
 Design, because the training loop must never wait on a disk:
 - `emit()` serialises the event to one JSON line and puts it on a bounded queue; it never blocks.
   When the queue is full (the disk is stuck) the event is dropped and counted; the count rides on
   the next heartbeat as `dropped_events`.
 - A writer thread drains the queue and appends whole lines with `os.write` on an O_APPEND file.
-- A heartbeat thread reports every `heartbeat_interval_s` which step and region the main thread is
-  in, so a hung main thread (heartbeats continue, region frozen) is told apart from a dead process
-  (heartbeats stop).
+- A heartbeat thread reports every `heartbeat_interval_s` which step the main thread is working on
+  (the last reported step + 1, or what `set_step` said) and which `region` it is in (the innermost
+  open `with em.region(...)`, entered at `region_since`), so a hung main thread (heartbeats
+  continue, region frozen) is told apart from a dead process (heartbeats stop). Regions are for
+  the main thread only: one stack, no per-thread bookkeeping.
 - Crash safety: each event is one complete line. A SIGKILL in the middle of a write can leave a
   fragment without a newline; readers never consume past the last newline, and the next emitter
   opening the file (a resumed run) ends the fragment with a newline first, so the fragment becomes
@@ -69,7 +72,8 @@ class JobEmitter:
         # Region stack of the main thread; the heartbeat thread reads only its last element,
         # which is a single tuple so the read is atomic under the GIL.
         self._regions: list[tuple[str, float]] = [(OUTSIDE_REGIONS, time.time())]
-        self._stopped = threading.Event()
+        self._stopped = threading.Event()  # stops the heartbeat thread
+        self._closed = False
 
         os.makedirs(run_dir, exist_ok=True)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -189,6 +193,7 @@ class JobEmitter:
 
     def run_end(self, status: str) -> None:
         """Report the end of this rank's run and close the emitter (flushes queued events)."""
+        self._stop_heartbeat()  # so that run_end is this rank's last line
         self.emit("run_end", status=status)
         self.close()
 
@@ -196,10 +201,10 @@ class JobEmitter:
 
     def close(self, timeout_s: float = 5.0) -> None:
         """Stop the heartbeat, write what is queued and close the file. Idempotent."""
-        if self._stopped.is_set():
+        if self._closed:
             return
-        self._stopped.set()
-        self._heartbeat.join(timeout_s)
+        self._closed = True
+        self._stop_heartbeat()
         try:
             self._queue.put(_STOP, timeout=timeout_s)
         except queue.Full:
@@ -207,6 +212,10 @@ class JobEmitter:
         self._writer.join(timeout_s)
         if not self._writer.is_alive():
             os.close(self._fd)
+
+    def _stop_heartbeat(self) -> None:
+        self._stopped.set()
+        self._heartbeat.join()
 
     def _heartbeat_loop(self) -> None:
         while not self._stopped.wait(self.heartbeat_interval_s):

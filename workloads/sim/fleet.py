@@ -120,6 +120,15 @@ class SimHost:
             "error": "",
         }
 
+    @property
+    def instance_name(self) -> str:
+        """The host's name as its reports give it (the simulated job's ranks use it as hostname)."""
+        return self._instance_info["instance_name"]
+
+    def runtime_pid(self, chip: int) -> int:
+        """Pid of the Neuron runtime process (the rank) driving `chip`."""
+        return self._base_pid + chip
+
     def alive(self, tick: int) -> bool:
         """False from the tick this host goes silent on (host-loss scenario)."""
         return host_alive(self.topology, self.scenario, self.host_index, tick)
@@ -186,7 +195,7 @@ class SimHost:
 
     def _runtime_entry(self, chip: int, tick: int, groups: list[str]) -> dict:
         return {
-            "pid": self._base_pid + chip,
+            "pid": self.runtime_pid(chip),
             "neuron_runtime_tag": f"{RUNTIME_TAG_PREFIX}{chip_model.rank(self.topology, self.host_index, chip)}",
             "error": "",
             "report": {g: self._runtime_builders[g](chip, self._window(g, tick)) for g in groups},

@@ -1,0 +1,180 @@
+"""The two Prometheus sources: scraping exporters' /metrics, and querying a Prometheus server.
+
+Both poll on a fixed schedule (the next poll is armed only after the previous one finished, so
+a slow endpoint never piles up requests), report their link like the SSH hosts ("connecting",
+"down" with the error, retried with collectors/backoff.py under the same source id), and yield
+`Line`s that collectors/prometheus.py turns into Reports inside the ledger.
+
+Server mode asks the whole cluster a fixed, small set of PromQL queries per refresh, all at one
+evaluation time (the `time` parameter) so they describe the same instant. Aggregation happens in
+Prometheus, down to what the ledger needs per chip: per-core utilisation (max over runtimes
+reporting a core, as the ledger does), per-core HBM summed over the five categories, ECC as a
+device total with the per-counter split only for devices that have events, and host memory and
+vCPU. At 1,152 hosts x 4 chips that is ~45k series per refresh instead of the ~300k the exporters
+serve. The answers are split by `instance_id` (in a worker thread) into one "promql" line per
+host, yielded in chunks with a pause for the event loop in between, so the fold of a refresh
+never blocks the screen for long and a recording holds per-host lines that replay the same way.
+"""
+
+import asyncio
+import json
+import random
+import time
+import urllib.parse
+from collections.abc import AsyncIterator
+
+from trnwatch.collectors.backoff import Backoff
+from trnwatch.collectors.lines import Line, SourceEvent
+from trnwatch.collectors.prometheus import MAX_BODY_BYTES, SIMULATOR_INFO
+from trnwatch.collectors.prometheus_http import FetchError, fetch_async
+
+# Per refresh: (series name to give the answers, or None to keep each series' own name; PromQL).
+SERVER_QUERIES: tuple[tuple[str | None, str], ...] = (
+    (None, f'{{__name__=~"instance_info|neuron_hardware_info|{SIMULATOR_INFO}"}}'),
+    ("neuroncore_utilization_ratio", "max by (instance_id, runtime_tag, neuroncore) (neuroncore_utilization_ratio)"),
+    ("neuroncore_memory_usage_total",
+     'sum by (instance_id, runtime_tag, neuroncore) ({__name__=~"neuroncore_memory_usage_'
+     '(constants|model_code|model_shared_scratchpad|runtime_memory|tensors)"})'),
+    ("hardware_ecc_events_total", "sum by (instance_id, neuron_device_index) (hardware_ecc_events_total)"),
+    ("hardware_ecc_events_total",
+     "sum by (instance_id, neuron_device_index, event_type) (hardware_ecc_events_total) > 0"),
+    ("system_vcpu_usage_ratio", "max by (instance_id, usage_type) (system_vcpu_usage_ratio)"),
+    ("system_memory_total_bytes", "max by (instance_id) (system_memory_total_bytes)"),
+    ("system_memory_used_bytes", "max by (instance_id) (system_memory_used_bytes)"),
+)
+# Lines folded between two pauses for the event loop (~10 ms of folding on a 2-core machine).
+HOST_LINES_PER_CHUNK = 32
+# Prometheus' own target labels: not the exporter's, not needed, and they double a line's size.
+_TARGET_LABELS = ("job", "instance")
+
+
+def http_timeout_s(interval_s: float) -> float:
+    """Per-request timeout: two poll intervals, within 2-10 s (a hung request must not hold the
+    source, or the exit, for long)."""
+    return max(2.0, min(10.0, 2.0 * interval_s))
+
+
+class _Link:
+    """Link state of one polling source: emits "connecting" / "down" and times the backoff."""
+
+    def __init__(self, source_id: str, kind: str, backoff: Backoff, rng: random.Random):
+        self.source_id, self.kind, self.backoff, self.rng = source_id, kind, backoff, rng
+        self.failures = 0
+        self.up_since_s: float | None = None
+
+    def connecting(self) -> SourceEvent:
+        return SourceEvent(self.source_id, self.kind, time.time(), "connecting")
+
+    def up(self) -> None:
+        if self.up_since_s is None:
+            self.up_since_s = time.monotonic()
+
+    def down(self, error: str) -> tuple[SourceEvent, float]:
+        """The "down" event and the seconds to wait before the next attempt."""
+        up_for_s = time.monotonic() - self.up_since_s if self.up_since_s is not None else 0.0
+        self.failures = self.backoff.failures_after(self.failures, up_for_s)
+        self.up_since_s = None
+        return SourceEvent(self.source_id, self.kind, time.time(), "down", error), self.backoff.delay_s(self.failures, self.rng)
+
+
+async def scrape_lines(
+    url: str,
+    interval_s: float,
+    token: str | None = None,
+    backoff: Backoff = Backoff(),
+    rng: random.Random | None = None,
+) -> AsyncIterator[Line | SourceEvent]:
+    """Scrape one exporter's /metrics every `interval_s`; the source id is the URL."""
+    link = _Link(url, "prometheus", backoff, rng or random.Random())
+    yield link.connecting()
+    while True:
+        started_s = time.monotonic()
+        try:
+            body = await fetch_async(url, token, http_timeout_s(interval_s), MAX_BODY_BYTES)
+        except FetchError as exc:
+            event, wait_s = link.down(str(exc))
+            yield event
+            await asyncio.sleep(wait_s)
+            yield link.connecting()
+            continue
+        link.up()
+        text = json.dumps({"url": url, "interval_s": interval_s, "body": body.decode("utf-8", "replace")})
+        yield Line(url, "prometheus", time.time(), text)
+        await asyncio.sleep(max(0.0, started_s + interval_s - time.monotonic()))
+
+
+def query_url(base_url: str, query: str, eval_s: float) -> str:
+    """The instant-query URL of the HTTP API under a server's base URL (path prefixes kept)."""
+    params = urllib.parse.urlencode({"query": query, "time": f"{eval_s:.3f}"})
+    return f"{base_url.rstrip('/')}/api/v1/query?{params}"
+
+
+def host_lines(answers: list[tuple[str | None, bytes]], interval_s: float, eval_s: float) -> list[str]:
+    """Split one refresh's query answers into one "promql" line per instance_id (sorted).
+
+    Raises FetchError when an answer is not a successful instant vector.
+    """
+    hosts: dict[str, list] = {}
+    for name, body in answers:
+        try:
+            doc = json.loads(body)
+            if doc.get("status") != "success":
+                raise FetchError(f"query failed: {doc.get('errorType', '?')}: {str(doc.get('error', ''))[:200]}")
+            data = doc["data"]
+            if data.get("resultType") != "vector":
+                raise FetchError(f"query answered a {data.get('resultType')!r}, not an instant vector")
+            for row in data["result"]:
+                labels = row["metric"]
+                instance_id = labels.pop("instance_id", None)
+                if instance_id is None:
+                    continue  # not an exporter series (or relabelled beyond recognition)
+                series = name or labels.pop("__name__", "")
+                for target_label in _TARGET_LABELS:
+                    labels.pop(target_label, None)
+                hosts.setdefault(instance_id, []).append((series, labels, row["value"][1]))
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+            raise FetchError(f"unreadable query answer ({type(exc).__name__})") from None
+    return [
+        json.dumps({"interval_s": interval_s, "eval_s": eval_s, "instance_id": instance_id, "samples": samples},
+                   separators=(",", ":"))
+        for instance_id, samples in sorted(hosts.items())
+    ]
+
+
+async def promql_lines(
+    base_url: str,
+    interval_s: float,
+    token: str | None = None,
+    backoff: Backoff = Backoff(),
+    rng: random.Random | None = None,
+) -> AsyncIterator[Line | SourceEvent]:
+    """Query a Prometheus server every `interval_s` for the whole cluster; one line per host.
+
+    The source id is the base URL; the hosts inside are told apart by instance_id.
+    """
+    link = _Link(base_url, "promql", backoff, rng or random.Random())
+    timeout_s = http_timeout_s(interval_s)
+    yield link.connecting()
+    while True:
+        started_s = time.monotonic()
+        eval_s = round(time.time(), 3)
+        try:
+            bodies = await asyncio.gather(*(
+                fetch_async(query_url(base_url, query, eval_s), token, timeout_s, MAX_BODY_BYTES)
+                for _, query in SERVER_QUERIES
+            ))
+            answers = [(name, body) for (name, _), body in zip(SERVER_QUERIES, bodies)]
+            lines = await asyncio.to_thread(host_lines, answers, interval_s, eval_s)
+        except FetchError as exc:
+            event, wait_s = link.down(str(exc))
+            yield event
+            await asyncio.sleep(wait_s)
+            yield link.connecting()
+            continue
+        link.up()
+        received_s = time.time()
+        for i, text in enumerate(lines, start=1):
+            yield Line(base_url, "promql", received_s, text)
+            if i % HOST_LINES_PER_CHUNK == 0:
+                await asyncio.sleep(0)  # let the screen and other sources run between chunks
+        await asyncio.sleep(max(0.0, started_s + interval_s - time.monotonic()))

@@ -1,0 +1,179 @@
+"""SSH fan-out: neuron-monitor on many hosts, each through its own system `ssh` process.
+
+The system OpenSSH client is used (an asyncio subprocess per host, never a Python SSH library) so
+that users' ~/.ssh/config, jump hosts, agents, certificates and ControlMaster all work as they do
+in a terminal. Every host is its own source with the same source id for the whole session; a host
+that drops is retried with backoff (collectors/backoff.py) while the others go on untouched.
+
+The command line, per host (nothing goes through a local shell):
+
+    ssh [-F CONFIG] -o BatchMode=yes -o ConnectTimeout=10 -o ServerAliveInterval=5
+        -o ServerAliveCountMax=3 -o ClearAllForwardings=yes -o ForwardAgent=no -o ForwardX11=no
+        -T -- HOST REMOTE_COMMAND
+
+- BatchMode: never prompt (a prompt on 36 hosts would hang the monitor); a host that wants a
+  password or an unknown host key fails with ssh's own message, shown as that host's error.
+- ServerAlive*: a dead network path is noticed in ~15 s even without a TCP reset.
+- ClearAllForwardings / ForwardAgent=no / ForwardX11=no: a monitor needs none of them; forwards
+  from a user's config would collide 36 times, and the agent is not lent to remote hosts.
+- `--` before the host, and the host name is checked first (collectors/hostlist.py), so no
+  name can be read as an option.
+
+The remote command (default `DEFAULT_REMOTE_COMMAND`) runs neuron-monitor with the generated
+config read from its stdin (`-c /dev/stdin`): trnwatch writes the config JSON to ssh's stdin and
+closes it. Any drop-in works the same way (`--remote-command`), e.g. the simulator:
+`python3 -m trnwatch.workloads.sim --host 3 -c /dev/stdin`.
+
+Link events: "connecting" before each attempt, "down" with the error when the attempt ends. The
+error is the last line ssh wrote on stderr (ssh's own message, or the remote command's last
+words), or a sentence saying how it ended when there was none.
+"""
+
+import asyncio
+import json
+import random
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from trnwatch.collectors.backoff import Backoff
+from trnwatch.collectors.hostlist import HostEntry, check_host_name
+from trnwatch.collectors.lines import Line, SourceEvent
+from trnwatch.collectors.streams import CHUNK_BYTES, SourceLost, neuron_monitor_config, split_lines
+
+# Neuron tools install to /opt/aws/neuron/bin, which non-interactive SSH sessions usually do not
+# have on PATH (the DLAMI adds it in /etc/profile.d, read by login shells only).
+DEFAULT_REMOTE_COMMAND = "sh -c 'PATH=\"$PATH:/opt/aws/neuron/bin\"; export PATH; exec neuron-monitor -c /dev/stdin'"
+KIND = "neuron-monitor"
+STDERR_KEEP_BYTES = 4096
+ERROR_MAX_CHARS = 300
+STOP_WAIT_S = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class SshOptions:
+    """How to reach the hosts: `config_file` maps to `ssh -F`, the rest to `-o` options."""
+
+    config_file: Path | None = None
+    remote_command: str = DEFAULT_REMOTE_COMMAND
+    connect_timeout_s: int = 10
+    server_alive_interval_s: int = 5
+    server_alive_count_max: int = 3
+    executable: str = "ssh"
+
+
+def ssh_argv(host: str, options: SshOptions) -> list[str]:
+    """The argv that runs the remote command on `host`; raises HostNameError for an unsafe name."""
+    check_host_name(host)
+    argv = [options.executable]
+    if options.config_file is not None:
+        argv += ["-F", str(options.config_file)]
+    for option in (
+        "BatchMode=yes",
+        f"ConnectTimeout={options.connect_timeout_s}",
+        f"ServerAliveInterval={options.server_alive_interval_s}",
+        f"ServerAliveCountMax={options.server_alive_count_max}",
+        "ClearAllForwardings=yes",
+        "ForwardAgent=no",
+        "ForwardX11=no",
+    ):
+        argv += ["-o", option]
+    return argv + ["-T", "--", host, options.remote_command]
+
+
+def exit_message(status: int, last_stderr_line: str) -> str:
+    """Why one ssh run ended, in ssh's words where it gave any."""
+    said = f": {last_stderr_line}" if last_stderr_line else ""
+    if status == 255:
+        return last_stderr_line or ("ssh exited with status 255 and no message "
+                                    "(connection closed, or the remote command was killed)")
+    if status < 0:
+        return f"ssh was killed by signal {-status}{said}"
+    if status == 0:
+        return f"remote command ended{said}"
+    return f"remote command exited with status {status}{said}"
+
+
+async def _last_stderr_line(stream: asyncio.StreamReader) -> str:
+    """Read stderr to EOF (so the child never blocks on it), keeping its last non-empty line."""
+    tail = b""
+    while chunk := await stream.read(CHUNK_BYTES):
+        tail = (tail + chunk)[-STDERR_KEEP_BYTES:]
+    lines = [ln.strip() for ln in tail.decode("utf-8", "replace").splitlines() if ln.strip()]
+    return lines[-1][:ERROR_MAX_CHARS] if lines else ""
+
+
+async def _stop(proc: asyncio.subprocess.Process) -> None:
+    """End a still-running ssh: SIGTERM (ssh closes the channel, the remote side gets EOF), then SIGKILL."""
+    try:
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), STOP_WAIT_S)
+    except ProcessLookupError:
+        pass
+    except asyncio.TimeoutError:
+        proc.kill()
+        await proc.wait()
+
+
+async def ssh_run_lines(argv: list[str], stdin_bytes: bytes, source_id: str) -> AsyncIterator[Line]:
+    """Run one ssh process, feed it `stdin_bytes`, yield its stdout lines; always ends by raising
+    `SourceLost` with the reason (a remote monitor is never expected to finish)."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            # Own process group: Ctrl-C in the terminal reaches trnwatch, which then stops each
+            # ssh in order, instead of 36 ssh processes dying under it at once.
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise SourceLost(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+    stderr_task = asyncio.create_task(_last_stderr_line(proc.stderr))
+    try:
+        try:
+            proc.stdin.write(stdin_bytes)
+            await proc.stdin.drain()
+            proc.stdin.close()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # ssh already gave up; its exit status and stderr say why
+        async for line in split_lines(proc.stdout.read, source_id, KIND):
+            yield line
+        status = await proc.wait()
+    finally:
+        if proc.returncode is None:
+            await _stop(proc)
+        if not stderr_task.done():
+            try:
+                await asyncio.wait_for(stderr_task, STOP_WAIT_S)
+            except asyncio.TimeoutError:
+                pass  # stderr held open by a lingering ControlMaster; the message is optional
+    raise SourceLost(exit_message(status, stderr_task.result() if stderr_task.done() else ""))
+
+
+async def ssh_host_lines(
+    entry: HostEntry,
+    options: SshOptions,
+    period_s: float,
+    backoff: Backoff = Backoff(),
+    rng: random.Random | None = None,
+) -> AsyncIterator[Line | SourceEvent]:
+    """One host's neuron-monitor stream over SSH, for the whole session.
+
+    Yields "connecting" before each attempt, the report lines, and "down" with ssh's error when
+    an attempt ends; then waits out the backoff and tries again, under the same source id.
+    """
+    argv = ssh_argv(entry.host, options)
+    config = (json.dumps(neuron_monitor_config(period_s)) + "\n").encode()
+    rng = rng or random.Random()
+    failures = 0
+    while True:
+        yield SourceEvent(entry.label, KIND, time.time(), "connecting")
+        started_s = time.monotonic()
+        try:
+            async for line in ssh_run_lines(argv, config, entry.label):
+                yield line
+        except SourceLost as exc:
+            error = str(exc)
+        failures = backoff.failures_after(failures, time.monotonic() - started_s)
+        yield SourceEvent(entry.label, KIND, time.time(), "down", error)
+        await asyncio.sleep(backoff.delay_s(failures, rng))

@@ -1,0 +1,179 @@
+"""Benchmark: Prometheus server mode at cluster scale (32 UltraServers = 1,152 hosts = 4,608 chips).
+
+    python tests/benchmarks/bench_prometheus.py [--ultraservers 32] [--refreshes 5] [--scrape-interval 30]
+
+Stands up the simulator's exporter for every host (one HTTP server in a child process, so its
+CPU is not counted as trnwatch's) and a real Prometheus scraping all of them, waits until
+Prometheus holds every host, then measures trnwatch's server-mode refresh in this process:
+
+- query: the refresh's PromQL queries, concurrently, wall time and answer bytes;
+- split: answers -> one "promql" line per host (worker thread);
+- fold: `Ledger.ingest` of those lines on the event loop; beside it, side by side in the same
+  run, the fold of the same hosts' own neuron-monitor report lines (the SSH / local path);
+- rollup: `Ledger.rollup_cluster` over all hosts;
+- CPU per refresh (process CPU time, all threads) and resident memory after the refreshes;
+- event-loop stall: the real source (`promql_lines`, which folds in chunks) run in a session
+  for a few refreshes while a 5 ms ticker records its worst lateness, against the stall of
+  folding one refresh in a single go.
+
+Needs /usr/bin/prometheus (apt-get install prometheus). This machine is noisy: compare the
+side-by-side figures of one run, not figures across runs.
+"""
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # for tests.* helpers when run as a script
+
+from tests.prometheus_server import MISSING, LocalPrometheus  # noqa: E402
+from trnwatch.collectors.lines import Line  # noqa: E402
+from trnwatch.collectors.prometheus import MAX_BODY_BYTES  # noqa: E402
+from trnwatch.collectors.prometheus_http import fetch_async  # noqa: E402
+from trnwatch.collectors.prometheus_sources import SERVER_QUERIES, host_lines, promql_lines, query_url  # noqa: E402
+from trnwatch.ledger.ledger import Ledger  # noqa: E402
+from trnwatch.session import Session, SourceSpec  # noqa: E402
+from trnwatch.workloads.sim.exporter import fleet  # noqa: E402
+
+START_TICK = 25  # steady training: every core busy
+
+
+def start_exporter(ultraservers: int, period_s: float) -> tuple[subprocess.Popen, int]:
+    proc = subprocess.Popen([sys.executable, "-m", "trnwatch.workloads.sim.exporter", "--ultraservers", str(ultraservers),
+                             "--period", str(period_s), "--start-tick", str(START_TICK)],
+                            stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()  # "serving N hosts on http://127.0.0.1:PORT/hosts/<n>/metrics"
+    return proc, int(line.split("127.0.0.1:")[1].split("/")[0])
+
+
+async def one_refresh(url: str, ledger: Ledger, interval_s: float) -> dict:
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    eval_s = round(time.time(), 3)
+    bodies = await asyncio.gather(*(fetch_async(query_url(url, q, eval_s), None, 30.0, MAX_BODY_BYTES)
+                                    for _, q in SERVER_QUERIES))
+    t1 = time.perf_counter()
+    decode_s = []
+    for body in bodies:  # alone, to see how long one answer's json.loads holds the GIL
+        start = time.perf_counter()
+        json.loads(body)
+        decode_s.append(time.perf_counter() - start)
+    t1b = time.perf_counter()
+    lines = await asyncio.to_thread(host_lines, [(n, b) for (n, _), b in zip(SERVER_QUERIES, bodies)], interval_s, eval_s)
+    t2 = time.perf_counter()
+    received = time.time()
+    for text in lines:
+        ledger.ingest(Line(url, "promql", received, text))
+    t3 = time.perf_counter()
+    cluster = ledger.rollup_cluster(received)
+    t4 = time.perf_counter()
+    cpu_s = time.process_time() - cpu0 - (t1b - t1)  # the extra decode above is not the source's work
+    return {"query_s": t1 - t0, "bytes": sum(len(b) for b in bodies), "split_s": t2 - t1b, "fold_s": t3 - t2,
+            "rollup_s": t4 - t3, "cpu_s": cpu_s, "decode_max_s": max(decode_s), "hosts": len(lines),
+            "chips": cluster.chips, "fresh": cluster.hosts_fresh, "rows": len(cluster.ultraservers)}
+
+
+def direct_fold_s(hosts, ultraservers: dict[str, str]) -> float:
+    """Fold of the same hosts' own neuron-monitor report lines (one refresh's worth)."""
+    texts = [h.report_line(START_TICK) for h in hosts]
+    ledger = Ledger("live", ultraservers)
+    start = time.perf_counter()
+    for i, text in enumerate(texts):
+        ledger.ingest(Line(f"h{i}", "neuron-monitor", 1000.0, text))
+    return time.perf_counter() - start
+
+
+async def loop_stall_ms(url: str, interval_s: float, refreshes: int, ultraservers: dict[str, str]) -> tuple[float, int]:
+    hosts = len(ultraservers)  # the map has one entry per host
+    """Worst lateness of a 5 ms ticker while the real source folds `refreshes` refreshes in a session."""
+    ledger = Ledger("live", ultraservers)
+    session = Session(ledger, [SourceSpec(url, "promql", lambda: promql_lines(url, interval_s))])
+    worst = 0.0
+
+    async def ticker():
+        nonlocal worst
+        while True:
+            start = time.perf_counter()
+            await asyncio.sleep(0.005)
+            worst = max(worst, time.perf_counter() - start - 0.005)
+
+    async def stop_after():
+        while ledger.sources.get(url) is None or ledger.sources[url].reports < refreshes * hosts:
+            await asyncio.sleep(0.05)
+        session.stop("duration")
+
+    tick, stopper = asyncio.create_task(ticker()), asyncio.create_task(stop_after())
+    await session.run()
+    tick.cancel()
+    stopper.cancel()
+    return worst * 1000, ledger.sources[url].reports
+
+
+async def measure(url: str, refreshes: int, interval_s: float, ultraservers: dict[str, str]) -> list[dict]:
+    ledger = Ledger("live", ultraservers)
+    rows = []
+    for _ in range(refreshes):
+        rows.append(await one_refresh(url, ledger, interval_s))
+        await asyncio.sleep(1.0)
+    return rows
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--ultraservers", type=int, default=32, help="simulated Trn3 Gen2 UltraServers, 36 hosts each (default 32)")
+    p.add_argument("--refreshes", type=int, default=5, help="refreshes measured (default 5)")
+    p.add_argument("--scrape-interval", type=float, default=30.0, help="Prometheus scrape interval, s (default 30)")
+    args = p.parse_args()
+    if MISSING:
+        sys.exit(MISSING)
+    hosts = fleet("trn3-gen2-us", args.ultraservers, 0, "healthy", args.scrape_interval)
+    n = len(hosts)
+    ultraservers = {h.report(0)["instance_info"]["instance_id"]: f"us-{h.seed:02d}" for h in hosts}
+    exporter, port = start_exporter(args.ultraservers, args.scrape_interval)
+    with tempfile.TemporaryDirectory(prefix="trnwatch-bench-") as tmp:
+        server = LocalPrometheus.start(Path(tmp), f"127.0.0.1:{port}", [f"/hosts/{i}/metrics" for i in range(n)],
+                                       interval_s=args.scrape_interval)
+        try:
+            started = time.monotonic()
+            server.wait_for("count(neuron_hardware_info)", n, 300)
+            server.wait_for("count(neuroncore_utilization_ratio)", n * 16, 300)
+            series = float(server.query("count({__name__=~'neuron.*|execution.*|hardware.*|system.*'})")[0]["value"][1])
+            print(f"{n} hosts, {n * 4} chips; Prometheus holds {series:.0f} exporter series "
+                  f"(all hosts scraped after {time.monotonic() - started:.0f} s)")
+            rows = asyncio.run(measure(server.url, args.refreshes, args.scrape_interval, ultraservers))
+            stall_ms, reports = asyncio.run(loop_stall_ms(server.url, 3.0, 3, ultraservers))
+            prometheus_cpu_s = psutil.Process(server.proc.pid).cpu_times()
+        finally:
+            server.stop()
+            exporter.terminate()
+            exporter.wait()
+    last = rows[-1]
+    assert last["hosts"] == n and last["chips"] == 4 * n and last["fresh"] == n, last
+    med = {k: statistics.median(r[k] for r in rows)
+           for k in ("query_s", "split_s", "fold_s", "rollup_s", "cpu_s", "bytes", "decode_max_s")}
+    direct_s = min(direct_fold_s(hosts, ultraservers) for _ in range(3))
+    rss_mb = psutil.Process().memory_info().rss / 2**20
+    print(f"per refresh (median of {len(rows)}): query {med['query_s'] * 1000:.0f} ms for {med['bytes'] / 2**20:.1f} MiB "
+          f"of answers ({len(SERVER_QUERIES)} queries), split {med['split_s'] * 1000:.0f} ms, "
+          f"fold {med['fold_s'] * 1000:.0f} ms, cluster rollup {med['rollup_s'] * 1000:.1f} ms")
+    print(f"CPU per refresh (all threads): {med['cpu_s'] * 1000:.0f} ms = {med['cpu_s'] / 10 * 100:.1f}% of a core "
+          f"at a 10 s refresh, {med['cpu_s'] / 30 * 100:.1f}% at 30 s")
+    print(f"side by side, fold of one refresh for {n} hosts: promql lines {med['fold_s'] * 1000:.0f} ms vs the hosts' own "
+          f"neuron-monitor lines {direct_s * 1000:.0f} ms ({direct_s / med['fold_s']:.1f}x)")
+    print(f"event loop worst stall with the chunked source: {stall_ms:.0f} ms (vs {med['fold_s'] * 1000:.0f} ms "
+          f"folding a refresh in one go; the largest answer's json.loads alone holds the GIL "
+          f"{med['decode_max_s'] * 1000:.0f} ms); {reports} host reports folded")
+    print(f"resident memory of this process after the run: {rss_mb:.0f} MiB; "
+          f"Prometheus CPU over the whole run: {prometheus_cpu_s.user + prometheus_cpu_s.system:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

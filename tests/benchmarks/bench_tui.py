@@ -1,0 +1,142 @@
+"""Benchmark: what the screen costs on the wire and in CPU, in steady state.
+
+    python tests/benchmarks/bench_tui.py [--warmup S] [--window S]
+
+Runs the real app (`trnwatch demo`: 36 simulated hosts, 144 chips, 1 s refresh) in pseudo-
+terminals of 80x24 and 200x60, at the same time, reads everything each one writes to its
+terminal, and reports side by side:
+
+- bytes/s written to the terminal over a steady-state window (after the simulated job's compile
+  and warmup), first on the UltraServer view, then on a chip view (keys `/` `7/2` Enter);
+- CPU of the process, as % of one core, and the screen's share of it: the same demo runs
+  headless beside them (same sources, same parsing, no screen), and the difference is what the
+  screen costs, also given per refresh.
+
+TERM is xterm-256color without COLORTERM, as over a default SSH connection (256 colours); the
+truecolor rows set COLORTERM=truecolor, as a local terminal usually does. Not a test: it takes
+about a minute and prints figures.
+"""
+
+import argparse
+import fcntl
+import os
+import pty
+import select
+import struct
+import subprocess
+import sys
+import tempfile
+import termios
+import threading
+import time
+from dataclasses import dataclass, field
+
+import psutil
+
+TRNWATCH = [sys.executable, "-m", "trnwatch"]
+SIZES = ((80, 24), (200, 60))
+COLOURS = ("256", "truecolor")
+CHIP_KEYS = (b"/", b"7/2", b"\r")
+
+
+@dataclass
+class Run:
+    """One app in one pseudo-terminal, with every chunk it wrote and when."""
+
+    size: tuple[int, int]
+    colours: str
+    proc: subprocess.Popen
+    master: int
+    chunks: list[tuple[float, int]] = field(default_factory=list)
+
+    def read_until_exit(self) -> None:
+        while True:
+            ready, _, _ = select.select([self.master], [], [], 0.5)
+            if not ready:
+                if self.proc.poll() is not None:
+                    return
+                continue
+            try:
+                data = os.read(self.master, 65536)
+            except OSError:  # EIO: the app closed the terminal
+                return
+            if not data:
+                return
+            self.chunks.append((time.monotonic(), len(data)))
+
+    def bytes_between(self, start: float, end: float) -> int:
+        return sum(n for t, n in self.chunks if start <= t < end)
+
+
+def cpu_s(pid: int) -> float:
+    times = psutil.Process(pid).cpu_times()
+    return times.user + times.system
+
+
+def start_screen(size: tuple[int, int], colours: str, duration_s: float, receipt: str) -> Run:
+    master, slave = pty.openpty()
+    cols, rows = size
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLORTERM", "NO_COLOR", "TEXTUAL")}
+    env["TERM"] = "xterm-256color"
+    if colours == "truecolor":
+        env["COLORTERM"] = "truecolor"
+    proc = subprocess.Popen(TRNWATCH + ["demo", "--duration", str(duration_s), "--receipt", receipt],
+                            stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True)
+    os.close(slave)
+    run = Run(size, colours, proc, master)
+    threading.Thread(target=run.read_until_exit, daemon=True).start()
+    return run
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--warmup", type=float, default=25.0, help="seconds before measuring (compile + warmup ticks)")
+    parser.add_argument("--window", type=float, default=20.0, help="seconds measured per view")
+    args = parser.parse_args()
+    duration_s = args.warmup + 2 * args.window + 5
+
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = [start_screen(size, colours, duration_s, f"{tmp}/r-{size[0]}-{colours}.json")
+                for colours in COLOURS for size in SIZES]
+        headless = subprocess.Popen(TRNWATCH + ["demo", "--headless", "--duration", str(duration_s),
+                                                "--receipt", f"{tmp}/headless.json"],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        results: dict[str, list] = {}
+        time.sleep(args.warmup)
+        for view in ("ultraserver", "chip"):
+            if view == "chip":
+                for run in runs:
+                    for keys in CHIP_KEYS:
+                        os.write(run.master, keys)
+                        time.sleep(0.3)
+                time.sleep(2)  # let the view switch settle before measuring
+            start = time.monotonic()
+            cpu0 = [cpu_s(r.proc.pid) for r in runs]
+            base0 = cpu_s(headless.pid)
+            time.sleep(args.window)
+            end = time.monotonic()
+            cpu1 = [cpu_s(r.proc.pid) for r in runs]
+            base_pct = 100 * (cpu_s(headless.pid) - base0) / (end - start)
+            results[view] = [(r, r.bytes_between(start, end) / (end - start), 100 * (c1 - c0) / (end - start), base_pct)
+                             for r, c0, c1 in zip(runs, cpu0, cpu1)]
+        for run in runs:
+            run.proc.wait(timeout=60)
+        headless.wait(timeout=60)
+
+    print(f"trnwatch screen cost: demo, 144 chips on 36 hosts, refresh 1 s, steady state, {args.window:.0f} s per view")
+    print(f"{'view':<12} {'size':>7} {'colours':>9} {'bytes/s':>9} {'CPU % proc':>11} {'CPU % screen':>13} "
+          f"{'ms/refresh':>11}")
+    for view, rows in results.items():
+        for run, bytes_per_s, cpu_pct, base_pct in rows:
+            screen_pct = cpu_pct - base_pct
+            print(f"{view:<12} {run.size[0]:>3}x{run.size[1]:<3} {run.colours:>9} {bytes_per_s:>9.0f} {cpu_pct:>11.1f} "
+                  f"{screen_pct:>13.1f} {10 * screen_pct:>11.1f}")
+    base = results["ultraserver"][0][3]
+    print(f"baseline: the same demo headless (sources, parsing, ledger; no screen) used {base:.1f} % of one core; "
+          "'CPU % screen' is the process minus that baseline")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

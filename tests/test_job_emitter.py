@@ -1,0 +1,156 @@
+"""The in-job emitter: whole lines, never blocking the caller, heartbeats that say where the main
+thread is, and crash safety checked with a real child process killed by SIGKILL."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+from trnwatch.collectors.job_events import Heartbeat, JobLineError, Step, parse_job_line
+from trnwatch.workloads import emitter as emitter_module
+from trnwatch.workloads.emitter import OUTSIDE_REGIONS, JobEmitter
+
+
+def read_events(path):
+    with open(path, "rb") as stream:
+        return [parse_job_line(line) for line in stream.read().decode().splitlines()]
+
+
+def test_concurrent_emits_are_written_as_whole_lines(tmp_path):
+    em = JobEmitter(str(tmp_path), run="r", rank=2, heartbeat_interval_s=0.01, queue_events=100_000)
+
+    def emit_steps(thread):
+        for step in range(2000):
+            em.step(step, 0.5, 0.25, 4096, float(thread))
+
+    threads = [threading.Thread(target=emit_steps, args=(thread,)) for thread in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    em.run_end("success")
+
+    raw = (tmp_path / "rank-00002.jsonl").read_bytes()
+    assert raw.endswith(b"\n")
+    events = read_events(tmp_path / "rank-00002.jsonl")  # raises if any line is torn or interleaved
+    steps = [event for event in events if isinstance(event, Step)]
+    assert len(steps) == 8 * 2000
+    assert sorted({event.loss for event in steps}) == [float(thread) for thread in range(8)]
+    assert events[-1].event == "run_end" and em.dropped_events == 0
+
+
+def test_emit_never_blocks_when_the_disk_is_stuck(tmp_path, monkeypatch):
+    disk_released = threading.Event()
+    real_write_all = emitter_module._write_all
+
+    def stuck_write_all(fd, data):
+        disk_released.wait()
+        real_write_all(fd, data)
+
+    monkeypatch.setattr(emitter_module, "_write_all", stuck_write_all)
+    em = JobEmitter(str(tmp_path), run="r", rank=0, heartbeat_interval_s=0.02, queue_events=100)
+    started_s = time.perf_counter()
+    for step in range(20_000):
+        em.step(step, 0.5, 0.25, 4096, 1.0)
+    elapsed_s = time.perf_counter() - started_s
+
+    assert elapsed_s < 2.0  # 20k emits against a disk that never answers
+    assert em.dropped_events > 20_000 - 100 - 1024  # queue bound + at most one batch in the writer
+    disk_released.set()
+    time.sleep(0.2)  # heartbeats after the drops carry the count
+    em.close()
+    heartbeats = [event for event in read_events(tmp_path / "rank-00000.jsonl") if isinstance(event, Heartbeat)]
+    assert heartbeats[-1].dropped_events == em.dropped_events
+
+
+def test_heartbeats_report_the_innermost_region_and_when_it_began(tmp_path):
+    em = JobEmitter(str(tmp_path), run="r", rank=0, heartbeat_interval_s=0.02)
+    em.set_step(7)
+    entered = {}
+    time.sleep(0.1)
+    with em.region("dataloader"):
+        entered["dataloader"] = time.time()
+        time.sleep(0.3)
+    with em.region("compute"):
+        entered["compute"] = time.time()
+        time.sleep(0.3)
+        with em.region("collective:all_reduce"):
+            entered["collective:all_reduce"] = time.time()
+            time.sleep(0.3)
+        time.sleep(0.3)
+    time.sleep(0.3)
+    em.close()
+
+    heartbeats = [event for event in read_events(tmp_path / "rank-00000.jsonl") if isinstance(event, Heartbeat)]
+    order = []
+    for heartbeat in heartbeats:
+        if not order or order[-1] != heartbeat.region:
+            order.append(heartbeat.region)
+    assert order == [OUTSIDE_REGIONS, "dataloader", "compute", "collective:all_reduce", "compute", OUTSIDE_REGIONS]
+    for heartbeat in heartbeats:
+        if heartbeat.region in entered:
+            assert abs(heartbeat.region_since - entered[heartbeat.region]) < 0.01
+        assert heartbeat.step == 7
+
+
+def test_a_resumed_emitter_ends_a_torn_last_line_before_writing(tmp_path):
+    path = tmp_path / "rank-00000.jsonl"
+    path.write_bytes(b'{"v":"trnwatch.job/1","ts":1.0,"run":"r","rank":0,"event":"ste')  # killed mid-write
+    em = JobEmitter(str(tmp_path), run="r", rank=0)
+    em.error("after resume")
+    em.close()
+    torn, resumed = path.read_bytes().decode().splitlines()
+    try:
+        parse_job_line(torn)
+        raise AssertionError("a torn line must not parse")
+    except JobLineError:
+        pass
+    assert parse_job_line(resumed).message == "after resume"
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys, threading
+    from trnwatch.workloads.emitter import JobEmitter
+    em = JobEmitter(sys.argv[1], run="r", rank=0, heartbeat_interval_s=0.001)
+    big = "x" * 4000  # long lines make a kill in the middle of a write more likely
+    def spam(n):
+        while True:
+            em.error(big)
+            em.step(n, 0.1, 0.05, 1, 1.0)
+    for n in range(4):
+        threading.Thread(target=spam, args=(n,), daemon=True).start()
+    print("ready", flush=True)
+    threading.Event().wait()
+    """
+)
+
+
+def test_sigkill_mid_run_leaves_only_whole_lines_for_readers(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        path = tmp_path / "rank-00000.jsonl"
+        deadline = time.monotonic() + 30
+        while (not path.exists() or path.stat().st_size < 8 << 20) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    assert child.returncode == -signal.SIGKILL
+
+    raw = path.read_bytes()
+    complete, _, fragment = raw.rpartition(b"\n")
+    events = [parse_job_line(text) for text in complete.decode().split("\n")]  # every complete line parses
+    assert len(events) > 500
+    assert b"\n" not in fragment  # anything after the last newline is what a follower holds back
+
+    # The resumed process (same rank file) must not glue its first event to a fragment.
+    em = JobEmitter(str(tmp_path), run="r", rank=0)
+    em.run_end("success")
+    lines = path.read_bytes().decode().split("\n")
+    assert lines[-1] == ""
+    assert parse_job_line(lines[-2]).event == "run_end"

@@ -1,0 +1,139 @@
+"""The Prometheus sources over real HTTP on 127.0.0.1: scraping the simulator's exporter
+endpoints, failing endpoints as that source's state, and a bearer token that never lands on disk."""
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from trnwatch.collectors.backoff import Backoff
+from trnwatch.collectors.prometheus_sources import scrape_lines
+from trnwatch.ledger.ledger import Ledger
+from trnwatch.session import Session, SourceSpec
+from trnwatch.workloads.sim.exporter import FleetExporter, TickClock
+from trnwatch.workloads.sim.fleet import SimHost
+from trnwatch.workloads.sim.topology import get_topology
+from tests.sshd import free_port
+
+pytestmark = pytest.mark.slow
+
+GEN2 = get_topology("trn3-gen2-us")
+
+
+def test_scraped_hosts_flow_while_dead_endpoints_are_lost_and_retried():
+    healthy = FleetExporter([SimHost(GEN2, h, 0, "healthy", 0.25) for h in range(3)], TickClock(0.25, start_tick=20)).start()
+    # Host 7 of the host-loss scenario goes silent at tick 45: its endpoint starts answering 503.
+    losing = FleetExporter([SimHost(GEN2, 7, 0, "host-loss", 0.25)], TickClock(0.25, start_tick=43)).start()
+    refused = f"http://127.0.0.1:{free_port()}/metrics"
+    missing = f"http://127.0.0.1:{healthy.port}/hosts/99/metrics"
+    urls = [healthy.url(i) for i in range(3)] + [losing.url(0), refused, missing]
+    ledger = Ledger("live")
+    backoff = Backoff(first_s=0.2, max_s=0.4)
+    session = Session(ledger, [SourceSpec(u, "prometheus", lambda u=u: scrape_lines(u, 0.25, None, backoff)) for u in urls],
+                      duration_s=2.5)
+    try:
+        assert asyncio.run(session.run()) == "duration"
+    finally:
+        healthy.close()
+        losing.close()
+    states = ledger.source_states(time.time())
+    for url in urls[:3]:
+        assert ledger.sources[url].reports >= 6 and states[url] == "connected"
+    assert len(ledger.hosts) == 4 and all(len(h.chips) == 4 for h in ledger.hosts.values())
+    lost = ledger.sources[losing.url(0)]
+    assert lost.reports >= 1 and states[losing.url(0)] in ("lost", "reconnecting")
+    assert "HTTP 503" in lost.link_error and lost.connects >= 2
+    assert "Connection refused" in ledger.sources[refused].link_error and ledger.sources[refused].connects >= 2
+    assert "HTTP 404" in ledger.sources[missing].link_error
+    assert all(s.rejected == {} for s in ledger.sources.values())
+
+
+class _FakePrometheus(BaseHTTPRequestHandler):
+    """Answers instant queries with one host; the first request fails echoing its Authorization
+    header back, as a careless proxy might."""
+
+    seen_authorization: list[str] = []
+    failed_once = False
+
+    def do_GET(self) -> None:  # noqa: N802
+        auth = self.headers.get("Authorization", "")
+        type(self).seen_authorization.append(auth)
+        if not type(self).failed_once:
+            type(self).failed_once = True
+            body = f"upstream refused: Authorization: {auth}".encode()
+            self.send_response(500)
+        else:
+            rows = []
+            if "neuron_hardware_info" in self.path:
+                rows = [{"metric": {"__name__": "neuron_hardware_info", "instance_id": "i-tok", "neuron_device_count": "1",
+                                    "neuroncore_per_device_count": "4", "neuron_device_memory_size": "1024"},
+                         "value": [0, "1"]}]
+            body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": rows}}).encode()
+            self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format, *args):  # noqa: A002
+        pass
+
+
+def test_bearer_token_is_sent_but_never_written_anywhere(tmp_path):
+    token = "tok-7c1f2a9e5d-DO-NOT-LEAK"
+    token_file = tmp_path / "secrets" / "token"
+    token_file.parent.mkdir()
+    token_file.write_text(token + "\n")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakePrometheus)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    home = tmp_path / "home"
+    env = {**os.environ, "HOME": str(home), "XDG_STATE_HOME": str(home / "state")}
+    env.pop("TRNWATCH_PROMETHEUS_TOKEN", None)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "trnwatch", "watch", "--prometheus", f"http://127.0.0.1:{server.server_port}",
+             "--prometheus-token-file", str(token_file), "--period", "0.3", "--headless", "--duration", "3",
+             "--record", str(home / "session.trnrec")],
+            capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env,
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 0, result.stderr
+    assert set(_FakePrometheus.seen_authorization) == {f"Bearer {token}"}
+    assert "<token>" in result.stderr  # the echoed token was masked in the lost-source message
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and p != token_file]
+    assert any(p.suffix == ".json" for p in written) and any(p.suffix == ".md" for p in written)
+    assert (home / "session.trnrec").exists()
+    for path in written:
+        assert token.encode() not in path.read_bytes(), path
+    assert token not in result.stdout + result.stderr
+    receipt = json.loads(next(p for p in written if p.suffix == ".json").read_text())
+    assert [h["host"] for h in receipt["hosts"]] == ["i-tok"]
+    (source,) = receipt["sources"]
+    assert source["kind"] == "promql" and source["gaps"] == 0
+
+
+def test_cli_scrapes_urls_from_a_file(tmp_path):
+    exporter = FleetExporter([SimHost(GEN2, h, 1, "healthy", 0.3) for h in range(2)], TickClock(0.3, start_tick=20)).start()
+    urls = tmp_path / "exporters"
+    urls.write_text(f"# two hosts\n{exporter.url(0)}\n{exporter.url(1)}  # second\n")
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "trnwatch", "watch", "--scrape-file", str(urls), "--period", "0.3", "--headless",
+             "--duration", "1.5", "--receipt", str(tmp_path / "r.json")],
+            capture_output=True, text=True, timeout=60,
+        )
+    finally:
+        exporter.close()
+    assert result.returncode == 0, result.stderr
+    assert "2 of 2 up" in result.stderr
+    doc = json.loads(Path(tmp_path / "r.json").read_text())
+    assert sorted(s["id"] for s in doc["sources"]) == sorted([exporter.url(0), exporter.url(1)])
+    assert len(doc["chips"]) == 8 and doc["evidence"] == "simulated"

@@ -1,0 +1,327 @@
+"""The screen driven by Textual's pilot: every view and every key, on fixed ledgers and a fixed clock."""
+
+import asyncio
+import io
+import json
+import time
+from dataclasses import dataclass
+
+from rich.console import Console
+
+from trnwatch.collectors.lines import Line
+from trnwatch.ledger.ledger import Ledger
+from trnwatch.session import Session, SourceSpec
+from trnwatch.tui.app import TrnwatchApp
+from trnwatch.tui.screens import HelpScreen, KEYMAP
+from trnwatch.tui.widgets import TextLines
+from trnwatch.workloads.sim.fleet import SimHost
+from trnwatch.workloads.sim.topology import get_topology
+from tests.tui_fleet import LAST_TICK, fleet_ledger, make_app, new_fleet_ledger, now_at, received_s
+
+
+@dataclass
+class Seen:
+    """The app, and what it showed after the keys (read before the app shut down)."""
+
+    app: TrnwatchApp
+    header: str = ""
+    text: str = ""
+    status: str = ""
+    screen: str = ""
+
+
+def drive(app, keys=(), size=(80, 24), check=None) -> Seen:
+    """Run `app` headless at `size`, press `keys`, call `check(app, pilot)` (may be async), and
+    return what was on screen then."""
+    seen = Seen(app)
+
+    async def main():
+        async with app.run_test(size=size, notifications=True) as pilot:
+            await pilot.pause()
+            for key in keys:
+                await pilot.press(key)
+                await pilot.pause()
+            if check is not None:
+                result = check(app, pilot)
+                if asyncio.iscoroutine(result):
+                    await result
+            if app.is_running and not app._exit:
+                seen.header, seen.text, seen.screen = header(app), app.view.plain_text(), screen_text(app)
+                seen.status = app.query_one("#status", TextLines).lines[0]
+
+    asyncio.run(main())
+    return seen
+
+
+def header(app) -> str:
+    return app.query_one("#scope-line", TextLines).lines[0] + app.query_one("#clock-line", TextLines).lines[0]
+
+
+def screen_text(app) -> str:
+    """The whole screen as text, modal screens and notifications included (as a screenshot sees it)."""
+    width, height = app.size
+    console = Console(width=width, height=height, file=io.StringIO(), record=True, force_terminal=True)
+    console.print(app.screen._compositor.render_update(full=True, screen_stack=app._background_screens))
+    return console.export_text()
+
+
+def test_scope_keys_switch_views_and_the_header_names_the_scope_and_its_boundary():
+    seen = {}
+
+    async def check(app, pilot):
+        for key, scope in (("h", "HOST"), ("c", "CHIP"), ("j", "JOB"), ("u", "ULTRASERVER")):
+            await pilot.press(key)
+            await pilot.pause()
+            seen[scope] = (app.selection.scope, header(app))
+
+    drive(make_app(), check=check)
+    assert seen["ULTRASERVER"][0] == "ultraserver" and "36 hosts · 144 chips" in seen["ULTRASERVER"][1]
+    assert seen["HOST"][0] == "host" and "HOST 0 sim-trn3-gen2-us-00 · 4 chips" in seen["HOST"][1]
+    assert seen["CHIP"][0] == "chip" and "CHIP 0/0 · 1 chip of host" in seen["CHIP"][1]
+    assert seen["JOB"][0] == "job" and "JOB not connected" in seen["JOB"][1]
+    assert all("SIMULATED" in text and "08:00:44 UTC" in text for _, text in seen.values())
+
+
+def test_arrows_move_the_grid_selection_and_enter_opens_that_chip():
+    # 80 columns: five hosts per grid line, so "down" moves five hosts on.
+    seen = drive(make_app(), keys=("right", "right", "down", "enter"))
+    assert seen.app.selection.scope == "chip"
+    assert "CHIP 5/2" in seen.header
+    assert "Chip 2 of host 5 sim-trn3-gen2-us-05" in seen.text
+
+
+def test_escape_goes_back_up_one_scope_at_a_time():
+    assert drive(make_app(), keys=("enter", "escape")).app.selection.scope == "host"
+    assert drive(make_app(), keys=("enter", "escape", "escape")).app.selection.scope == "ultraserver"
+
+
+def test_chip_view_shows_cores_hbm_categories_latency_counters_models_and_history():
+    seen = drive(make_app(), keys=("slash", "7", "slash", "2", "enter"), size=(100, 60))
+    text = seen.text
+    assert "CHIP 7/2" in seen.header
+    for expected in ("core 8", "core 11", "nc_v4.16", "TFLOP/s", "tensors", "constants", "model code", "scratchpad",
+                     "runtime", "144.00 GiB", "Execution latency", "p50", "p99", "ECC", "Loaded models", "×4",
+                     "History", "llama3-pretrain-rank30"):
+        assert expected in text, expected
+    history = next(line for line in text.splitlines() if line.strip().startswith("util ") and "0-100%" in line)
+    assert history.count("█") >= 10  # the straggler chip has been ~100% busy for the whole history
+
+
+def test_host_view_lists_chips_cpu_memory_and_processes_and_enter_opens_the_chip():
+    seen = drive(make_app(), keys=("slash", "7", "enter"))
+    assert seen.app.selection.scope == "host"
+    text = seen.text
+    for expected in ("trn3pds.16xlarge", "trainium3", "4 chips × 4 cores (LNC 2)", "of 64 vCPU", "memory",
+                     "pid", "llama3-pretrain-rank28", "llama3-pretrain-rank31"):
+        assert expected in text, expected
+    assert "CHIP 7/2" in drive(make_app(), keys=("slash", "7", "enter", "down", "down", "enter")).header
+
+
+def test_jump_to_something_that_does_not_exist_says_so_and_stays():
+    seen = drive(make_app(), keys=("slash", "n", "o", "p", "e", "enter"))
+    assert seen.app.selection.scope == "ultraserver"
+    assert "No host or chip matches 'nope'" in seen.screen  # the notification
+
+
+def test_brackets_step_through_hosts_and_chips():
+    assert "HOST 2 sim-trn3-gen2-us-02" in drive(make_app(), keys=("h", "right_square_bracket",
+                                                                   "right_square_bracket")).header
+    # Before chip 0/0 comes the last host's last chip.
+    assert "CHIP 35/3" in drive(make_app(), keys=("c", "left_square_bracket")).header
+
+
+def test_sort_key_reorders_and_filter_key_narrows_the_grid():
+    app = make_app("ecc", last_tick=52)
+    app.selection.sort = "ecc"  # sort: host -> util -> hbm -> ecc; filter: all -> idle -> ecc
+    text = drive(app, keys=("f", "f")).text
+    assert (app.selection.filter, app.selection.sort) == ("ecc", "ecc")
+    assert "filter ecc" in text and "1 of 36 hosts" in text
+    grid = [line for line in text.splitlines() if line.lstrip().startswith("7 ")]
+    assert grid and "!" in grid[0]  # the ECC mark on host 7's chip 2
+    assert "Chips to look at first: most ECC events" in text
+    seen = drive(make_app(), keys=("s",))
+    assert seen.app.selection.sort == "util" and "sort util" in seen.text
+
+
+def test_lost_host_shows_as_stale_in_grid_status_and_side_column():
+    def check(app, pilot):
+        text = app.view.plain_text()
+        assert "over 140 chips on 35/36 fresh hosts" in text and "stale 1" in text
+        assert "sim-trn3-gen2-us-07" in text and "stale, last report 6 s ago" in text
+        assert "1 stale" in app.query_one("#status", TextLines).lines[0]
+
+    drive(make_app("host-loss", last_tick=50), size=(200, 60), check=check)
+
+
+def test_pause_marks_the_header_and_holds_the_screen_until_resumed():
+    ledger = new_fleet_ledger("straggler", last_tick=40)
+    clock = [now_at(40)]
+    app = TrnwatchApp(ledger, clock=lambda: clock[0], theme="dark")
+
+    async def check(app, pilot):
+        await pilot.press("p")
+        await pilot.pause()
+        assert app.paused and "PAUSED" in header(app)
+        before = app.view.plain_text()
+        host = SimHost(get_topology("trn3-gen2-us"), 7, 0, "straggler")
+        ledger.ingest(Line("sim-host-07", "neuron-monitor", received_s(41, 7), host.report_line(41)))
+        clock[0] = now_at(41)
+        app._tick()
+        await pilot.pause()
+        assert app.view.plain_text() == before and "08:00:40 UTC" in header(app)
+        await pilot.press("p")
+        await pilot.pause()
+        assert not app.paused and "PAUSED" not in header(app) and "08:00:41 UTC" in header(app)
+
+    drive(app, check=check)
+
+
+def test_theme_key_cycles_themes_and_mono_keeps_levels_as_glyphs():
+    app = drive(make_app(), keys=("t",)).app
+    assert (app.theme_name, app.theme) == ("light", "trnwatch-light")
+
+    def check(app, pilot):
+        detail = app.view.query_one(".detail", TextLines)
+        colours = {seg.style.color for strip in detail._strips for seg in strip if seg.text.strip()}
+        assert colours == {detail.rich_style.color}, "mono draws in the one text colour only"
+        assert "█" in app.view.plain_text() and "▅" in app.view.plain_text()  # levels still readable
+
+    drive(make_app(theme="mono"), check=check)
+
+
+def test_help_screen_lists_every_key_and_closes():
+    def check(app, pilot):
+        assert isinstance(app.screen, HelpScreen)
+        text = screen_text(app)
+        for _keys, _action, _label, what in KEYMAP:
+            assert what[:40] in text, what
+
+    drive(make_app(), keys=("question_mark",), size=(120, 40), check=check)
+    seen = drive(make_app(), keys=("question_mark", "escape"))
+    assert "trnwatch keys" not in seen.screen and "ULTRASERVER" in seen.header
+
+
+def test_command_palette_runs_a_scope_command():
+    assert drive(make_app(), keys=("ctrl+p", *"job view", "enter")).app.selection.scope == "job"
+
+
+def test_export_key_writes_an_svg_of_the_screen_and_a_json_of_every_scope(tmp_path):
+    async def let_the_notification_show(app, pilot):
+        await pilot.pause(0.3)
+
+    seen = drive(make_app(snapshot_dir=tmp_path), keys=("c", "e"), check=let_the_notification_show)
+    svg_path, json_path = seen.app.last_export
+    assert svg_path.parent == tmp_path and svg_path.name == "trnwatch-20270115-080044Z-chip.svg"
+    assert "CHIP" in svg_path.read_text() and svg_path.read_text().startswith("<svg")
+    snap = json.loads(json_path.read_text())
+    assert len(snap["chips"]) == 144 and len(snap["hosts"]) == 36 and snap["now"] == now_at(LAST_TICK)
+    assert "Snapshot written" in seen.screen and "080044Z-chip" in seen.screen.replace("\n", "")
+
+
+def test_q_quits():
+    seen = drive(make_app(), keys=("q",))
+    assert seen.app._exit and seen.app.return_code == 0
+
+
+def test_job_view_without_telemetry_names_the_missing_source_and_shows_no_figures():
+    text = drive(make_app(), keys=("j",)).text
+    assert "no job telemetry: start with --job-dir DIR" in text
+    assert "tokens/s" not in text.replace("tokens/s, step-time", "") and "0.0" not in text
+
+
+def test_job_view_with_telemetry_shows_verdict_throughput_collectives_and_where_ranks_run():
+    seen = drive(make_app(with_job=True), keys=("j",), size=(200, 60))
+    text = seen.text
+    assert "JOB llama3-70b-run-0042 · 144 ranks on 36 hosts" in seen.header
+    for expected in ("SLOW  straggler rank 30", "8,388,608 tokens/s", "1.00 steps/s", "step time p50 1.00 s",
+                     "all_reduce", "rank 30", "sim-trn3-gen2-us-07 chip 2 core 8", "vs peers' median",
+                     "TP 4 PP 1 DP 36"):
+        assert expected in text, expected
+
+
+def test_clicking_a_grid_cell_opens_that_chip():
+    async def check(app, pilot):
+        detail = app.view.query_one(".detail", TextLines)
+        y = next(y for y, xs in app.view._cell_x.items() if any(h == xs[0][1] for _, h, _ in xs))
+        x0, host_id, chip = app.view._cell_x[y][5]  # the sixth cell drawn on the first grid line
+        region = detail.content_region
+        await pilot.click(offset=(region.x + x0 - detail.scroll_offset.x, region.y + y))
+        await pilot.pause()
+        assert (app.selection.scope, app.selection.host_id, app.selection.chip) == ("chip", host_id, chip)
+
+    drive(make_app(), check=check)
+
+
+def test_replay_and_live_badges():
+    replay = Ledger("replayed")
+    for line in fleet_ledger_lines():
+        replay.ingest(line)
+    seen = drive(TrnwatchApp(replay, clock=time.time, theme="dark", recorded_evidence="simulated"))
+    assert "REPLAY of SIMULATED" in seen.header
+    assert "08:00:44 UTC" in seen.header  # the replay clock: the latest line, not the wall clock
+
+
+def fleet_ledger_lines():
+    from tests.tui_fleet import report_lines
+    return report_lines("healthy", LAST_TICK - 1, LAST_TICK)
+
+
+def test_an_unchanged_ledger_repaints_nothing():
+    async def check(app, pilot):
+        dirty = []
+        for widget in app.query(TextLines):
+            original = widget.refresh
+            widget.refresh = lambda *regions, _o=original, **kw: (dirty.append(regions), _o(*regions, **kw))[1]
+        app.render_now()
+        await pilot.pause()
+        assert dirty == []
+
+    drive(make_app(), check=check)
+
+
+def test_session_runs_inside_the_app_and_q_writes_the_receipt(tmp_path):
+    hosts = [SimHost(get_topology("trn3-gen2-us"), h, 0, "healthy") for h in range(2)]
+
+    async def lines(host):
+        for tick in range(3):
+            yield Line(f"sim-host-{host.host_index:02d}", "neuron-monitor", time.time(), host.report_line(tick))
+            await asyncio.sleep(0.05)
+        await asyncio.Event().wait()  # a live stream: no EOF
+
+    session = Session(Ledger("simulated"), [SourceSpec(f"sim-host-{h.host_index:02d}", "neuron-monitor",
+                                                       lambda h=h: lines(h)) for h in hosts])
+    receipt = tmp_path / "r.json"
+    app = TrnwatchApp(session.ledger, session=session, receipt_path=receipt, refresh_s=0.1, theme="dark")
+
+    async def check(app, pilot):
+        await pilot.pause(0.5)
+        assert "2 sources: 2 connected" in app.query_one("#status", TextLines).lines[0]
+        await pilot.press("q")
+        await app._session_task
+
+    drive(app, check=check)
+    assert app.receipt == receipt and json.loads(receipt.read_text())["exit_reason"] == "quit"
+    assert session.ledger.hosts and all(h.reports == 3 for h in session.ledger.hosts.values())
+
+
+def test_when_every_source_ends_the_screen_stays_with_the_receipt_written(tmp_path):
+    host = SimHost(get_topology("trn3-gen2-us"), 0, 0, "healthy")
+
+    async def lines():
+        yield Line("stdin", "neuron-monitor", time.time(), host.report_line(0))
+
+    session = Session(Ledger("live"), [SourceSpec("stdin", "neuron-monitor", lines)])
+    receipt = tmp_path / "r.json"
+    app = TrnwatchApp(session.ledger, session=session, receipt_path=receipt, theme="dark")
+
+    async def check(app, pilot):
+        await app._session_task
+        await pilot.pause()
+        assert receipt.exists() and not app._exit
+        assert "session ended (eof): receipt written, q quits" in app.query_one("#status", TextLines).lines[0]
+        await pilot.press("q")
+        await pilot.pause()
+        assert app._exit
+
+    drive(app, check=check)
+    assert json.loads(receipt.read_text())["exit_reason"] == "eof"

@@ -1,0 +1,142 @@
+"""The TUI's pure parts, without Textual: sanitising, glyphs, sparklines, view models, snapshots."""
+
+import json
+
+from rich.segment import Segment
+from rich.style import Style
+
+from trnwatch.collectors.lines import Line
+from trnwatch.ledger.ledger import Ledger
+from trnwatch.ledger.snapshot import build_snapshot, render_text, session_now_s
+from trnwatch.themes import default_theme, next_theme, THEME_NAMES
+from trnwatch.tui.text import clean, clip
+from trnwatch.tui.view_models import (
+    host_rows, job_model, resolve_target, sort_and_filter, sources_model, ultraserver_model,
+)
+from trnwatch.tui.widgets import hbm_glyph, merge_blanks, sparkline, util_glyph
+from tests.tui_fleet import (
+    BASE_S, LAST_TICK, STRAGGLER, fleet_ledger, job_ledger, new_fleet_ledger, now_at, received_s, report_lines,
+)
+
+
+def test_clean_removes_control_and_escape_characters_but_keeps_the_text():
+    tag = "[bold red]x[/]\x1b]52;c;aGVsbG8=\x07\x1b[31mred\u202e\x00\tend"
+    assert clean(tag) == "[bold red]x[/]]52;c;aGVsbG8=[31mred end"
+    assert clip("abcdef", 4) == "abc…"
+    assert clip("日本語テキスト", 5) == "日本…"  # cut by terminal cells, not characters
+
+
+def test_glyphs_show_levels_and_keep_zero_apart_from_absent():
+    assert [util_glyph(u) for u in (None, 0.0, 1.0, 50.0, 99.0, 100.0)] == ["-", "·", "▁", "▅", "█", "█"]
+    assert [hbm_glyph(f) for f in (None, 10.0, 30.0, 60.0, 95.0)] == ["-", "░", "▒", "▓", "█"]
+
+
+def test_sparkline_leaves_a_blank_per_missing_report_and_never_interpolates():
+    samples = [(100.0, 10.0), (101.0, 50.0), (104.0, 80.0), (105.0, None)]  # reports of 102 and 103 missing
+    assert sparkline(samples, now_s=105.4, period_s=1.0, width=6, maximum=100.0) == "▁▅  ▇-"
+    # A host silent since 105: the blanks run up to now.
+    assert sparkline(samples, now_s=108.4, period_s=1.0, width=8, maximum=100.0) == "▁▅  ▇-  "
+
+
+def test_merge_blanks_joins_spaces_into_the_segment_before_them():
+    red, blue = Style(color="red"), Style(color="blue")
+    merged = merge_blanks([Segment("█", red), Segment(" ", blue), Segment("█", red), Segment("x", blue)])
+    assert merged == [Segment("█ █", red), Segment("x", blue)]
+    # A reversed (cursor) space is visible: it keeps its own style.
+    cursor = Style(color="red", reverse=True)
+    assert merge_blanks([Segment("█", red), Segment(" ", cursor)]) == [Segment("█", red), Segment(" ", cursor)]
+
+
+def test_themes_default_to_mono_under_no_color_and_cycle_through_all():
+    assert default_theme(None, {"NO_COLOR": "1"}) == "mono"
+    assert default_theme(None, {}) == "dark"
+    assert default_theme("light", {"NO_COLOR": "1"}) == "light"
+    name, seen = "dark", []
+    for _ in THEME_NAMES:
+        seen.append(name)
+        name = next_theme(name)
+    assert sorted(seen) == sorted(THEME_NAMES) and name == "dark"
+
+
+def test_ultraserver_model_states_its_boundary_and_finds_the_straggler():
+    ledger = fleet_ledger("straggler")
+    m = ultraserver_model(ledger, now_at(LAST_TICK), None)
+    assert (m.hosts_total, m.chips_total, m.rollup.hosts_fresh, m.rollup.chips) == (36, 144, 36, 144)
+    assert m.rollup.hbm_capacity_bytes == 144 * 144 * 2**30
+    host, chip = STRAGGLER
+    row = next(r for r in m.rows if r.number == host)
+    assert row.name == f"sim-trn3-gen2-us-{host:02d}"  # numbers follow the host names
+    utils = {c.index: c.util_pct for c in row.chips}
+    assert utils[chip] > 95.0 and all(u < 70.0 for i, u in utils.items() if i != chip)
+
+
+def test_lost_host_is_stale_and_left_out_of_the_rollup_with_its_age():
+    ledger = fleet_ledger("host-loss", last_tick=50)  # host 7 silent from tick 45
+    m = ultraserver_model(ledger, now_at(50), None, filter_="not-fresh")
+    assert [r.number for r in m.rows] == [7]
+    assert m.rows[0].state == "stale" and round(m.rows[0].age_s) == 6
+    assert (m.rollup.hosts_fresh, m.rollup.chips, m.hosts_stale) == (35, 140, 1)
+
+
+def test_sort_and_filter_by_ecc_and_hbm():
+    ledger = fleet_ledger("ecc", last_tick=52)
+    m = ultraserver_model(ledger, now_at(52), None, sort="ecc", filter_="ecc")
+    assert [r.number for r in m.rows] == [7]
+    chip = m.rows[0].chips[2]
+    assert (chip.ecc_events, chip.ecc_uncorrected) == (2 * 12 + 1, 1)  # ticks 41-52: 2 corrected each, 1 uncorrected
+    rows = host_rows(ledger, list(ledger.hosts.values()), now_at(52))
+    by_hbm = sort_and_filter(rows, "hbm", "all")
+    fullest = max(c.hbm_pct for r in rows for c in r.chips)
+    assert max(c.hbm_pct for c in by_hbm[0].chips) == fullest
+
+
+def test_jump_targets_resolve_by_number_name_id_and_stream():
+    ledger = fleet_ledger("straggler")
+    group = ultraserver_model(ledger, now_at(LAST_TICK), None).group
+    host = next(h for h in ledger.hosts.values() if h.instance_name == "sim-trn3-gen2-us-07")
+    assert resolve_target(ledger, group, "7/2") == (host.host_id, 2)
+    assert resolve_target(ledger, group, "7") == (host.host_id, None)
+    assert resolve_target(ledger, group, host.host_id) == (host.host_id, None)
+    assert resolve_target(ledger, group, "sim-host-07/3") == (host.host_id, 3)
+    assert resolve_target(ledger, group, "sim-trn3-gen2-us-07 / 1") == (host.host_id, 1)
+    assert resolve_target(ledger, group, "7/9") is None  # no such chip
+    assert resolve_target(ledger, group, "nonsense") is None
+
+
+def test_source_states_count_lost_and_stale_sources():
+    ledger = new_fleet_ledger("healthy", last_tick=22)
+    ledger.end_source("sim-host-03", received_s(22, 3), "ssh: connection reset")
+    m = sources_model(ledger, now_at(22) + 10)  # ten seconds on, nobody reported
+    assert m.count("lost") == 1 and m.count("stale") == 35
+    assert next(s for s in m.sources if s.state == "lost").error == "ssh: connection reset"
+
+
+def test_replay_clock_is_the_latest_line_not_the_wall_clock():
+    replay = Ledger("replayed")
+    for line in report_lines("healthy", 20, 21):
+        replay.ingest(line)
+    assert session_now_s(replay, wall_s=BASE_S + 10_000) == received_s(21, 35)
+    live = Ledger("live")
+    assert session_now_s(live, wall_s=BASE_S + 10_000) == BASE_S + 10_000
+
+
+def test_job_model_places_ranks_and_gives_device_evidence_for_the_straggler():
+    m = job_model(job_ledger(), fleet_ledger("straggler"), now_at(LAST_TICK))
+    assert m.diagnosis.verdict == "slow"
+    suspect = m.diagnosis.suspects[0]
+    assert (suspect.rank, suspect.host, suspect.chip) == (30, "sim-trn3-gen2-us-07", 2)
+    assert suspect.chip_util_pct > 95.0 and suspect.peer_chip_util_median_pct < 70.0
+    assert len(m.ranks) == 144 and [c.op for c in m.collectives] == ["all_reduce"]
+
+
+def test_snapshot_holds_every_scope_whatever_is_on_screen():
+    ledger = fleet_ledger("ecc", last_tick=52)
+    snap = build_snapshot(ledger, now_at(52), None)
+    assert snap["schema"] == "trnwatch.snapshot/1" and snap["evidence"] == "simulated"
+    assert len(snap["hosts"]) == 36 and len(snap["chips"]) == 144 and len(snap["sources"]) == 36
+    assert snap["ultraservers"][0]["boundary"] == {"hosts": 36, "hosts_fresh": 36, "chips_in_figures": 144}
+    assert snap["job"]["connected"] is False
+    json.dumps(snap)  # JSON-ready as it is
+    text = render_text(snap)
+    assert "chips with ECC events:" in text and "sim-trn3-gen2-us-07 chip 2" in text
+    assert "no job telemetry connected" in text

@@ -1,0 +1,32 @@
+"""SVG snapshots of the scope views at 80x24 and 200x60 (pytest-textual-snapshot).
+
+The app is built from a ledger of simulated reports at fixed ticks and receive times with a fixed
+seed, and a fixed clock, so every run draws the same screen. After a deliberate change to a view,
+look at the new SVGs and accept them with `pytest tests/test_tui_snapshots.py --snapshot-update`.
+"""
+
+import pytest
+
+from tests.tui_fleet import make_app
+
+SIZES = [(80, 24), (200, 60)]
+TO_STRAGGLER_CHIP = ("slash", "7", "slash", "2", "enter")
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_ultraserver_view(snap_compare, size):
+    assert snap_compare(make_app("straggler"), terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_chip_view(snap_compare, size):
+    assert snap_compare(make_app("straggler"), press=TO_STRAGGLER_CHIP, terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_job_view(snap_compare, size):
+    assert snap_compare(make_app("straggler", with_job=True), press=("j",), terminal_size=size)
+
+
+def test_host_view_with_a_lost_host(snap_compare):
+    assert snap_compare(make_app("host-loss", last_tick=50), press=("slash", "7", "enter"), terminal_size=(80, 24))

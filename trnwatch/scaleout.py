@@ -1,0 +1,126 @@
+"""Command-line glue for the scale-out sources of `trnwatch watch`: SSH fan-out and Prometheus.
+
+Everything that comes from outside (host names, hosts files, URLs, the token) is checked here,
+before any process starts or socket opens, so a bad name fails the command with one clear
+message instead of 36 failing connections. The result is the session's sources and the
+UltraServer map from the hosts file.
+"""
+
+import argparse
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from trnwatch.collectors.hostlist import (HostEntry, HostlistError, HostNameError, expand_hostlist, load_hosts_file,
+                                          slurm_job_hosts)
+from trnwatch.collectors.prometheus_http import TOKEN_ENV, TokenError, UrlError, check_url, load_token
+from trnwatch.collectors.prometheus_sources import promql_lines, scrape_lines
+from trnwatch.collectors.ssh import DEFAULT_REMOTE_COMMAND, SshOptions, ssh_argv, ssh_host_lines
+from trnwatch.session import SourceSpec
+
+SLURM_JOB = "<slurm job>"  # `--hosts` given without a value
+
+
+class OptionError(ValueError):
+    """A scale-out option cannot be used; the message says what and what to do."""
+
+
+def add_watch_options(watch: argparse.ArgumentParser, sources: argparse._MutuallyExclusiveGroup) -> None:
+    """Add the SSH and Prometheus source options to `trnwatch watch` (`sources` is the group of
+    mutually exclusive source options)."""
+    sources.add_argument("--hosts", nargs="?", const=SLURM_JOB, metavar="HOSTLIST",
+                         help="run neuron-monitor on these hosts over SSH: a Slurm hostlist such as 'trn3-[001-036]'; "
+                         "alone, the nodes of the current Slurm job (SLURM_JOB_NODELIST)")
+    sources.add_argument("--hosts-file", type=Path, metavar="FILE",
+                         help="hosts to watch over SSH, one per line: 'HOST [ULTRASERVER [LABEL]]', # comments")
+    sources.add_argument("--scrape", action="append", metavar="URL",
+                         help="scrape this neuron-monitor-prometheus exporter /metrics URL every --period (repeatable)")
+    sources.add_argument("--scrape-file", type=Path, metavar="FILE", help="exporter URLs to scrape, one per line")
+    sources.add_argument("--prometheus", metavar="URL",
+                         help="query this Prometheus server's HTTP API for the whole cluster every --period")
+    remote = watch.add_argument_group("remote sources")
+    remote.add_argument("--ssh-config", type=Path, metavar="FILE", help="ssh client config to use (ssh -F FILE)")
+    remote.add_argument("--remote-command", metavar="COMMAND",
+                        help="command run on each host instead of neuron-monitor; it gets the neuron-monitor config "
+                        "on stdin and must write reports to stdout (default: neuron-monitor -c /dev/stdin)")
+    remote.add_argument("--prometheus-token-file", type=Path, metavar="FILE",
+                        help=f"bearer token for --scrape / --prometheus (default: ${TOKEN_ENV} if set)")
+
+
+def requested(args: argparse.Namespace) -> bool:
+    """True when a scale-out source option was given."""
+    return bool(args.hosts or args.hosts_file or args.scrape or args.scrape_file or args.prometheus)
+
+
+@dataclass(frozen=True)
+class ScaleOut:
+    sources: list[SourceSpec]
+    ultraservers: dict[str, str]  # stream label -> UltraServer id, from the hosts file
+
+
+def build(args: argparse.Namespace) -> ScaleOut:
+    """Check the options and build the sources; raise `OptionError` for anything unusable."""
+    ssh_wanted = bool(args.hosts or args.hosts_file)
+    if not ssh_wanted and (args.ssh_config or args.remote_command):
+        raise OptionError("--ssh-config and --remote-command go with --hosts or --hosts-file")
+    if ssh_wanted:
+        if args.prometheus_token_file:
+            raise OptionError("--prometheus-token-file goes with --scrape or --prometheus")
+        return _ssh_sources(args)
+    try:
+        token = load_token(args.prometheus_token_file)
+    except TokenError as exc:
+        raise OptionError(str(exc)) from None
+    period_s = args.period
+    if args.prometheus:
+        url = _checked(args.prometheus)
+        return ScaleOut([SourceSpec(url, "promql", lambda: promql_lines(url, period_s, token))], {})
+    urls = args.scrape or _read_url_file(args.scrape_file)
+    checked = list(dict.fromkeys(_checked(u) for u in urls))
+    return ScaleOut([SourceSpec(u, "prometheus", lambda u=u: scrape_lines(u, period_s, token)) for u in checked], {})
+
+
+def _checked(url: str) -> str:
+    try:
+        return check_url(url)
+    except UrlError as exc:
+        raise OptionError(str(exc)) from None
+
+
+def _read_url_file(path: Path) -> list[str]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise OptionError(f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise OptionError(f"{path} is not UTF-8 text") from None
+    urls = [line.split("#", 1)[0].strip() for line in lines]
+    urls = [u for u in urls if u]
+    if not urls:
+        raise OptionError(f"{path}: no URLs")
+    return urls
+
+
+def _ssh_sources(args: argparse.Namespace) -> ScaleOut:
+    try:
+        if args.hosts_file:
+            entries = load_hosts_file(args.hosts_file)
+        else:
+            names = slurm_job_hosts() if args.hosts == SLURM_JOB else expand_hostlist(args.hosts)
+            entries = [HostEntry(name, name) for name in names]
+    except (HostlistError, HostNameError) as exc:
+        raise OptionError(str(exc)) from None
+    executable = shutil.which("ssh")
+    if executable is None:
+        raise OptionError("ssh not found on PATH: install the OpenSSH client (e.g. apt-get install openssh-client)")
+    if args.ssh_config is not None and not args.ssh_config.is_file():
+        raise OptionError(f"--ssh-config {args.ssh_config}: no such file")
+    command = args.remote_command if args.remote_command is not None else DEFAULT_REMOTE_COMMAND
+    if not command.strip() or not command.isprintable():
+        raise OptionError("--remote-command must be a non-empty single line")
+    options = SshOptions(config_file=args.ssh_config, remote_command=command, executable=executable)
+    for entry in entries:
+        ssh_argv(entry.host, options)  # every name checked before the first connection
+    period_s = args.period
+    sources = [SourceSpec(e.label, "neuron-monitor", lambda e=e: ssh_host_lines(e, options, period_s)) for e in entries]
+    return ScaleOut(sources, {e.label: e.ultraserver for e in entries if e.ultraserver is not None})

@@ -1,0 +1,123 @@
+"""Host scope: one host's chips (4 on a Trn3 Gen2 server, 16 on Gen1 / Trn2), its CPU and
+memory, and the Neuron processes on it with their tags and PIDs (boundary: one host, one
+neuron-monitor stream)."""
+
+from rich.text import Text
+from textual import events
+
+from trnwatch.tui import units
+from trnwatch.tui.scope import Frame, ScopeView, column, outside, styled
+from trnwatch.tui.view_models import HostModel, host_model
+from trnwatch.tui.widgets import TextLines, hbm_glyph, level, sparkline, util_glyph
+
+SPARK_COLS = 20
+
+
+class HostView(ScopeView):
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.model: HostModel | None = None
+        self._chip_y: dict[int, int] = {}  # detail line -> chip index
+
+    def lines(self, frame: Frame) -> tuple[list[Text], list[Text], list[Text]]:
+        sel = frame.selection
+        m = host_model(frame.ledger, frame.now_s, sel.host_id) if sel.host_id else None
+        self.model = m
+        if m is None:
+            return [styled(("No host selected: pick one in the UltraServer view (u) or jump with /.",
+                            frame.palette["warn"]))], [], []
+        if m.row.chips and not 0 <= sel.chip < len(m.row.chips):
+            sel.chip = 0
+        return self._summary(m, frame), self._detail(m, frame), []
+
+    def subject(self, frame: Frame) -> Text:
+        pal = frame.palette
+        m = self.model
+        if m is None:
+            return styled(("HOST", pal["scope"]))
+        return styled(("HOST ", pal["scope"]), (f"{m.row.number} ", pal["title"]),
+                      outside(m.row.name or m.row.host_id, 28, pal["text"]), (f" · {len(m.row.chips)} chips", pal["text"]))
+
+    def _summary(self, m: HostModel, frame: Frame) -> list[Text]:
+        pal = frame.palette
+        r = m.row
+        if r.state == "fresh":
+            state = styled((f"fresh, last report {units.age(r.age_s)} ago", pal["dim"]),
+                           ("  stream ", pal["label"]), outside(r.source_id, 40, pal["dim"]))
+        else:
+            role = pal["bad"] if r.state == "lost" else pal["warn"]
+            state = styled((f"{r.state.upper()}: last report {units.age(r.age_s)} ago; the figures below are its last",
+                            role), ("  stream ", pal["label"]), outside(r.source_id, 24, pal["dim"]))
+        lnc = f" (LNC {m.lnc})" if m.lnc else ""
+        return [
+            styled(("Host ", pal["label"]), (f"{r.number} ", pal["title"]), outside(r.name or "", 32, pal["title"]), "  ",
+                   outside(r.host_id, 28, pal["text"])),
+            state,
+            styled(outside(m.instance_type or "instance type n/a", 20, pal["text"]), "  ",
+                   outside(m.device_type or "device n/a", 14, pal["text"]), " ", outside(m.neuroncore_version or "", 6, pal["dim"]),
+                   (f"  {len(r.chips)} chips × {m.cores_per_chip or '?'} cores{lnc}", pal["text"]),
+                   ("  UltraServer ", pal["label"]), outside(m.group or "none", 24, pal["text"])),
+            styled(("CPU ", pal["label"]), (units.pct(m.vcpu_busy_pct), pal["text"]),
+                   (f" of {m.vcpu_count} vCPU" if m.vcpu_count else "", pal["dim"]),
+                   ("  memory ", pal["label"]), (units.used_of(m.memory_used_bytes, m.memory_total_bytes), pal["text"])),
+        ]
+
+    def _detail(self, m: HostModel, frame: Frame) -> list[Text]:
+        pal = frame.palette
+        sel = frame.selection
+        title = pal["title"]
+        out = [styled(("Chips", title), (" (Enter: chip view)", pal["dim"])),
+               styled((f"  {'chip':<5}{'util':>8}   {'HBM':<32}{'ECC':>4}  util history", pal["dim"]))]
+        self._chip_y = {}
+        period_s = m.period_s or 1.0
+        fresh = m.row.state == "fresh"
+        for chip, history in zip(m.row.chips, m.util_history):
+            selected = chip.index == sel.chip
+            base = pal["cursor"] if selected else None
+            util_style = pal.heat[level(chip.util_pct or 0.0, 100.0, len(pal.heat))]
+            self._chip_y[len(out)] = chip.index
+            hbm_text = units.used_of(chip.hbm_bytes, chip.hbm_capacity_bytes) if chip.hbm_bytes is not None else "n/a"
+            out.append(styled(
+                (f"{'>' if selected else ' '} {chip.index:<4}", base or pal["label"]),
+                (util_glyph(chip.util_pct), util_style), (f"{units.pct(chip.util_pct):>7}", pal["text"] if fresh else pal["dim"]),
+                "  ", (hbm_glyph(chip.hbm_pct), pal.hbm[level(chip.hbm_pct or 0.0, 100.0, len(pal.hbm))]), " ",
+                column(hbm_text, 32, pal["text"] if fresh else pal["dim"]),
+                (f"{chip.ecc_events:>4}" + ("?" if chip.ecc_undecided else " "), pal["bad"] if chip.ecc_events else pal["text"]),
+                " ", (sparkline(list(history), frame.now_s, period_s, SPARK_COLS, 100.0), pal.heat[5]),
+            ))
+        if not m.row.chips:
+            out.append(styled(("  no chips reported yet (no neuron_hardware_info)", pal["dim"])))
+
+        out += [Text(), styled(("Neuron processes", title), (" (tags as reported, need not be unique; vCPU user+sys)",
+                                                               pal["dim"]))]
+        if not m.runtimes:
+            out.append(styled(("  none reported", pal["dim"])))
+        for rt in m.runtimes:
+            chips = ("chip " if len(rt.chips) == 1 else "chips ") + (",".join(map(str, rt.chips)) or "-")
+            out.append(styled(
+                (f"  pid {rt.pid:<8}", pal["label"]), column(rt.tag, 26, pal["text"]), column(chips, 10, pal["text"]),
+                (f"vCPU {units.pct(rt.vcpu_user_pct)}+{units.pct(rt.vcpu_system_pct)}", pal["dim"]),
+                (f"  HBM {units.gib(rt.device_bytes, 0)}", pal["dim"]),
+                ("" if rt.running else "  gone", pal["warn"]),
+            ))
+            if rt.error:
+                out.append(styled(("      error: ", pal["bad"]), outside(rt.error, 100, pal["bad"])))
+            for group, error in rt.group_errors:
+                out.append(styled((f"      {group}: ", pal["warn"]), outside(error, 100, pal["warn"])))
+
+        if m.group_errors or m.anomalies:
+            out += [Text(), styled(("Report problems", title))]
+            for group, error in m.group_errors:
+                out.append(styled((f"  {group}: ", pal["warn"]), outside(error, 100, pal["warn"])))
+            for what, count in m.anomalies:
+                out.append(styled((f"  {what}: {count}", pal["warn"])))
+        return out
+
+    def on_click(self, event: events.Click) -> None:
+        detail = self.query_one(".detail", TextLines)
+        region = detail.content_region
+        if event.screen_offset not in region or self.model is None:
+            return
+        chip = self._chip_y.get(event.screen_y - region.y + detail.scroll_offset.y)
+        if chip is not None:
+            self.app.open_chip(self.model.row.host_id, chip)

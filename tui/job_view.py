@@ -1,0 +1,148 @@
+"""Job scope: the verdict for on-call first, then throughput, collectives and where ranks live.
+
+Every figure here comes from job telemetry (`JobLedger`), the only source of step times, tokens
+and collective latency: neuron-monitor reports nothing about them. Without job telemetry the
+view says which source is missing and shows no job figure at all, never a zero.
+"""
+
+from rich.text import Text
+
+from trnwatch.tui import units
+from trnwatch.tui.scope import Frame, ScopeView, column, outside, styled
+from trnwatch.tui.view_models import JobModel, job_model, resolve_host
+
+JOB_SOURCE_HINT = "no job telemetry: start with --job-dir DIR (the run's per-rank trnwatch.job/1 files)"
+VERDICT_ROLE = {
+    "steady": "ok", "finished": "ok", "compiling": "warn", "checkpointing": "warn", "no-data": "dim",
+    "slow": "warn", "stalled": "bad", "dead": "bad", "failed": "bad",
+}
+
+
+def _percentiles(values: dict | None, unit=units.latency) -> str:
+    if not values:
+        return units.NA
+    return "  ".join(f"{k} {unit(v)}" for k, v in values.items())
+
+
+class JobView(ScopeView):
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.model: JobModel | None = None
+
+    def lines(self, frame: Frame) -> tuple[list[Text], list[Text], list[Text]]:
+        pal = frame.palette
+        if frame.job is None:
+            self.model = None
+            runtimes = sum(len(h.runtimes) for h in frame.ledger.hosts.values())
+            return [
+                styled((JOB_SOURCE_HINT, pal["warn"])),
+                styled(("Step rate, tokens/s, step-time percentiles and collective latency come only from the job; "
+                        "none is shown.", pal["dim"])),
+                styled((f"neuron-monitor sees {runtimes} Neuron process(es) on {len(frame.ledger.hosts)} host(s): "
+                        "see the host view (h).", pal["dim"])),
+            ], [], []
+        m = self.model = job_model(frame.job, frame.ledger, frame.now_s)
+        return self._summary(m, frame), self._detail(m, frame), []
+
+    def subject(self, frame: Frame) -> Text:
+        pal = frame.palette
+        m = self.model
+        if m is None:
+            return styled(("JOB ", pal["scope"]), ("not connected", pal["warn"]))
+        ranks = m.summary["ranks"]
+        return styled(("JOB ", pal["scope"]), outside(m.summary["run"] or "?", 24, pal["title"]),
+                      (f" · {ranks['seen']} ranks on {ranks['hosts']} hosts", pal["text"]))
+
+    def _summary(self, m: JobModel, frame: Frame) -> list[Text]:
+        pal = frame.palette
+        s = m.summary
+        d = m.diagnosis
+        ranks = s["ranks"]
+        world = f" (world size {ranks['world_size']})" if ranks["world_size"] else ""
+        out = [
+            styled(("Job ", pal["label"]), outside(s["run"] or "?", 32, pal["title"]),
+                   (f"  {ranks['seen']} ranks{world} on {ranks['hosts']} hosts", pal["text"])),
+            styled((d.verdict.upper(), pal[VERDICT_ROLE.get(d.verdict, "text")]), ("  ", None),
+                   outside(d.reason, max(20, frame.width - len(d.verdict) - 4), pal["text"])),
+        ]
+        t = s["throughput"]
+        if t is None:
+            out.append(styled(("throughput n/a: no step with a step time yet", pal["dim"])))
+        else:
+            p50 = t["step_time_s"]["p50"]
+            rate = f"{1 / p50:.2f} steps/s" if p50 else "steps/s n/a"
+            tokens = "tokens/s n/a" if t["tokens_per_s"] is None else f"{t['tokens_per_s']:,.0f} tokens/s"
+            out.append(styled((tokens, pal["text"]), ("  ", None), (rate, pal["text"]),
+                              (f"  (rank {t['from_rank']}, last {t['steps_in_window']} steady steps)", pal["dim"])))
+            out.append(styled(("step time ", pal["label"]), (_percentiles(t["step_time_s"]), pal["text"])))
+        if m.collectives:
+            worst = max(m.collectives, key=lambda c: c.latency_s.get("p99") or 0.0)
+            more = f"  (slowest of {len(m.collectives)} ops)" if len(m.collectives) > 1 else ""
+            out.append(styled(outside(worst.op, 20, pal["label"]), (" latency ", pal["label"]),
+                              (_percentiles(worst.latency_s), pal["text"]), (more, pal["dim"])))
+        else:
+            out.append(styled(("collective latency unavailable: no collective timings in the telemetry "
+                               "(needs the in-job emitter)", pal["dim"])))
+        return out
+
+    def _detail(self, m: JobModel, frame: Frame) -> list[Text]:
+        pal = frame.palette
+        s = m.summary
+        title = pal["title"]
+        ranks = s["ranks"]
+        out: list[Text] = [styled((f"ranks: {ranks['running']} running · {ranks['finished']} finished · "
+                                   f"{ranks['failed']} failed · {ranks['dead']} dead", pal["dim"]))]
+        if m.diagnosis.suspects:
+            out += [Text(), styled(("Ranks to look at", title))]
+            for sus in m.diagnosis.suspects:
+                where = (f" chip {'?' if sus.chip is None else sus.chip} core {'?' if sus.core is None else sus.core}")
+                out.append(styled((f"  rank {sus.rank:<6}", pal["bad"]), outside(sus.host or "?", 28, pal["text"]),
+                                  (where, pal["text"])))
+                evidence = ""
+                if sus.chip_util_pct is not None or sus.peer_chip_util_median_pct is not None:
+                    evidence = (f"; chip util {units.pct(sus.chip_util_pct)} vs peers' median "
+                                f"{units.pct(sus.peer_chip_util_median_pct)}")
+                out.append(styled("    ", outside(sus.why, 60, pal["warn"]), (evidence, pal["dim"])))
+
+        model = s["model"]
+        par = s["parallel"]
+        out += [Text(), styled(("Run", title))]
+        out.append(styled(("  model ", pal["label"]), outside(model["name"] if model else "n/a", 32, pal["text"]),
+                          (f"  {model['params']:,} parameters" if model else "", pal["text"]),
+                          ("  ", None), outside(s["precision"] or "precision n/a", 12, pal["text"])))
+        out.append(styled(("  batch ", pal["label"]),
+                          (f"global {s['global_batch']}, micro {s['micro_batch']}, sequence {s['seq_len']}"
+                           if s["global_batch"] else "n/a", pal["text"])))
+        out.append(styled(("  parallel ", pal["label"]),
+                          (f"TP {par['tp']} PP {par['pp']} DP {par['dp']}" if par else "n/a", pal["text"]),
+                          (f"  LNC {s['lnc']}" if s["lnc"] else "", pal["text"]),
+                          ("  backend ", pal["label"]), outside(s["backend"] or "n/a", 8, pal["text"])))
+        compile_s = s["cold_compile_s"]
+        out.append(styled(("  cold compile ", pal["label"]),
+                          (units.NA if compile_s is None else f"{compile_s:.0f} s ({s['cold_compiles']}x)", pal["text"]),
+                          (f", {s['compile_cache_hits']} cache hits", pal["dim"])))
+        saves = s["checkpoint_saves"]
+        out.append(styled(("  checkpoint saves ", pal["label"]), (f"{saves['count']}", pal["text"]),
+                          (f"  save time {_percentiles(saves['save_s'])}" if saves["count"] else "", pal["text"])))
+
+        if m.collectives:
+            out += [Text(), styled(("Collectives", title), (" (recent window, all ranks)", pal["dim"]))]
+            for c in m.collectives:
+                out.append(styled(("  ", None), column(c.op, 14, pal["label"]), (f"{c.count:>7} calls ", pal["text"]),
+                                  (f"{units.size(c.bytes):>10}  ", pal["dim"]), (_percentiles(c.latency_s), pal["text"])))
+
+        out += [Text(), styled(("Ranks", title), (" (where they run, as the job reports it)", pal["dim"]))]
+        out.append(styled((f"  {'rank':<6}{'host':<22}{'chip':>4}{'core':>5}  {'status':<8}{'step':>7}"
+                           f"{'heartbeat':>11}  region", pal["dim"])))
+        for r in m.ranks:
+            status_style = pal["bad"] if r.dead or r.status in ("failed", "aborted") else pal["text"]
+            heartbeat = "none" if r.heartbeat_age_s is None else units.age(r.heartbeat_age_s) + " ago"
+            known = r.host is not None and resolve_host(frame.ledger, r.host) is not None
+            out.append(styled(
+                (f"  {r.rank:<6}", pal["label"]), column(r.host or "?", 22, pal["text"] if known else pal["dim"]),
+                (f"{'?' if r.chip is None else r.chip:>4}{'?' if r.core is None else r.core:>5}  ", pal["text"]),
+                (f"{'dead' if r.dead else r.status:<8}", status_style),
+                (f"{'-' if r.last_step is None else r.last_step:>7}{heartbeat:>11}  ", pal["text"]),
+                outside(r.region or "", 16, pal["dim"]),
+            ))
+        return out

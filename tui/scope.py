@@ -1,0 +1,113 @@
+"""What every scope view shares: the selection, one refresh's inputs, and the view base class.
+
+A view is a summary (fixed at the top, never scrolls: the figures someone at 80x24 needs first)
+above a detail area (scrolls when it does not fit). Both are `TextLines`, so a refresh repaints
+only what changed. Views are given a `Frame` and lay text out; they never read a source.
+"""
+
+from dataclasses import dataclass
+
+from rich.cells import cell_len
+from rich.style import Style
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+
+from trnwatch.ledger.job import JobLedger
+from trnwatch.ledger.ledger import Ledger
+from trnwatch.themes.palettes import Palette
+from trnwatch.tui.text import clip
+from trnwatch.tui.widgets import TextLines
+
+SCOPES = ("ultraserver", "host", "chip", "job")
+
+
+@dataclass
+class Selection:
+    """Where the user is: the scope shown, the UltraServer group, the host and chip selected,
+    and how the grid is sorted and filtered. Shared by all views, so `h` after a drill-down
+    shows the host of the chip being looked at."""
+
+    scope: str = "ultraserver"
+    group: str | None = None
+    host_id: str | None = None
+    chip: int = 0
+    sort: str = "host"
+    filter: str = "all"
+
+
+@dataclass(frozen=True)
+class Frame:
+    """Inputs of one refresh."""
+
+    ledger: Ledger
+    job: JobLedger | None  # None: no job telemetry connected
+    now_s: float
+    palette: Palette
+    selection: Selection
+    width: int  # cells available to the view
+
+
+def styled(*parts: str | tuple[str, Style | None]) -> Text:
+    """A line from plain strings and (string, style) pairs; never parsed as markup."""
+    text = Text(no_wrap=True, overflow="crop")
+    for part in parts:
+        if isinstance(part, tuple):
+            text.append(part[0], part[1])
+        else:
+            text.append(part)
+    return text
+
+
+def outside(value: object, width: int, style: Style | None = None) -> tuple[str, Style | None]:
+    """A string from a report (tag, name, error), cleaned and clipped, as a line part."""
+    return clip(value, width), style
+
+
+def column(value: object, width: int, style: Style | None = None) -> tuple[str, Style | None]:
+    """An outside string in a fixed-width column: cleaned, clipped to leave one space, padded."""
+    text = clip(value, width - 1)
+    return text + " " * (width - cell_len(text)), style
+
+
+class ScopeView(Vertical):
+    """A scope's screen area: `summary` lines above scrolling `detail` lines, and on wide
+    screens a `side` column beside the detail. The side column is its own widget because a
+    changed cell costs the whole line up to it: figures that change every refresh go there,
+    not at the end of otherwise still lines."""
+
+    DEFAULT_CSS = """
+    ScopeView { height: 1fr; }
+    ScopeView > .summary { height: auto; }
+    ScopeView > Horizontal { height: 1fr; }
+    ScopeView .detail { height: 1fr; width: 1fr; }
+    ScopeView .side { height: 1fr; width: auto; display: none; padding: 0 1 0 2; }
+    ScopeView.-wide .side { display: block; }
+    ScopeView.-wide .detail { width: auto; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield TextLines(classes="summary")
+        with Horizontal():
+            yield TextLines(classes="detail")
+            yield TextLines(classes="side")
+
+    def show(self, frame: Frame) -> None:
+        summary, detail, side = self.lines(frame)
+        self.set_class(bool(side), "-wide")
+        self.query_one(".summary", TextLines).set_lines(summary)
+        self.query_one(".detail", TextLines).set_lines(detail)
+        self.query_one(".side", TextLines).set_lines(side)
+
+    def lines(self, frame: Frame) -> tuple[list[Text], list[Text], list[Text]]:
+        """(summary, detail, side) lines for this frame; side is empty on narrow screens."""
+        raise NotImplementedError
+
+    def subject(self, frame: Frame) -> Text:
+        """What the header says this scope covers, with its boundary (chips, hosts, ranks)."""
+        raise NotImplementedError
+
+    def plain_text(self) -> str:
+        """Everything the view shows, as plain text (for tests)."""
+        parts = ("summary", "detail", "side")
+        return "\n".join(line for part in parts for line in self.query_one(f".{part}", TextLines).lines)

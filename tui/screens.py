@@ -1,0 +1,82 @@
+"""Modal screens: the key map (`?`) and the jump prompt (`/`)."""
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, Static
+
+# The key map: shown by the help screen, the footer (where `footer` is set) and docs/tui.md.
+# (keys, action, footer label, what it does)
+KEYMAP: tuple[tuple[str, str, str, str], ...] = (
+    ("u", "scope('ultraserver')", "US", "UltraServer view: every chip of the UltraServer"),
+    ("h", "scope('host')", "Host", "host view: the selected host's chips, CPU, memory, Neuron processes"),
+    ("c", "scope('chip')", "Chip", "chip view: cores, HBM by category, latency, counters, history"),
+    ("j", "scope('job')", "Job", "job view: verdict, throughput, collectives, ranks (needs job telemetry)"),
+    ("enter", "drill", "", "open the selected chip (from the UltraServer grid or the host's chip list)"),
+    ("escape,backspace", "up", "", "back up one scope (chip -> host -> UltraServer)"),
+    ("up,down,left,right", "", "", "move the selection (chip in the grid, chip in the host list)"),
+    ("left_square_bracket,right_square_bracket", "", "", "previous / next UltraServer, host or chip"),
+    ("slash", "jump", "Jump", "jump to a host or chip: number, number/chip, host id, instance name, stream"),
+    ("s", "sort", "Sort", "cycle the sort: host number, lowest utilisation, fullest HBM, most ECC"),
+    ("f", "filter", "Filter", "cycle the filter: all, idle, ECC, HBM >= 90%, stale or lost hosts"),
+    ("p", "pause", "", "pause / resume the screen refresh (collection goes on)"),
+    ("t", "theme", "", "cycle the theme: dark, light, high-contrast, colorblind, mono"),
+    ("e", "export", "Export", "write an SVG screenshot and a JSON snapshot of every scope"),
+    ("question_mark", "help", "Help", "this key map"),
+    ("ctrl+p", "command_palette", "", "command palette"),
+    ("q", "quit", "Quit", "quit (the receipt is written first; ctrl+c too)"),
+)
+
+KEY_NAMES = {
+    "left_square_bracket,right_square_bracket": "[ ]", "slash": "/", "question_mark": "?",
+    "escape,backspace": "esc bksp", "up,down,left,right": "arrows",
+}
+
+
+def key_label(keys: str) -> str:
+    return KEY_NAMES.get(keys, keys)
+
+
+class HelpScreen(ModalScreen[None]):
+    """The key map; any of escape, q or ? closes it."""
+
+    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > Vertical { width: 104; max-width: 100%; height: auto; max-height: 100%;
+                            border: round $primary; background: $surface; padding: 0 1; }
+    """
+
+    def compose(self) -> ComposeResult:
+        text = Text("trnwatch keys\n\n", style="bold")
+        for keys, _action, _label, what in KEYMAP:
+            text.append(f"{key_label(keys):>9}  ", style="bold")
+            text.append(f"{what}\n")
+        text.append("\nesc, q or ? closes this; the scope in the header says what every figure covers.")
+        with Vertical():
+            yield Static(text)
+
+
+class JumpScreen(ModalScreen[str | None]):
+    """Asks for a host or chip to jump to; dismisses with the text, or None when cancelled."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    DEFAULT_CSS = """
+    JumpScreen { align: center top; }
+    JumpScreen > Vertical { width: 72; max-width: 100%; height: auto; border: round $primary;
+                            background: $surface; margin-top: 3; padding: 0 1; }
+    """
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(Text("Jump to a host or chip: 7, 7/2, i-0abc…, an instance name or stream label, "
+                              "optionally /chip"))
+            yield Input(placeholder="host[/chip]", id="jump-input")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip() or None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,283 @@
+"""UltraServer scope: every chip of one UltraServer at once, summary first.
+
+The summary (four lines, fits 80 columns) is the UltraServer's rollup over its fresh hosts, with
+that boundary in words. Below it every chip is one three-cell glyph group (utilisation bar, HBM
+shade, ECC mark): hosts as blocks in a grid on narrow screens, one host per line with its names
+on wide ones. Cells hold glyphs, not numbers, on purpose: 144 numbers that jitter every second
+would repaint most of the screen each refresh; a glyph changes only when a level does. The few
+chips that most need a look follow with their figures.
+"""
+
+from rich.style import Style
+from rich.text import Text
+from textual import events
+
+from trnwatch.tui import units
+from trnwatch.tui.scope import Frame, ScopeView, column, outside, styled
+from trnwatch.tui.view_models import (
+    FILTER_HELP, NO_GROUP, SORT_HELP, ChipCell, HostRow, UltraServerModel, ultraserver_model,
+)
+from trnwatch.tui.widgets import BARS, SHADES, TextLines, hbm_glyph, level, util_glyph
+
+WIDE_MIN_COLS = 100  # from here on, one host per line with its names
+ATTENTION_ROWS = 5  # chips listed with figures under the grid (narrow screens)
+WIDE_ATTENTION_ROWS = 12  # in the side column (wide screens)
+STALE_MARK = "~"
+LOST_MARK = "×"
+ECC_MARK = "!"
+CELL_COLS = 3
+
+
+def _cell(chip: ChipCell, row: HostRow, frame: Frame, selected: bool) -> list[tuple[str, Style | None]]:
+    pal = frame.palette
+    extra = pal["cursor"] if selected else Style()
+    if row.state == "lost":
+        return [(LOST_MARK * 2 + " ", pal["bad"] + extra)]
+    if row.state != "fresh":
+        return [(STALE_MARK * 2 + " ", pal["warn"] + extra)]
+    u = chip.util_pct
+    util_style = pal["dim"] if u is None else pal.heat[level(u, 100.0, len(pal.heat))]
+    fill = chip.hbm_pct
+    hbm_style = pal["dim"] if fill is None else pal.hbm[level(fill, 100.0, len(pal.hbm))]
+    flag = (ECC_MARK, pal["bad"]) if chip.ecc_events or chip.ecc_undecided else (" ", None)
+    return [
+        (util_glyph(u), util_style + extra),
+        (hbm_glyph(fill), hbm_style + extra),
+        (flag[0], (flag[1] or Style()) + extra),
+    ]
+
+
+def _cols(lines: list[Text]) -> int:
+    return max((line.cell_len for line in lines), default=0)
+
+
+class UltraServerView(ScopeView):
+    """All chips of the selected UltraServer (or of the hosts mapped to none)."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.model: UltraServerModel | None = None
+        # Cells of the last render, for cursor moves and clicks: grid lines of (host_id, chip),
+        # and detail-line y -> [(x_start, host_id, chip)].
+        self._grid: list[list[tuple[str, int]]] = []
+        self._cell_x: dict[int, list[tuple[int, str, int]]] = {}
+
+    # --- rendering ------------------------------------------------------------------------------
+
+    def lines(self, frame: Frame) -> tuple[list[Text], list[Text], list[Text]]:
+        sel = frame.selection
+        model = ultraserver_model(frame.ledger, frame.now_s, sel.group, sel.sort, sel.filter)
+        self.model = model
+        if model is None:
+            self._grid, self._cell_x = [], {}
+            return [styled(("No host has reported yet.", frame.palette["warn"]))], [], []
+        sel.group = model.group
+        self._ensure_selection(model, frame)
+        summary = self._summary(model, frame)
+        if frame.width < WIDE_MIN_COLS:
+            return summary, self._blocks(model, frame) + [Text()] + self._attention(model, frame, ATTENTION_ROWS), []
+        table = self._table(model, frame)
+        attention = self._attention(model, frame, WIDE_ATTENTION_ROWS)
+        # Side by side only when both fit (with padding and scroll bar); else the list goes below.
+        if _cols(table) + 2 + _cols(attention) + 3 <= frame.width:
+            return summary, table, attention
+        return summary, table + [Text()] + attention, []
+
+    def subject(self, frame: Frame) -> Text:
+        pal = frame.palette
+        m = self.model
+        if m is None:
+            return styled(("ULTRASERVER", pal["scope"]))
+        name = "no UltraServer" if m.group == NO_GROUP else m.group
+        group = f" ({m.group_number + 1}/{m.group_count})" if m.group_count > 1 else ""
+        return styled(("ULTRASERVER ", pal["scope"]), outside(name, 16, pal["title"]),
+                      (f"{group} · {m.hosts_total} hosts · {m.chips_total} chips", pal["text"]))
+
+    def _ensure_selection(self, model: UltraServerModel, frame: Frame) -> None:
+        sel = frame.selection
+        hosts = {r.host_id: r for r in model.rows}
+        if sel.host_id not in hosts and model.rows:
+            sel.host_id, sel.chip = model.rows[0].host_id, 0
+        row = hosts.get(sel.host_id)
+        if row is not None and row.chips and not 0 <= sel.chip < len(row.chips):
+            sel.chip = 0
+
+    def _summary(self, m: UltraServerModel, frame: Frame) -> list[Text]:
+        pal = frame.palette
+        r = m.rollup
+        if m.group == NO_GROUP:
+            title = styled(("Hosts mapped to no UltraServer", pal["title"]),
+                           (" (no --ultraservers entry, no ultraserver_id in reports)", pal["dim"]))
+        else:
+            title = styled(("UltraServer ", pal["label"]), outside(m.group, 40, pal["title"]),
+                           (f"  {m.hosts_total} hosts  {m.chips_total} chips", pal["text"]))
+        full = r.hbm_capacity_bytes and r.hbm_used_bytes / r.hbm_capacity_bytes * 100 >= 90
+        figures = styled(
+            ("HBM ", pal["label"]), (units.used_of(r.hbm_used_bytes if r.chips else None, r.hbm_capacity_bytes),
+                                     pal["hbm-full"] if full else pal["text"]),
+            ("  util mean ", pal["label"]), (units.pct(r.util_mean_pct), pal["text"]),
+            (" min ", pal["label"]), (units.pct(r.util_min_pct), pal["text"]),
+            ("  idle ", pal["label"]), (f"{r.chips_idle}", pal["warn"] if r.chips_idle else pal["text"]),
+            ("  ECC ", pal["label"]), (f"{r.chips_with_ecc} chip{'s' if r.chips_with_ecc != 1 else ''}",
+                                        pal["bad"] if r.chips_with_ecc else pal["text"]),
+        )
+        not_fresh = m.hosts_stale + m.hosts_lost
+        boundary = styled(
+            (f"over {r.chips} chips on {r.hosts_fresh}/{m.hosts_total} fresh hosts", pal["dim"]),
+            ("  stale ", pal["label"]), (f"{m.hosts_stale}", pal["warn"] if m.hosts_stale else pal["text"]),
+            ("  lost ", pal["label"]), (f"{m.hosts_lost}", pal["bad"] if m.hosts_lost else pal["text"]),
+            (f"  (left out of the figures)" if not_fresh else "", pal["dim"]),
+        )
+        legend = styled(
+            ("sort ", pal["label"]), (m.sort, pal["text"]), (" · filter ", pal["label"]), (m.filter, pal["text"]),
+            ("  cell: ", pal["dim"]), (f"util {BARS[0]}…{BARS[-1]}", pal["text"]),
+            (f" HBM {SHADES}", pal["text"]), (f" {ECC_MARK} ECC {STALE_MARK} stale {LOST_MARK} lost", pal["dim"]),
+        )
+        return [title, figures, boundary, legend]
+
+    def _filtered_note(self, m: UltraServerModel, frame: Frame) -> list[Text]:
+        if m.filter == "all":
+            return []
+        return [styled((f"filter {m.filter}: {FILTER_HELP[m.filter]} — {len(m.rows)} of {m.hosts_total} hosts",
+                        frame.palette["dim"]))]
+
+    def _blocks(self, m: UltraServerModel, frame: Frame) -> list[Text]:
+        """Narrow layout: hosts as blocks "07 ▇▓ ▇▓ ▇▓ ▇▓", as many per line as fit."""
+        sel = frame.selection
+        pal = frame.palette
+        number_cols = len(str(max((r.number for r in m.rows), default=0)))
+        chips = max((len(r.chips) for r in m.rows), default=0)
+        block_cols = number_cols + 1 + chips * CELL_COLS
+        per_line = max(1, (frame.width + 1) // (block_cols + 1))
+        out = self._filtered_note(m, frame)
+        self._grid, self._cell_x = [], {}
+        for start in range(0, len(m.rows), per_line):
+            parts: list = []
+            grid_line: list[tuple[str, int]] = []
+            xs: list[tuple[int, str, int]] = []
+            x = 0
+            for row in m.rows[start:start + per_line]:
+                label = f"{row.number:>{number_cols}} "
+                parts.append((label, pal["label"] if row.state == "fresh" else pal["warn"]))
+                x += len(label)
+                for chip in row.chips:
+                    selected = (row.host_id, chip.index) == (sel.host_id, sel.chip)
+                    parts += _cell(chip, row, frame, selected)
+                    grid_line.append((row.host_id, chip.index))
+                    xs.append((x, row.host_id, chip.index))
+                    x += CELL_COLS
+                parts.append(" ")
+                x += 1
+            self._cell_x[len(out)] = xs
+            self._grid.append(grid_line)
+            out.append(styled(*parts))
+        return out
+
+    def _table(self, m: UltraServerModel, frame: Frame) -> list[Text]:
+        """Wide layout: one host per line, with its name, id, chips, ECC count and freshness."""
+        sel = frame.selection
+        pal = frame.palette
+        number_cols = len(str(max((r.number for r in m.rows), default=0)))
+        name_cols = min(24, max((len(r.name or "") for r in m.rows), default=0))
+        id_cols = min(22, max((len(r.host_id) for r in m.rows), default=0))
+        out = self._filtered_note(m, frame)
+        out.append(styled((f"{'#':>{number_cols}} {'host name':<{name_cols}} {'host id':<{id_cols}}  chips: "
+                           f"util·HBM·ECC", pal["dim"])))
+        self._grid, self._cell_x = [], {}
+        for row in m.rows:
+            fresh = row.state == "fresh"
+            parts: list = [
+                (f"{row.number:>{number_cols}} ", pal["label"] if fresh else pal["warn"]),
+                column(row.name or "", name_cols + 1, pal["text"]),
+                column(row.host_id, id_cols + 2, pal["dim"]),
+            ]
+            x = number_cols + 1 + name_cols + 1 + id_cols + 2
+            xs = []
+            grid_line = []
+            for chip in row.chips:
+                selected = (row.host_id, chip.index) == (sel.host_id, sel.chip)
+                parts += _cell(chip, row, frame, selected)
+                parts.append(" ")
+                grid_line.append((row.host_id, chip.index))
+                xs.append((x, row.host_id, chip.index))
+                x += CELL_COLS + 1
+            ecc = sum(c.ecc_events for c in row.chips)
+            parts.append((f" ECC {ecc}", pal["bad"] if ecc else pal["dim"]))
+            if row.state == "stale":
+                parts.append((f"  stale {units.age(row.age_s)}", pal["warn"]))
+            elif row.state == "lost":
+                parts.append(("  lost", pal["bad"]))
+            self._cell_x[len(out)] = xs
+            self._grid.append(grid_line)
+            out.append(styled(*parts))
+        return out
+
+    def _attention(self, m: UltraServerModel, frame: Frame, rows: int) -> list[Text]:
+        """The fresh chips that most need a look under the current sort, with their figures,
+        then the hosts left out of the figures (stale or lost) with their age."""
+        pal = frame.palette
+        fresh = [(row, chip) for row in m.rows if row.state == "fresh" for chip in row.chips]
+        if m.sort == "hbm":
+            title, key = "fullest HBM", lambda rc: -(rc[1].hbm_pct or 0.0)
+        elif m.sort == "ecc":
+            title, key = "most ECC events", lambda rc: -rc[1].ecc_events
+            fresh = [rc for rc in fresh if rc[1].ecc_events]
+        else:
+            title, key = "lowest utilisation", lambda rc: (rc[1].util_pct is None, rc[1].util_pct or 0.0)
+        picked = sorted(fresh, key=lambda rc: (key(rc), rc[0].number, rc[1].index))[:rows]
+        out = [styled((f"Chips to look at first: {title}", pal["title"]))]
+        if not picked:
+            out.append(styled(("  none", pal["dim"])))
+        for row, chip in picked:
+            out.append(styled(
+                (f"{row.number:>3}/{chip.index:<2} ", pal["label"]), column(row.name or row.host_id, 22, pal["text"]),
+                ("util ", pal["label"]), (f"{units.pct(chip.util_pct):>6}", pal["text"]),
+                ("  HBM ", pal["label"]), (f"{units.pct(chip.hbm_pct):>6}", pal["text"]),
+                ("  ECC ", pal["label"]), (f"{chip.ecc_events}", pal["bad"] if chip.ecc_events else pal["text"]),
+            ))
+        gone = [row for row in m.rows if row.state != "fresh"]
+        if gone:
+            out += [Text(), styled(("Hosts left out of the figures", pal["title"]))]
+            for row in gone[:rows]:
+                what = "lost" if row.state == "lost" else f"stale, last report {units.age(row.age_s)} ago"
+                out.append(styled((f"{row.number:>3}  ", pal["label"]), column(row.name or row.host_id, 22, pal["text"]),
+                                  (what, pal["bad"] if row.state == "lost" else pal["warn"])))
+        return out
+
+    # --- cursor ---------------------------------------------------------------------------------
+
+    def move(self, frame_selection, dx: int, dy: int) -> None:
+        """Move the selected chip by cells (dx) or grid lines (dy), within what is drawn."""
+        sel = frame_selection
+        flat = [cell for line in self._grid for cell in line]
+        here = (sel.host_id, sel.chip)
+        if here not in flat:
+            if flat:
+                sel.host_id, sel.chip = flat[0]
+            return
+        if dx:
+            i = max(0, min(len(flat) - 1, flat.index(here) + dx))
+            sel.host_id, sel.chip = flat[i]
+            return
+        y = next(i for i, line in enumerate(self._grid) if here in line)
+        column = self._grid[y].index(here)
+        target = max(0, min(len(self._grid) - 1, y + dy))
+        line = self._grid[target]
+        sel.host_id, sel.chip = line[min(column, len(line) - 1)]
+
+    def cell_at(self, x: int, y: int) -> tuple[str, int] | None:
+        """The chip drawn at detail-area position (x, y), if any."""
+        for x0, host_id, chip in self._cell_x.get(y, ()):
+            if x0 <= x < x0 + CELL_COLS:
+                return host_id, chip
+        return None
+
+    def on_click(self, event: events.Click) -> None:
+        detail = self.query_one(".detail", TextLines)
+        region = detail.content_region
+        if event.screen_offset not in region:
+            return
+        cell = self.cell_at(event.screen_x - region.x + detail.scroll_offset.x,
+                            event.screen_y - region.y + detail.scroll_offset.y)
+        if cell is not None:
+            self.app.open_chip(*cell)

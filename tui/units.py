@@ -1,0 +1,68 @@
+"""Numbers as text, each with its unit; an absent figure is "n/a", never a zero."""
+
+import time
+
+NA = "n/a"
+GIB = 1 << 30
+TIB = 1 << 40
+
+
+def pct(value: float | None, places: int = 1) -> str:
+    return NA if value is None else f"{value:.{places}f}%"
+
+
+def gib(n_bytes: int | None, places: int = 1) -> str:
+    return NA if n_bytes is None else f"{n_bytes / GIB:.{places}f} GiB"
+
+
+def size(n_bytes: int | None) -> str:
+    """Bytes in GiB below 1 TiB, else TiB."""
+    if n_bytes is None:
+        return NA
+    if n_bytes >= TIB:
+        return f"{n_bytes / TIB:.2f} TiB"
+    return f"{n_bytes / GIB:.1f} GiB"
+
+
+def used_of(used_bytes: int | None, capacity_bytes: int | None) -> str:
+    """"12.3 / 144.0 GiB (8.5%)", with the capacity's unit for both figures."""
+    if used_bytes is None:
+        return NA
+    if capacity_bytes is None:
+        return f"{size(used_bytes)} of unknown capacity"
+    unit, div = ("TiB", TIB) if capacity_bytes >= TIB else ("GiB", GIB)
+    share = 100.0 * used_bytes / capacity_bytes if capacity_bytes else None
+    return f"{used_bytes / div:.2f} / {capacity_bytes / div:.2f} {unit} ({pct(share)})"
+
+
+def age(seconds: float | None) -> str:
+    """An age as "4 s", "3 min", "2 h"."""
+    if seconds is None:
+        return NA
+    if seconds < 100:
+        return f"{seconds:.0f} s"
+    if seconds < 6000:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.0f} h"
+
+
+def flops(value: float | None) -> str:
+    """Floating point operations per second, in TFLOP/s."""
+    return NA if value is None else f"{value / 1e12:.1f} TFLOP/s"
+
+
+def latency(seconds: float | None) -> str:
+    if seconds is None:
+        return NA
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.0f} µs"
+    if seconds < 1:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds:.2f} s"
+
+
+def clock_utc(t_s: float | None) -> str:
+    """Time of day in UTC: the screen's clock is the session's clock, the same on every host."""
+    if t_s is None:
+        return "--:--:-- UTC"
+    return time.strftime("%H:%M:%S UTC", time.gmtime(t_s))

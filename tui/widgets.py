@@ -1,0 +1,162 @@
+"""Widgets that cost little on the wire, and the glyphs they draw levels with.
+
+`TextLines` is a line-API widget: a view hands it a list of `rich.text.Text` lines on every
+refresh and it repaints only the lines that changed, and on a changed line only up to the
+last changed cell (Textual re-sends a dirty span from the widget's left edge, so the tail is
+what can be saved). An unchanged screen sends nothing at all.
+
+Levels are glyphs first: utilisation is a bar height, HBM fill a shade, so they read without
+colour (monochrome theme, NO_COLOR); sparklines are single-style text.
+"""
+
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual.geometry import Region, Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+BARS = "▁▂▃▄▅▆▇█"
+SHADES = "░▒▓█"
+IDLE = "·"  # a level of exactly zero
+NO_DATA = "-"  # no figure (not zero)
+
+
+def level(value: float, maximum: float, steps: int) -> int:
+    """Bucket 0..steps-1 of `value` in [0, maximum]; values outside are clamped."""
+    if maximum <= 0:
+        return 0
+    return max(0, min(steps - 1, int(value / maximum * steps)))
+
+
+def util_glyph(util_pct: float | None) -> str:
+    """One cell for a utilisation: a bar eighth, `·` for exactly idle, `-` for no figure."""
+    if util_pct is None:
+        return NO_DATA
+    if util_pct <= 0.0:
+        return IDLE
+    return BARS[level(util_pct, 100.0, len(BARS))]
+
+
+def hbm_glyph(fill_pct: float | None) -> str:
+    """One cell for an HBM fill: four shades (a quarter each), `-` for no figure."""
+    if fill_pct is None:
+        return NO_DATA
+    return SHADES[level(fill_pct, 100.0, len(SHADES))]
+
+
+def sparkline(samples: list[tuple[float, float | None]], now_s: float, period_s: float, width: int,
+              maximum: float) -> str:
+    """The last `width` report periods up to `now_s`, one bar per report, newest on the right.
+
+    Single-style text (cheap on the wire). A report that did not come (samples, or the newest
+    sample and now, more than 1.5 periods apart) leaves a blank per missing period, so a gap
+    stays a gap and is never interpolated; a report without a figure is `-`.
+    """
+    cells: list[str] = []
+    later_s = now_s
+    for t_s, value in reversed(samples):
+        if t_s > now_s:
+            continue
+        if later_s - t_s > 1.5 * period_s:
+            cells.extend(" " * min(width, round((later_s - t_s) / period_s) - 1))
+        if value is None or maximum <= 0:
+            cells.append(NO_DATA)
+        else:
+            cells.append(BARS[level(value, maximum, len(BARS))])
+        later_s = t_s
+        if len(cells) >= width:
+            break
+    return "".join(reversed(cells[:width])).rjust(width)
+
+
+def merge_blanks(segments) -> list[Segment]:
+    """Segments with fewer style changes: a run of spaces looks the same in any foreground
+    colour, so it takes the style of the segment before it (when only the foreground differs)
+    and joins it. Every style change costs an escape sequence on the wire, twice."""
+    out: list[Segment] = []
+    for seg in segments:
+        if out and seg.text.isspace() and seg.style is not None and out[-1].style is not None:
+            prev = out[-1]
+            if (seg.style.bgcolor == prev.style.bgcolor and not seg.style.reverse and not prev.style.reverse
+                    and not seg.style.underline and not prev.style.underline):
+                out[-1] = Segment(prev.text + seg.text, prev.style)
+                continue
+        if out and out[-1].style == seg.style:
+            out[-1] = Segment(out[-1].text + seg.text, seg.style)
+            continue
+        out.append(seg)
+    return out
+
+
+def _cells(strip: Strip) -> list[tuple[str, Style | None]]:
+    cells = []
+    for text, style, _ in strip:
+        for ch in text:
+            cells.append((ch, style))
+    return cells
+
+
+def last_changed_cell(old: Strip | None, new: Strip) -> int:
+    """Index one past the last cell that differs between two lines (0 when they are equal)."""
+    if old is None:
+        return max(new.cell_length, 1)
+    if old == new:
+        return 0
+    a, b = _cells(old), _cells(new)
+    n = max(len(a), len(b))
+    a += [(" ", None)] * (n - len(a))
+    b += [(" ", None)] * (n - len(b))
+    for i in range(n - 1, -1, -1):
+        if a[i] != b[i]:
+            return i + 1
+    return 0
+
+
+class TextLines(ScrollView, can_focus=False):
+    """Lines of styled text that repaint only what changed; scrolls when taller than its box."""
+
+    DEFAULT_CSS = """
+    TextLines { height: auto; overflow-x: hidden; }
+    """
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._strips: list[Strip] = []
+        self._width = 0
+
+    @property
+    def lines(self) -> list[str]:
+        """The plain text of every line (for tests and plain-text dumps)."""
+        return ["".join(seg.text for seg in strip) for strip in self._strips]
+
+    def set_lines(self, lines: list[Text]) -> None:
+        """Show `lines`; mark dirty only the changed part of each changed line."""
+        console = self.app.console
+        base = self.rich_style  # the widget's colours under every segment, as Textual's own Log does
+        new = [Strip(merge_blanks(Segment.apply_style(line.render(console), base)), line.cell_len)
+               for line in lines]
+        width = max((s.cell_length for s in new), default=0)
+        if len(new) != len(self._strips) or width != self._width:
+            self._width = width
+            self.virtual_size = Size(width, len(new))
+        old = self._strips
+        self._strips = new
+        scroll_x, scroll_y = self.scroll_offset
+        for y, strip in enumerate(new):
+            end = last_changed_cell(old[y] if y < len(old) else None, strip)
+            if end:
+                self.refresh(Region(0, y - scroll_y, max(0, end - scroll_x), 1))
+        if len(old) > len(new):
+            self.refresh(Region(0, len(new) - scroll_y, self.size.width, len(old) - len(new)))
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        index = y + scroll_y
+        width = self.size.width
+        if index >= len(self._strips):
+            return Strip.blank(width, self.rich_style)
+        return self._strips[index].crop_extend(scroll_x, scroll_x + width, self.rich_style)
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self._strips)

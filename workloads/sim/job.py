@@ -1,0 +1,169 @@
+"""The simulated fleet's job side: `trnwatch.job/1` rank files that tell the same story as the
+simulated neuron-monitor reports, for the demo's job view and stall diagnosis.
+
+One rank per chip (rank = host * chips_per_host + chip, as in scenarios.py), one step per tick,
+events timed with the wall clock the caller passes. The ground truth per scenario:
+
+| scenario  | job telemetry                                                                     |
+|-----------|-----------------------------------------------------------------------------------|
+| healthy   | compile (ticks 0-9), warmup (10-19), steady steps; checkpoint save at ticks 60-62 |
+|           | (every 60); heartbeats every 2 ticks                                              |
+| straggler | from tick 30 the fault-site rank computes ~95% of each step and waits ~1%; its    |
+|           | peers compute ~50% and wait ~45%: the rank that waits least is the straggler      |
+| hang      | no step from tick 30; heartbeats go on: every rank sits in collective:all_reduce  |
+|           | at the last step, the fault-site rank in `dataloader`: it is the suspect          |
+| host-loss | the fault-site host's ranks send nothing from tick 45 (dead); the others wait in  |
+|           | collective:all_reduce                                                             |
+| hbm-leak, | like healthy: those faults show in the device telemetry only (the job keeps       |
+| ecc       | stepping through a corrected or a single uncorrected ECC event)                   |
+"""
+
+import json
+import math
+import random
+from pathlib import Path
+
+from trnwatch.workloads.sim import chip as chip_model
+from trnwatch.workloads.sim.fleet import SimHost
+from trnwatch.workloads.sim.scenarios import (
+    CHECKPOINT_EVERY_TICKS,
+    CHECKPOINT_TICKS,
+    COMPILE_TICKS,
+    HANG_START_TICK,
+    HOST_LOSS_TICK,
+    STRAGGLER_START_TICK,
+    WARMUP_TICKS,
+    fault_site,
+)
+
+SCHEMA = "trnwatch.job/1"
+HEARTBEAT_EVERY_TICKS = 2
+SEQ_LEN = 4096
+GLOBAL_BATCH = 1024
+MICRO_BATCH = 1
+GRADIENT_BYTES = 16 << 30  # bf16 gradients of an ~8B-parameter model
+MODEL = {"name": "llama3-8b (simulated)", "params": 8_030_261_248}
+
+
+def run_id(host: SimHost) -> str:
+    return f"sim-{host.topology.name}-seed{host.seed}-{host.scenario}"
+
+
+def rank_events(host: SimHost, chip: int, tick: int, ts: float) -> list[dict]:
+    """The events rank (host, chip) writes during `tick` (wall time `ts`); [] once its host is lost."""
+    topology, scenario = host.topology, host.scenario
+    if not host.alive(tick):
+        return []
+    rank = chip_model.rank(topology, host.host_index, chip)
+    at_fault = (host.host_index, chip) == fault_site(topology)
+    base = {"v": SCHEMA, "ts": ts, "run": run_id(host), "rank": rank}
+    out: list[dict] = []
+
+    def emit(event: str, **fields) -> None:
+        out.append({**base, "event": event, **fields})
+
+    steady_from = COMPILE_TICKS + WARMUP_TICKS
+    stopped_at = _stopped_at(scenario)
+    stopped = stopped_at is not None and tick >= stopped_at
+    if tick == 0:
+        emit("run_start", world_size=topology.chips, host=host.instance_name, pid=host.runtime_pid(chip),
+             local_rank=chip, backend="neuron", core=chip * topology.cores_per_chip, chip=chip, model=MODEL,
+             precision="bf16", global_batch=GLOBAL_BATCH, micro_batch=MICRO_BATCH, seq_len=SEQ_LEN,
+             parallel={"tp": topology.chips_per_host, "pp": 1, "dp": topology.hosts},
+             versions={"neuron_sdk": "simulated", "trnwatch_sim": "1"}, restart=0, lnc=topology.lnc)
+        emit("phase", phase="init", state="begin")
+        emit("phase", phase="init", state="end")
+        emit("phase", phase="compile", state="begin")
+    elif tick == COMPILE_TICKS:
+        emit("phase", phase="compile", state="end")
+        emit("phase", phase="warmup", state="begin")
+    elif tick == steady_from:
+        emit("phase", phase="warmup", state="end")
+        emit("phase", phase="steady", state="begin")
+
+    in_checkpoint = _in_checkpoint(tick)
+    if not stopped and tick >= CHECKPOINT_EVERY_TICKS and tick % CHECKPOINT_EVERY_TICKS == 0:
+        emit("phase", phase="checkpoint", state="begin")
+        emit("checkpoint", action="save", state="begin", step=tick - COMPILE_TICKS)
+    if not stopped and tick >= CHECKPOINT_EVERY_TICKS and tick % CHECKPOINT_EVERY_TICKS == CHECKPOINT_TICKS - 1:
+        emit("checkpoint", action="save", state="end", step=tick - COMPILE_TICKS - CHECKPOINT_TICKS + 1)
+        emit("phase", phase="checkpoint", state="end")
+
+    training = _training(scenario, tick)
+    step = tick - COMPILE_TICKS
+    if training:
+        step_s = host.period_s
+        straggling = scenario == "straggler" and tick >= STRAGGLER_START_TICK
+        if straggling:
+            compute_share, wait_share = (0.95, 0.01) if at_fault else (0.5, 0.45)
+        else:
+            compute_share, wait_share = 0.8, 0.05
+        rng = random.Random(f"{host.seed}/{rank}/{tick}/job")
+        wait_s = round(step_s * wait_share * rng.uniform(0.9, 1.1), 6)
+        transfer_s = round(step_s * 0.1, 6)
+        loss = round(2.2 + 8.5 * math.exp(-step / 150) + rng.uniform(-0.02, 0.02), 4)
+        emit("collective", op="all_reduce", bytes=GRADIENT_BYTES, latency_s=round(wait_s + transfer_s, 6),
+             wait_s=wait_s, step=step)
+        emit("step", step=step, step_time_s=step_s, compute_s=round(step_s * compute_share, 6),
+             tokens=GLOBAL_BATCH * SEQ_LEN, loss=loss)
+
+    if tick % HEARTBEAT_EVERY_TICKS == 0:
+        if tick < COMPILE_TICKS:
+            region, since = "compile", ts - tick * host.period_s
+        elif stopped:
+            region = "dataloader" if at_fault else "collective:all_reduce"
+            since = ts - (tick - stopped_at) * host.period_s
+        elif in_checkpoint:
+            region, since = "checkpoint", ts - (tick % CHECKPOINT_EVERY_TICKS) * host.period_s
+        else:
+            region, since = "compute", ts
+        emit("heartbeat", step=_last_step(scenario, tick), region=region, region_since=since)
+    return out
+
+
+def _stopped_at(scenario: str) -> int | None:
+    return {"hang": HANG_START_TICK, "host-loss": HOST_LOSS_TICK}.get(scenario)
+
+
+def _in_checkpoint(tick: int) -> bool:
+    return tick >= CHECKPOINT_EVERY_TICKS and tick % CHECKPOINT_EVERY_TICKS < CHECKPOINT_TICKS
+
+
+def _training(scenario: str, tick: int) -> bool:
+    """True when every live rank completes a step during `tick`."""
+    stopped_at = _stopped_at(scenario)
+    stopped = stopped_at is not None and tick >= stopped_at
+    return tick >= COMPILE_TICKS and not stopped and not _in_checkpoint(tick)
+
+
+def _last_step(scenario: str, tick: int) -> int:
+    """The last step completed by the end of `tick` (0 before the first one)."""
+    for t in range(tick, COMPILE_TICKS - 1, -1):
+        if _training(scenario, t):
+            return t - COMPILE_TICKS
+    return 0
+
+
+class SimJobWriter:
+    """Appends every simulated rank's events to `run_dir/rank-NNNNN.jsonl`, one tick at a time."""
+
+    def __init__(self, hosts: list[SimHost], run_dir: Path):
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.hosts = hosts
+        self._files = {
+            (h.host_index, chip): open(run_dir / f"rank-{chip_model.rank(h.topology, h.host_index, chip):05d}.jsonl",
+                                       "a", encoding="utf-8")
+            for h in hosts for chip in range(h.topology.chips_per_host)
+        }
+
+    def write_tick(self, tick: int, ts: float) -> None:
+        """Write and flush every rank's events for `tick` (whole lines only)."""
+        for (host_index, chip), f in self._files.items():
+            events = rank_events(self.hosts[host_index], chip, tick, ts)
+            if events:
+                f.write("".join(json.dumps(e, separators=(",", ":")) + "\n" for e in events))
+                f.flush()
+
+    def close(self) -> None:
+        for f in self._files.values():
+            f.close()
