@@ -318,10 +318,46 @@ def render_markdown(r: Receipt) -> str:
         lines.append("No host was mapped to an UltraServer (no `--ultraservers` file, no `ultraserver_id` in reports): "
                      "no UltraServer figure is given.")
     lines += ["", "## Job", ""]
-    lines.append("No job telemetry was connected: no step, throughput or collective figures." if r.job is None
-                 else "Boundary: the whole job (all ranks). See the JSON `job` section for the full figures.")
+    lines += ["No job telemetry was connected: no step, throughput or collective figures."] if r.job is None else _job_markdown(r.job)
     lines += ["", "## Counter semantics", "", r.counter_rule, ""]
     return "\n".join(lines)
+
+
+def _seconds(p: dict | None) -> str:
+    if not p or p.get("p50") is None:
+        return "n/a"
+    return ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in p.items() if v is not None)
+
+
+def _job_markdown(job: dict[str, Any]) -> list[str]:
+    ranks = job["ranks"]
+    lines = [f"Boundary: the whole job: {ranks['seen']} rank(s) seen of world size {ranks['world_size']}, "
+             f"on {ranks['hosts']} host(s); job figures, not chip or UltraServer figures.", "",
+             f"- Verdict at the window's end: **{job['verdict']}** ({_md_text(job['reason'])})",
+             f"- Ranks: {ranks['running']} running, {ranks['finished']} finished, {ranks['failed']} failed, {ranks['dead']} dead"]
+    if job.get("model"):
+        p = job["parallel"]
+        lines += [f"- Model: {_md_text(job['model']['name'])}, {job['model']['params']:,} parameters, {_md_text(job['precision'])}, "
+                  f"backend {job['backend']}",
+                  f"- Batch: global {job['global_batch']}, micro {job['micro_batch']}, sequence {job['seq_len']}; "
+                  f"parallel tp {p['tp']} pp {p['pp']} dp {p['dp']}"]
+    if job.get("cold_compile_s") is not None:
+        lines.append(f"- Cold compile: {job['cold_compile_s']:.1f} s over {job['cold_compiles']} compile(s)")
+    t = job.get("throughput")
+    lines.append("- Throughput: no steady steps observed" if t is None else
+                 f"- Throughput: {t['tokens_per_s'] or 0:,.0f} tokens/s (rank {t['from_rank']}, {t['steps_in_window']} steps); "
+                 f"step time {_seconds(t['step_time_s'])}")
+    coll = job.get("collectives")
+    if isinstance(coll, dict):
+        for op, c in coll.items():
+            lines.append(f"- Collective {_md_text(op)}: {c['count']} timed, latency {_seconds(c['latency_s'])}")
+    else:
+        lines.append(f"- Collectives: {_md_text(coll)}")
+    for r in job.get("restarts", []):
+        lines.append(f"- Restart {r['restart']} from step {r['from_step']}: first step after "
+                     f"{'n/a' if r['restart_to_first_step_s'] is None else format(r['restart_to_first_step_s'], '.1f') + ' s'}")
+    lines.append(f"- Failures: {len(job.get('failures', []))}; stalls: {len(job.get('stalls', []))}")
+    return lines
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -161,7 +161,7 @@ async def progress_lines(session: Session, every_s: float, out=sys.stderr) -> No
         rejected = sum(sum(s.rejected.values()) for s in ledger.sources.values())
         fresh = sum(1 for h in ledger.hosts.values() if ledger.host_fresh(h, now))
         print(f"trnwatch: {now - session.started_s:.0f} s, {fresh}/{len(ledger.hosts)} hosts reporting, "
-              f"{reports} reports, {rejected} rejected lines", file=out, flush=True)
+              f"{reports} lines folded, {rejected} rejected", file=out, flush=True)
 
 
 async def link_progress_lines(session: Session, every_s: float = 0.5, out=sys.stderr) -> None:
