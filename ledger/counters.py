@@ -15,13 +15,17 @@ behaves:
 
 The decision is retrospective (made when asked, over everything seen), so a family that looked
 cumulative for three reports and then decreased is re-read as per-period, with no history kept:
-each counter keeps only first, last, sum and two flags.
+each counter keeps only first, last, sum, its rise and two flags.
+
+One case needs no inference: a Prometheus exporter declares its series `counter` (running
+totals), so counts that came through Prometheus are read as `counter`: cumulative, where a
+decrease is a reset (the exporter restarted) and the total is the sum of the rises.
 """
 
 from dataclasses import dataclass, field
 from typing import Literal
 
-Reading = Literal["per_period", "cumulative", "undecided"]
+Reading = Literal["per_period", "cumulative", "undecided", "counter"]
 
 
 @dataclass(slots=True)
@@ -29,14 +33,18 @@ class _Series:
     first: int
     last: int
     total: int
+    rise: int = 0  # sum of increases, counting from 0 after a decrease (a counter reset)
     repeated_nonzero: bool = False
     decreased: bool = False
 
     def add(self, value: int) -> None:
         if value < self.last:
             self.decreased = True
-        elif value == self.last and value != 0:
-            self.repeated_nonzero = True
+            self.rise += value
+        else:
+            self.rise += value - self.last
+            if value == self.last and value != 0:
+                self.repeated_nonzero = True
         self.last = value
         self.total += value
 
@@ -47,6 +55,7 @@ class CounterFamily:
 
     series: dict[str, _Series] = field(default_factory=dict)
     reports: int = 0
+    declared_counter: bool = False  # the source declared running totals (Prometheus counters)
 
     def add(self, values: dict[str, int]) -> None:
         """Fold one report's counts (counter name -> value)."""
@@ -61,6 +70,8 @@ class CounterFamily:
     @property
     def reading(self) -> Reading:
         """How this family's counts are read; see the module docstring."""
+        if self.declared_counter:
+            return "counter"
         if any(s.decreased for s in self.series.values()):
             return "per_period"
         if any(s.repeated_nonzero for s in self.series.values()):
@@ -76,6 +87,8 @@ class CounterFamily:
             per_period, cumulative = s.total, s.last - s.first
             if reading == "per_period":
                 out[name] = per_period
+            elif reading == "counter":
+                out[name] = s.rise
             elif reading == "cumulative":
                 out[name] = cumulative
             else:

@@ -121,16 +121,19 @@ class HostState:
     anomalies: Counter = field(default_factory=Counter)
     simulated: bool = False
 
-    def fold(self, report: Report, received_s: float) -> None:
-        """Fold one validated report received at `received_s` into this host's state."""
+    def fold(self, report: Report, received_s: float, declared_counters: bool = False) -> None:
+        """Fold one validated report received at `received_s` into this host's state.
+
+        `declared_counters`: the source declared its counts running totals (Prometheus counters),
+        so no reading has to be inferred (see ledger/counters.py)."""
         self.reports += 1
         if self.first_s is None:
             self.first_s = received_s
         self.last_s = received_s
         self.simulated = self.simulated or report.trnwatch_simulator is not None
         self._fold_identity(report)
-        self._fold_runtimes(report, received_s)
-        self._fold_system(report)
+        self._fold_runtimes(report, received_s, declared_counters)
+        self._fold_system(report, declared_counters)
 
     # --- identity and topology ----------------------------------------------------------------
 
@@ -169,7 +172,7 @@ class HostState:
 
     # --- runtimes: utilisation, HBM, executions ----------------------------------------------
 
-    def _fold_runtimes(self, report: Report, t_s: float) -> None:
+    def _fold_runtimes(self, report: Report, t_s: float, declared_counters: bool) -> None:
         entries = report.neuron_runtime_data
         if entries is None:
             return  # runtime groups not reported at all: no sample, not a zero
@@ -240,7 +243,7 @@ class HostState:
                         ]
             if cores:
                 runtime.cores = tuple(sorted(cores))
-            self._fold_executions(runtime, rep)
+            self._fold_executions(runtime, rep, declared_counters)
             vcpu = rep.neuron_runtime_vcpu_usage
             if vcpu is not None and not vcpu.error and vcpu.vcpu_usage is not None:
                 runtime.vcpu_user_pct = vcpu.vcpu_usage.user
@@ -279,7 +282,7 @@ class HostState:
                 chip.hbm_peak_bytes = chip_hbm if chip.hbm_peak_bytes is None else max(chip.hbm_peak_bytes, chip_hbm)
             chip.history.append(ChipSample(t_s, util, chip_hbm))
 
-    def _fold_executions(self, runtime: RuntimeState, rep) -> None:
+    def _fold_executions(self, runtime: RuntimeState, rep, declared_counters: bool) -> None:
         stats = rep.execution_stats
         if stats is None:
             return
@@ -291,6 +294,7 @@ class HostState:
         counts = {f"error.{k}": v for k, v in (stats.error_summary or {}).items()}
         counts.update({f"status.{k}": v for k, v in (stats.execution_summary or {}).items()})
         if counts:
+            runtime.executions.declared_counter = declared_counters
             runtime.executions.add(counts)
         lat = stats.latency_stats
         if lat is not None:
@@ -301,7 +305,7 @@ class HostState:
 
     # --- system groups -------------------------------------------------------------------------
 
-    def _fold_system(self, report: Report) -> None:
+    def _fold_system(self, report: Report, declared_counters: bool) -> None:
         system = report.system_data
         if system is None:
             return
@@ -316,7 +320,9 @@ class HostState:
                         self.anomalies["ecc-device-beyond-chip-count"] += 1
                         continue
                     counts = {name: getattr(dev, name) for name in ECC_FIELDS if getattr(dev, name) is not None}
-                    self.chips[dev.neuron_device_index].ecc.add(counts)
+                    ecc = self.chips[dev.neuron_device_index].ecc
+                    ecc.declared_counter = declared_counters
+                    ecc.add(counts)
         vcpu = system.vcpu_usage
         if vcpu is not None and not vcpu.error:
             avg = vcpu.average_usage

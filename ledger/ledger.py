@@ -152,7 +152,7 @@ class Ledger:
                     stats.rejected[item.reason] += 1
                     stats.last_rejection = item.detail[:200]
                 else:
-                    self._fold_report(stats, line.source_id, t, item)
+                    self._fold_report(stats, line.source_id, t, item, declared_counters=True)
             return
         try:
             report = parse_report(line.text)
@@ -177,7 +177,8 @@ class Ledger:
         stats.reports += 1
         self.job.ingest(event, line.received_s)
 
-    def _fold_report(self, stats: SourceStats, source_id: str, t: float, report: Report) -> None:
+    def _fold_report(self, stats: SourceStats, source_id: str, t: float, report: Report,
+                     declared_counters: bool = False) -> None:
         host_id = self._host_id(report, source_id)
         host = self.hosts.get(host_id)
         if host is None:
@@ -190,7 +191,7 @@ class Ledger:
             stats.first_s = t
         stats.last_s = t
         stats.reports += 1
-        host.fold(report, t)
+        host.fold(report, t, declared_counters)
         stats.simulated = stats.simulated or host.simulated
 
     def reject(self, source_id: str, kind: str, reason: str, detail: str) -> None:

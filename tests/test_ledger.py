@@ -225,3 +225,32 @@ def test_ultraserver_map_file(tmp_path: Path):
     path.write_text("i-a us-1\ni-a us-2\n")
     with pytest.raises(UltraServerMapError, match="already"):
         load_ultraserver_map(path)
+
+
+def test_declared_counters_sum_their_rises_across_a_reset():
+    family = CounterFamily(declared_counter=True)
+    for v in (10, 12, 15, 2, 5):  # the exporter restarted after 15
+        family.add({"n": v})
+    assert family.reading == "counter" and family.totals() == {"n": (15 - 10) + 2 + 3}
+
+
+def test_prometheus_ecc_counters_are_read_as_running_totals():
+    """Scrapes of the simulator's exporter during the `ecc` scenario: the exporter's running totals
+    (2 corrected events per tick from tick 40 on the fault-site chip) give the window's rise."""
+    import json
+
+    from trnwatch.workloads.sim.exporter import ExporterState
+    from trnwatch.workloads.sim.fleet import SimHost
+    from trnwatch.workloads.sim.topology import get_topology
+
+    host = SimHost(get_topology("trn3-gen2-us"), 7, seed=0, scenario="ecc")
+    exporter = ExporterState()
+    ledger = Ledger("live")
+    for tick in range(38, 46):
+        exporter.consume(host.report(tick))
+        body = json.dumps({"url": "http://127.0.0.1:9000/metrics", "interval_s": 1.0, "body": exporter.render()})
+        ledger.ingest(Line("scrape", "prometheus", 1000.0 + tick, body))
+    chip = only_host(ledger).chips[2]
+    assert chip.ecc.reading == "counter"
+    assert chip.ecc.totals()["mem_ecc_corrected"] == 2 * 6  # ticks 40..45 seen after the first scrape at 38
+    assert only_host(ledger).chips[0].ecc.totals()["mem_ecc_corrected"] == 0

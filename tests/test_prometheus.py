@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Info, generate_
 
 from trnwatch.cli import main
 from trnwatch.collectors.lines import Line
-from trnwatch.collectors.neuron_monitor import Report, ReportRejected
+from trnwatch.collectors.neuron_monitor import Report
 from trnwatch.collectors.prometheus import parse_prometheus_line
 from trnwatch.collectors.prometheus_http import TokenError, UrlError, check_url, load_token
 from trnwatch.collectors.prometheus_sources import host_lines, query_url
@@ -295,6 +295,19 @@ def test_server_answers_become_one_line_per_host_with_ecc_detail_only_where_need
     assert (cluster.hosts_fresh, cluster.chips, cluster.hbm_used_bytes) == (2, 4, 3000)
 
 
+def test_prometheus_layout_decoded_row_by_row_equals_a_whole_decode():
+    rows = [({"instance_id": f"i-{i % 3}", "runtime_tag": 'tag "quoted", {braced}', "neuroncore": str(i)}, f"0.{i}")
+            for i in range(10)]
+    spaced = _answer(rows)  # json.dumps' default separators: decoded whole
+    compact = json.dumps(json.loads(spaced), separators=(",", ":")).encode()  # Prometheus' own layout
+    assert compact.startswith(b'{"status":"success","data":{"resultType":"vector","result":[')
+    name = "neuroncore_utilization_ratio"
+    assert host_lines([(name, compact)], 1.0, 0.0) == host_lines([(name, spaced)], 1.0, 0.0)
+    assert len(host_lines([(name, compact)], 1.0, 0.0)) == 3
+    empty = b'{"status":"success","data":{"resultType":"vector","result":[]}}'
+    assert host_lines([(name, empty)], 1.0, 0.0) == []
+
+
 def test_failed_query_answer_is_an_error_not_data():
     from trnwatch.collectors.prometheus_http import FetchError
     with pytest.raises(FetchError, match="bad_data: parse error"):
@@ -302,6 +315,8 @@ def test_failed_query_answer_is_an_error_not_data():
                    1.0, 0.0)
     with pytest.raises(FetchError, match="unreadable"):
         host_lines([(None, b"<html>")], 1.0, 0.0)
+    with pytest.raises(FetchError, match="unreadable"):  # cut short in Prometheus' own layout
+        host_lines([(None, b'{"status":"success","data":{"resultType":"vector","result":[{"metric":{}')], 1.0, 0.0)
 
 
 def test_query_url_keeps_a_path_prefix_and_encodes_the_query():

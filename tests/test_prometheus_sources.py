@@ -8,12 +8,14 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from trnwatch.collectors.backoff import Backoff
+from trnwatch.collectors.prometheus import parse_prometheus_line
 from trnwatch.collectors.prometheus_sources import scrape_lines
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.session import Session, SourceSpec
@@ -137,3 +139,38 @@ def test_cli_scrapes_urls_from_a_file(tmp_path):
     doc = json.loads(Path(tmp_path / "r.json").read_text())
     assert sorted(s["id"] for s in doc["sources"]) == sorted([exporter.url(0), exporter.url(1)])
     assert len(doc["chips"]) == 8 and doc["evidence"] == "simulated"
+
+
+def _get(url: str) -> bytes | None:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:
+            return response.read()
+    except OSError:
+        return None
+
+
+def test_sim_serves_the_exporter_format_until_its_host_is_lost(tmp_path):
+    config = tmp_path / "monitor.json"
+    config.write_text(json.dumps({"period": "50ms", "neuron_runtimes": [{"metrics": [{"type": "neuroncore_counters"},
+                                  {"type": "memory_used"}]}], "system_metrics": [{"type": "memory_info"}]}))
+    port = free_port()
+    # Host 7 is the host-loss scenario's lost host: silent from tick 45 (2.25 s at 50 ms).
+    proc = subprocess.Popen([sys.executable, "-m", "trnwatch", "sim", "-c", str(config), "--host", "7",
+                             "--scenario", "host-loss", "--serve-prometheus", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 10
+        body = None
+        while body is None and time.monotonic() < deadline:
+            body = _get(f"http://127.0.0.1:{port}/metrics")
+            time.sleep(0.05)
+        assert body is not None, "no /metrics answer"
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    (report,) = parse_prometheus_line("prometheus", json.dumps({"body": body.decode(), "interval_s": 0.05}))
+    assert report.trnwatch_simulator.host == 7 and report.neuron_hardware_info.neuron_device_count == 4
+    assert b"process_cpu_seconds_total" in body  # the exporter process's own series, as in real scrapes
+    assert out == ""  # served over HTTP, not written to stdout
+    assert proc.returncode == 1 and "host 7 lost at tick 45" in err

@@ -137,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     snap.add_argument("--ultraservers", type=Path, metavar="FILE", help="host -> UltraServer map, as for `watch`")
     snap.add_argument("--receipt", type=Path, metavar="PATH", help="also write the session's receipt here")
     snap.add_argument("--json", action="store_true", help="print the JSON snapshot instead of the text summary")
+    _job_options(snap, demo=False)
     snap.set_defaults(headless=True, record=None, speed=0.0)
 
     schema = sub.add_parser("schema", help="print the JSON Schema of a contract",
@@ -221,7 +222,7 @@ def _run_snapshot(args) -> int:
         return await session.run()
 
     asyncio.run(collect())
-    job = getattr(session, "job", None)
+    job = session.ledger.job
     now_s = session_now_s(session.ledger, time.time(), job)
     snapshot = build_snapshot(session.ledger, now_s, job.summary(now_s) if job else None, session.recorded_evidence)
     _say(json.dumps(snapshot, indent=2) if args.json else render_text(snapshot).rstrip("\n"))
@@ -325,10 +326,12 @@ def _make_session(args):
     ultraservers = _load_ultraservers(args.ultraservers)
     recorded_evidence = None
     progress_every_s = 10.0
+    remote = False
     if args.command == "watch":
         mode = "live"
         from trnwatch import scaleout
-        if scaleout.requested(args):
+        remote = scaleout.requested(args)
+        if remote:
             try:
                 scale = scaleout.build(args)
             except scaleout.OptionError as exc:
@@ -385,6 +388,5 @@ def _make_session(args):
     session = Session(Ledger(mode, ultraservers), sources, recorder, args.duration, recorded_evidence)
     session.background = background
     session.receipt_path = args.receipt
-    session.remote_sources = any(spec.kind in ("prometheus", "promql") for spec in sources) or (
-        args.command == "watch" and bool(args.hosts or args.hosts_file))
+    session.remote_sources = remote  # SSH hosts or Prometheus endpoints: headless shows their links
     return session, progress_every_s

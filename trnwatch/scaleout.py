@@ -15,7 +15,7 @@ from trnwatch.collectors.hostlist import (HostEntry, HostlistError, HostNameErro
                                           slurm_job_hosts)
 from trnwatch.collectors.prometheus_http import TOKEN_ENV, TokenError, UrlError, check_url, load_token
 from trnwatch.collectors.prometheus_sources import promql_lines, scrape_lines
-from trnwatch.collectors.ssh import DEFAULT_REMOTE_COMMAND, SshOptions, ssh_argv, ssh_host_lines
+from trnwatch.collectors.ssh import DEFAULT_REMOTE_COMMAND, SshOptions, ssh_host_lines
 from trnwatch.session import SourceSpec
 
 SLURM_JOB = "<slurm job>"  # `--hosts` given without a value
@@ -119,8 +119,6 @@ def _ssh_sources(args: argparse.Namespace) -> ScaleOut:
     if not command.strip() or not command.isprintable():
         raise OptionError("--remote-command must be a non-empty single line")
     options = SshOptions(config_file=args.ssh_config, remote_command=command, executable=executable)
-    for entry in entries:
-        ssh_argv(entry.host, options)  # every name checked before the first connection
     period_s = args.period
     sources = [SourceSpec(e.label, "neuron-monitor", lambda e=e: ssh_host_lines(e, options, period_s)) for e in entries]
     return ScaleOut(sources, {e.label: e.ultraserver for e in entries if e.ultraserver is not None})

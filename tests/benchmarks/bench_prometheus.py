@@ -12,6 +12,8 @@ Prometheus holds every host, then measures trnwatch's server-mode refresh in thi
   run, the fold of the same hosts' own neuron-monitor report lines (the SSH / local path);
 - rollup: `Ledger.rollup_cluster` over all hosts;
 - CPU per refresh (process CPU time, all threads) and resident memory after the refreshes;
+- scrape mode for comparison: ingest of one host's exporter body (prometheus_client's text
+  parser) against server mode's fold per host;
 - event-loop stall: the real source (`promql_lines`, which folds in chunks) run in a session
   for a few refreshes while a 5 ms ticker records its worst lateness, against the stall of
   folding one refresh in a single go.
@@ -23,6 +25,7 @@ side-by-side figures of one run, not figures across runs.
 import argparse
 import asyncio
 import json
+import signal
 import statistics
 import subprocess
 import sys
@@ -42,7 +45,8 @@ from trnwatch.collectors.prometheus_http import fetch_async  # noqa: E402
 from trnwatch.collectors.prometheus_sources import SERVER_QUERIES, host_lines, promql_lines, query_url  # noqa: E402
 from trnwatch.ledger.ledger import Ledger  # noqa: E402
 from trnwatch.session import Session, SourceSpec  # noqa: E402
-from trnwatch.workloads.sim.exporter import fleet  # noqa: E402
+from trnwatch.collectors.prometheus import scrape_samples  # noqa: E402
+from trnwatch.workloads.sim.exporter import ExporterState, fleet  # noqa: E402
 
 START_TICK = 25  # steady training: every core busy
 
@@ -91,30 +95,62 @@ def direct_fold_s(hosts, ultraservers: dict[str, str]) -> float:
     return time.perf_counter() - start
 
 
+def scrape_ingest_s(hosts) -> tuple[float, float]:
+    """Scrape mode for comparison: (ingest of one host's exporter body, of which the text parser)."""
+    bodies = []
+    for h in hosts[:36]:
+        state = ExporterState()
+        state.consume(h.report(START_TICK))
+        bodies.append(state.render())
+    lines = [json.dumps({"url": "u", "interval_s": 10.0, "body": b}) for b in bodies]
+    ingest = parser = float("inf")
+    for _ in range(3):  # interleaved rounds, best of each: this machine is noisy
+        ledger = Ledger("live")
+        start = time.perf_counter()
+        for text in lines:
+            ledger.ingest(Line("u", "prometheus", 1000.0, text))
+        ingest = min(ingest, (time.perf_counter() - start) / len(lines))
+        start = time.perf_counter()
+        for b in bodies:
+            scrape_samples(b)
+        parser = min(parser, (time.perf_counter() - start) / len(bodies))
+    return ingest, parser
+
+
+async def _worst_lateness_s(stop: asyncio.Event) -> float:
+    """Worst lateness of a 5 ms sleep until `stop` is set."""
+    worst = 0.0
+    while not stop.is_set():
+        start = time.perf_counter()
+        await asyncio.sleep(0.005)
+        worst = max(worst, time.perf_counter() - start - 0.005)
+    return worst
+
+
+async def baseline_lateness_ms(seconds: float) -> float:
+    """The same ticker with no refresh running: what the busy machine alone does to it."""
+    stop = asyncio.Event()
+    asyncio.get_running_loop().call_later(seconds, stop.set)
+    return await _worst_lateness_s(stop) * 1000
+
+
 async def loop_stall_ms(url: str, interval_s: float, refreshes: int, ultraservers: dict[str, str]) -> tuple[float, int]:
-    hosts = len(ultraservers)  # the map has one entry per host
     """Worst lateness of a 5 ms ticker while the real source folds `refreshes` refreshes in a session."""
+    hosts = len(ultraservers)  # the map has one entry per host
     ledger = Ledger("live", ultraservers)
     session = Session(ledger, [SourceSpec(url, "promql", lambda: promql_lines(url, interval_s))])
-    worst = 0.0
-
-    async def ticker():
-        nonlocal worst
-        while True:
-            start = time.perf_counter()
-            await asyncio.sleep(0.005)
-            worst = max(worst, time.perf_counter() - start - 0.005)
+    done = asyncio.Event()
 
     async def stop_after():
         while ledger.sources.get(url) is None or ledger.sources[url].reports < refreshes * hosts:
             await asyncio.sleep(0.05)
         session.stop("duration")
 
-    tick, stopper = asyncio.create_task(ticker()), asyncio.create_task(stop_after())
+    tick, stopper = asyncio.create_task(_worst_lateness_s(done)), asyncio.create_task(stop_after())
     await session.run()
-    tick.cancel()
+    done.set()
     stopper.cancel()
-    return worst * 1000, ledger.sources[url].reports
+    return await tick * 1000, ledger.sources[url].reports
 
 
 async def measure(url: str, refreshes: int, interval_s: float, ultraservers: dict[str, str]) -> list[dict]:
@@ -134,6 +170,8 @@ def main() -> None:
     args = p.parse_args()
     if MISSING:
         sys.exit(MISSING)
+    # SIGTERM unwinds like Ctrl-C, so the servers this starts are stopped on the way out.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(1))
     hosts = fleet("trn3-gen2-us", args.ultraservers, 0, "healthy", args.scrape_interval)
     n = len(hosts)
     ultraservers = {h.report(0)["instance_info"]["instance_id"]: f"us-{h.seed:02d}" for h in hosts}
@@ -150,6 +188,7 @@ def main() -> None:
                   f"(all hosts scraped after {time.monotonic() - started:.0f} s)")
             rows = asyncio.run(measure(server.url, args.refreshes, args.scrape_interval, ultraservers))
             stall_ms, reports = asyncio.run(loop_stall_ms(server.url, 3.0, 3, ultraservers))
+            idle_ms = asyncio.run(baseline_lateness_ms(10.0))
             prometheus_cpu_s = psutil.Process(server.proc.pid).cpu_times()
         finally:
             server.stop()
@@ -161,6 +200,7 @@ def main() -> None:
            for k in ("query_s", "split_s", "fold_s", "rollup_s", "cpu_s", "bytes", "decode_max_s")}
     direct_s = min(direct_fold_s(hosts, ultraservers) for _ in range(3))
     rss_mb = psutil.Process().memory_info().rss / 2**20
+    scrape_s, parser_s = scrape_ingest_s(hosts)
     print(f"per refresh (median of {len(rows)}): query {med['query_s'] * 1000:.0f} ms for {med['bytes'] / 2**20:.1f} MiB "
           f"of answers ({len(SERVER_QUERIES)} queries), split {med['split_s'] * 1000:.0f} ms, "
           f"fold {med['fold_s'] * 1000:.0f} ms, cluster rollup {med['rollup_s'] * 1000:.1f} ms")
@@ -170,7 +210,11 @@ def main() -> None:
           f"neuron-monitor lines {direct_s * 1000:.0f} ms ({direct_s / med['fold_s']:.1f}x)")
     print(f"event loop worst stall with the chunked source: {stall_ms:.0f} ms (vs {med['fold_s'] * 1000:.0f} ms "
           f"folding a refresh in one go; the largest answer's json.loads alone holds the GIL "
-          f"{med['decode_max_s'] * 1000:.0f} ms); {reports} host reports folded")
+          f"{med['decode_max_s'] * 1000:.0f} ms); {reports} host reports folded; the same ticker with no refresh "
+          f"running, over 10 s: {idle_ms:.0f} ms")
+    print(f"scrape mode instead, per host and scrape: ingest {scrape_s * 1000:.1f} ms, of which prometheus_client's "
+          f"text parser {parser_s * 1000:.1f} ms; server mode: {med['fold_s'] / n * 1000:.2f} ms fold per host "
+          f"({scrape_s / (med['fold_s'] / n):.0f}x less)")
     print(f"resident memory of this process after the run: {rss_mb:.0f} MiB; "
           f"Prometheus CPU over the whole run: {prometheus_cpu_s.user + prometheus_cpu_s.system:.0f} s")
 

@@ -19,6 +19,7 @@ noisy: compare the side-by-side figures of one run, not figures across runs.
 """
 
 import argparse
+import signal
 import subprocess
 import sys
 import tempfile
@@ -31,7 +32,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # for tests.* helpers when run as a script
 
-from tests.sshd import MISSING, SIM_REMOTE_COMMAND, LocalSshd, alias  # noqa: E402
+from tests.sshd import MISSING, SIM_REMOTE_COMMAND, LocalSshd  # noqa: E402
 from trnwatch.collectors.lines import Line  # noqa: E402
 from trnwatch.ledger.ledger import Ledger  # noqa: E402
 from trnwatch.workloads.sim.fleet import SimHost  # noqa: E402
@@ -71,6 +72,8 @@ def main() -> None:
     args = p.parse_args()
     if MISSING:
         sys.exit(MISSING)
+    # SIGTERM unwinds like Ctrl-C, so the servers this starts are stopped on the way out.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(1))
     n = args.hosts
     with tempfile.TemporaryDirectory(prefix="trnwatch-bench-") as tmp:
         sshd = LocalSshd.start(Path(tmp) / "sshd", n)

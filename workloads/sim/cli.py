@@ -46,6 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="stop after N reports (default: run until stopped)")
     parser.add_argument("--no-wait", action="store_true",
                         help="write reports back to back; virtual time still advances one period per report")
+    parser.add_argument("--serve-prometheus", type=int, default=None, metavar="PORT",
+                        help="instead of stdout, serve the reports in neuron-monitor-prometheus.py's format on "
+                        "http://127.0.0.1:PORT/metrics")
     parser.add_argument("--lnc", type=int, choices=(1, 2), default=None,
                         help="logical NeuronCore config (default: the topology's, 2)")
 
@@ -83,6 +86,9 @@ def run(args: argparse.Namespace) -> int:
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _raise_terminated) if in_main_thread else None
     try:
+        if args.serve_prometheus is not None:
+            from trnwatch.workloads.sim.exporter import serve_host
+            return serve_host(host, args.serve_prometheus, args.count, log)
         return _emit(host, args.count, args.no_wait, log)
     except (KeyboardInterrupt, _Terminated):
         log(1, "stopped by signal")
