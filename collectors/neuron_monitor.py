@@ -135,7 +135,7 @@ class RuntimeReport(_Model):
 
 
 class RuntimeEntry(_Model):
-    pid: Count
+    pid: Count | None = None  # always sent by neuron-monitor; the Prometheus exporter carries none
     neuron_runtime_tag: str | None = None
     error: str | None = None
     report: RuntimeReport | None = None

@@ -34,8 +34,7 @@ map back to report fields, labels R = instance labels + runtime_tag:
 Readings decided here, from the exporter's code and real scrapes:
 - What the exporter does not carry stays None, so views show it as unavailable, never zero:
   flops, the per-physical-core split, device latency, loaded models, per-vCPU usage, context
-  switches. The exporter carries no pid either: runtimes are keyed by tag with pid 0 (no user
-  process has pid 0).
+  switches. The exporter carries no pid either: runtimes are keyed by tag, with no pid.
 - Group periods are the source's poll interval (scrape or query interval): the figures are only as
   fresh as that, and staleness is judged against it.
 - The exporter removes every runtime series when no runtime runs, so a host with no runtime_tag
@@ -211,7 +210,7 @@ def _runtime_entry(tag: str, r: dict[str, dict], interval_s: float | None) -> di
         }
     if r["vcpu"]:
         report["neuron_runtime_vcpu_usage"] = {"period": interval_s, "error": "", "vcpu_usage": r["vcpu"]}
-    return {"pid": 0, "neuron_runtime_tag": tag, "error": "", "report": report}
+    return {"pid": None, "neuron_runtime_tag": tag, "error": "", "report": report}
 
 
 def _system_data(ecc_by_type: dict[int, dict[str, int]], ecc_totals: dict[int, int],

@@ -7,10 +7,12 @@ decoding UTF-8 with replacement so a stray byte cannot stop the stream.
 """
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -77,13 +79,39 @@ async def split_lines(
 
 async def stdin_lines(source_id: str = "stdin", fd: int = 0) -> AsyncIterator[Line]:
     """Reports piped in on stdin (a pipe, a file or a terminal), until EOF."""
-
-    async def read(n: int) -> bytes:
-        # A thread works for every kind of stdin; the event loop's pipe reader refuses files.
-        return await asyncio.to_thread(os.read, fd, n)
-
-    async for line in split_lines(read, source_id, "neuron-monitor"):
+    async for line in split_lines(_daemon_reader(fd), source_id, "neuron-monitor"):
         yield line
+
+
+def _daemon_reader(fd: int) -> Callable[[int], Awaitable[bytes]]:
+    """A chunk reader for any fd, fed by a daemon thread.
+
+    A thread works for every kind of stdin (the event loop's pipe reader refuses files). It is a
+    daemon of its own, not an executor thread: a read blocked on a silent pipe writer must not
+    hold the exit after the receipt is written (asyncio.run and the interpreter join executor
+    threads)."""
+    loop = asyncio.get_running_loop()
+    chunks: asyncio.Queue[bytes] = asyncio.Queue(maxsize=4)
+
+    def pump() -> None:
+        while True:
+            try:
+                chunk = os.read(fd, CHUNK_BYTES)
+            except OSError:
+                chunk = b""
+            try:
+                asyncio.run_coroutine_threadsafe(chunks.put(chunk), loop).result()
+            except (RuntimeError, concurrent.futures.CancelledError):
+                return  # the session is over
+            if not chunk:
+                return
+
+    threading.Thread(target=pump, daemon=True, name=f"trnwatch-read-fd{fd}").start()
+
+    async def read(_n: int) -> bytes:
+        return await chunks.get()
+
+    return read
 
 
 def find_neuron_monitor() -> str | None:

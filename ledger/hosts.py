@@ -77,7 +77,7 @@ class LoadedModelState:
 
 @dataclass(slots=True)
 class RuntimeState:
-    pid: int
+    pid: int | None  # None when the source carries none (Prometheus)
     tag: str
     last_seen_s: float
     error: str = ""
@@ -91,6 +91,11 @@ class RuntimeState:
     loaded_models: list[LoadedModelState] = field(default_factory=list)
     executions: CounterFamily = field(default_factory=CounterFamily)
     group_errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def order(self) -> tuple:
+        """Stable listing order: by pid (runtimes without one last), then tag."""
+        return (self.pid is None, self.pid or 0, self.tag)
 
 
 @dataclass(slots=True)

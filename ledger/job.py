@@ -572,7 +572,6 @@ class JobLedger:
             if rank.status == "running" and rank.has_heartbeats and now_s - rank.last_seen_ts > self.dead_after_s
         ]
 
-    _dead_ranks = dead_ranks  # the name tui/view_models.py uses today; switch it to dead_ranks
 
     def _stall(self, now_s: float) -> tuple[float, float] | None:
         """(seconds without progress, threshold) when the stall rule holds, else None."""

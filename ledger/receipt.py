@@ -100,7 +100,7 @@ class ExecutionCounts(_Section):
 
 class RuntimeEntry(_Section):
     host: str
-    pid: int
+    pid: int | None  # null when the source carries no pid (Prometheus)
     tag: str
     cores: list[int]
     executions: ExecutionCounts
@@ -169,7 +169,7 @@ def build_receipt(ledger: Ledger, exit_reason: ExitReason, recorded_evidence: Ev
         sources=[_source_entry(s) for s in sorted(ledger.sources.values(), key=lambda s: s.source_id)],
         hosts=[_host_entry(ledger, h) for h in hosts],
         chips=chips,
-        runtimes=[_runtime_entry(h, r) for h in hosts for r in sorted(h.runtimes.values(), key=lambda r: (r.pid, r.tag))],
+        runtimes=[_runtime_entry(h, r) for h in hosts for r in sorted(h.runtimes.values(), key=lambda r: r.order)],
         ultraservers=_ultraserver_entries(ledger),
         job=job,
     )
@@ -304,7 +304,7 @@ def render_markdown(r: Receipt) -> str:
         t = rt.executions.totals
         errors = [v for k, v in t.items() if k.startswith("error.")]
         err_total = None if None in errors else sum(errors)
-        lines.append(f"| {_md_text(rt.host)} | {rt.pid} | {_md_text(rt.tag)} | {len(rt.cores)} | {rt.executions.reading} | "
+        lines.append(f"| {_md_text(rt.host)} | {'n/a' if rt.pid is None else rt.pid} | {_md_text(rt.tag)} | {len(rt.cores)} | {rt.executions.reading} | "
                      f"{t.get('status.completed')} | {err_total} |")
     lines += ["", "## UltraServers", ""]
     if r.ultraservers:

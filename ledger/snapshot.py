@@ -84,7 +84,7 @@ def _host(ledger: Ledger, h: HostState, now_s: float) -> dict[str, Any]:
         "vcpu_busy_pct": _r(h.vcpu_busy_pct), "vcpu_count": h.vcpu_count,
         "memory_used_bytes": h.memory_used_bytes, "memory_total_bytes": h.memory_total_bytes,
         "group_errors": dict(h.group_errors), "anomalies": dict(h.anomalies),
-        "runtimes": [_runtime(h, r) for r in sorted(h.runtimes.values(), key=lambda r: (r.pid, r.tag))],
+        "runtimes": [_runtime(h, r) for r in sorted(h.runtimes.values(), key=lambda r: r.order)],
     }
 
 

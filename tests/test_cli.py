@@ -177,3 +177,18 @@ def test_schema_command_prints_the_receipt_schema():
     schema = json.loads(run(["schema", "receipt"]).stdout)
     assert schema["properties"]["schema"]["type"] == "string"
     assert "chips" in schema["required"]
+
+
+def test_a_silent_pipe_writer_does_not_hold_the_exit(tmp_path):
+    """The stdin reader must not keep the process alive after the receipt: with --duration the
+    session ends even though the writer neither writes nor closes the pipe."""
+    receipt = tmp_path / "r.json"
+    proc = subprocess.Popen(TRNWATCH + ["watch", "--stdin", "--headless", "--duration", "1", "--receipt", str(receipt)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        proc.wait(timeout=20)  # the pipe stays open (and silent) for the whole wait
+    finally:
+        proc.kill()
+        proc.stdin.close()
+    assert proc.returncode == 0
+    assert load_receipt(receipt)["exit_reason"] == "duration"

@@ -41,7 +41,7 @@ def test_real_scrape_of_a_running_host_maps_back_to_report_fields():
     assert report.instance_info.instance_type == "inf1.xlarge"
     assert report.instance_info.instance_availability_zone == "us-east-2a"
     (runtime,) = report.neuron_runtime_data
-    assert runtime.neuron_runtime_tag == "15439" and runtime.pid == 0
+    assert runtime.neuron_runtime_tag == "15439" and runtime.pid is None  # the exporter carries no pid
     cores = runtime.report.neuroncore_counters.neuroncores_in_use
     assert cores[0].neuroncore_utilization == pytest.approx(86.33101879976985)
     assert cores[1].neuroncore_utilization == 0.0

@@ -7,16 +7,17 @@ import time
 from dataclasses import dataclass
 
 from rich.console import Console
+from textual.command import CommandPalette
 
 from trnwatch.collectors.lines import Line
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.session import Session, SourceSpec
 from trnwatch.tui.app import TrnwatchApp
-from trnwatch.tui.screens import HelpScreen, KEYMAP
+from trnwatch.tui.screens import KEYMAP, HelpScreen, JumpScreen
 from trnwatch.tui.widgets import TextLines
 from trnwatch.workloads.sim.fleet import SimHost
 from trnwatch.workloads.sim.topology import get_topology
-from tests.tui_fleet import LAST_TICK, fleet_ledger, make_app, new_fleet_ledger, now_at, received_s
+from tests.tui_fleet import LAST_TICK, make_app, new_fleet_ledger, now_at, received_s, report_lines
 
 
 @dataclass
@@ -117,9 +118,24 @@ def test_host_view_lists_chips_cpu_memory_and_processes_and_enter_opens_the_chip
     assert "CHIP 7/2" in drive(make_app(), keys=("slash", "7", "enter", "down", "down", "enter")).header
 
 
+async def type_into(app, pilot, screen_type, text: str) -> None:
+    """Wait for a modal screen, then type `text` and Enter into it (typed too early, the letters
+    would reach the app's own key bindings)."""
+    for _ in range(50):
+        if isinstance(app.screen, screen_type):
+            break
+        await pilot.pause(0.02)
+    assert isinstance(app.screen, screen_type)
+    await pilot.press(*text, "enter")
+    await pilot.pause()
+
+
 def test_jump_to_something_that_does_not_exist_says_so_and_stays():
-    seen = drive(make_app(), keys=("slash", "n", "o", "p", "e", "enter"))
-    assert seen.app.selection.scope == "ultraserver"
+    async def jump(app, pilot):
+        await type_into(app, pilot, JumpScreen, "nope")
+
+    seen = drive(make_app(), keys=("slash",), check=jump)
+    assert seen.app.selection.scope == "ultraserver" and not seen.app.paused
     assert "No host or chip matches 'nope'" in seen.screen  # the notification
 
 
@@ -202,7 +218,10 @@ def test_help_screen_lists_every_key_and_closes():
 
 
 def test_command_palette_runs_a_scope_command():
-    assert drive(make_app(), keys=("ctrl+p", *"job view", "enter")).app.selection.scope == "job"
+    async def run_command(app, pilot):
+        await type_into(app, pilot, CommandPalette, "job view")
+
+    assert drive(make_app(), keys=("ctrl+p",), check=run_command).app.selection.scope == "job"
 
 
 def test_export_key_writes_an_svg_of_the_screen_and_a_json_of_every_scope(tmp_path):
@@ -254,16 +273,11 @@ def test_clicking_a_grid_cell_opens_that_chip():
 
 def test_replay_and_live_badges():
     replay = Ledger("replayed")
-    for line in fleet_ledger_lines():
+    for line in report_lines("healthy", LAST_TICK - 1, LAST_TICK):
         replay.ingest(line)
     seen = drive(TrnwatchApp(replay, clock=time.time, theme="dark", recorded_evidence="simulated"))
     assert "REPLAY of SIMULATED" in seen.header
     assert "08:00:44 UTC" in seen.header  # the replay clock: the latest line, not the wall clock
-
-
-def fleet_ledger_lines():
-    from tests.tui_fleet import report_lines
-    return report_lines("healthy", LAST_TICK - 1, LAST_TICK)
 
 
 def test_an_unchanged_ledger_repaints_nothing():
@@ -325,3 +339,52 @@ def test_when_every_source_ends_the_screen_stays_with_the_receipt_written(tmp_pa
 
     drive(app, check=check)
     assert json.loads(receipt.read_text())["exit_reason"] == "eof"
+
+
+def test_outside_strings_are_shown_as_plain_text_on_screen():
+    host = SimHost(get_topology("trn3-gen2-us"), 0, 0, "healthy")
+    report = host.report(25)
+    report["neuron_runtime_data"][0]["neuron_runtime_tag"] = "[bold red]x[/]\x1b]52;c;aGVsbG8=\x07\x1b[31mred"
+    report["neuron_runtime_data"][0]["error"] = "[blink]boom[/blink]\x1b[2J"
+    ledger = Ledger("live")
+    ledger.ingest(Line("stdin", "neuron-monitor", now_at(25) - 0.5, json.dumps(report)))
+    styles = []
+
+    def check(app, pilot):
+        detail = app.view.query_one(".detail", TextLines)
+        styles.extend(seg.style for strip in detail._strips for seg in strip if "[bold red]x[/]" in seg.text)
+
+    seen = drive(TrnwatchApp(ledger, clock=lambda: now_at(25), theme="dark"), keys=("h",), size=(120, 30),
+                 check=check)
+    assert "[bold red]x[/]]52;c;aGVsbG8=[31mred" in seen.screen
+    assert "error: [blink]boom[/blink][2J" in seen.screen
+    assert "\x1b" not in seen.screen and "\x07" not in seen.screen
+    assert styles and not any(style.bold or style.blink for style in styles)  # drawn as the view styles tags
+
+
+def test_rejected_lines_are_counted_and_named_in_status_and_host_view():
+    ledger = Ledger("live")
+    host = SimHost(get_topology("trn3-gen2-us"), 0, 0, "healthy")
+    ledger.ingest(Line("stdin", "neuron-monitor", now_at(25) - 1.5, "{not json"))
+    ledger.ingest(Line("stdin", "neuron-monitor", now_at(25) - 0.5, host.report_line(25)))
+    seen = drive(TrnwatchApp(ledger, clock=lambda: now_at(25), theme="dark"), keys=("h",), size=(120, 30))
+    assert "1 rejected" in seen.status and "stdin 1 rejected: " in seen.status
+    assert "1 rejected: " in seen.text.splitlines()[1]  # beside the host's stream
+
+
+def test_duration_ends_the_screen_by_itself_with_the_receipt(tmp_path):
+    async def silent():
+        await asyncio.Event().wait()
+        yield  # an async generator that never yields a line
+
+    session = Session(Ledger("live"), [SourceSpec("stdin", "neuron-monitor", silent)], duration_s=0.3)
+    receipt = tmp_path / "r.json"
+    app = TrnwatchApp(session.ledger, session=session, receipt_path=receipt, theme="dark")
+
+    async def wait_for_the_end(app, pilot):
+        await asyncio.wait_for(app._session_task, 10)
+        await pilot.pause()
+        assert app._exit
+
+    drive(app, check=wait_for_the_end)
+    assert json.loads(receipt.read_text())["exit_reason"] == "duration"

@@ -5,10 +5,10 @@ import json
 from rich.segment import Segment
 from rich.style import Style
 
-from trnwatch.collectors.lines import Line
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.ledger.snapshot import build_snapshot, render_text, session_now_s
-from trnwatch.themes import default_theme, next_theme, THEME_NAMES
+from trnwatch.themes import THEME_NAMES, default_theme, next_theme
+from trnwatch.themes.palettes import PALETTES, ROLES, TEXTUAL_THEMES
 from trnwatch.tui.text import clean, clip
 from trnwatch.tui.view_models import (
     host_rows, job_model, resolve_target, sort_and_filter, sources_model, ultraserver_model,
@@ -45,6 +45,13 @@ def test_merge_blanks_joins_spaces_into_the_segment_before_them():
     # A reversed (cursor) space is visible: it keeps its own style.
     cursor = Style(color="red", reverse=True)
     assert merge_blanks([Segment("█", red), Segment(" ", cursor)]) == [Segment("█", red), Segment(" ", cursor)]
+
+
+def test_every_theme_has_a_palette_with_every_role_and_eight_levels():
+    assert set(PALETTES) == set(TEXTUAL_THEMES) == set(THEME_NAMES)
+    for palette in PALETTES.values():
+        assert set(palette.roles) == set(ROLES) and len(palette.heat) == len(palette.hbm) == 8
+    assert all(style.color is None for style in PALETTES["mono"].heat + PALETTES["mono"].hbm)
 
 
 def test_themes_default_to_mono_under_no_color_and_cycle_through_all():

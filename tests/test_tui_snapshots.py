@@ -10,6 +10,12 @@ import pytest
 from tests.tui_fleet import make_app
 
 SIZES = [(80, 24), (200, 60)]
+
+
+@pytest.fixture(autouse=True)
+def colour_terminal(monkeypatch):
+    """Snapshots are drawn in colour: NO_COLOR would make Textual filter every colour out."""
+    monkeypatch.delenv("NO_COLOR", raising=False)
 TO_STRAGGLER_CHIP = ("slash", "7", "slash", "2", "enter")
 
 

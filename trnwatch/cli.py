@@ -202,7 +202,7 @@ def _run_session(args) -> int:
     if path is not None:
         _say(f"receipt: {path} (and {path.with_suffix('.md').name})")
     lost = [s.source_id for s in session.ledger.sources.values() if s.end_error]
-    return 1 if lost and reason == "eof" else 0
+    return 1 if reason == "error" or (lost and reason == "eof") else 0
 
 
 SNAPSHOT_PERIODS = 3  # default collection time of `trnwatch snapshot`, in report periods

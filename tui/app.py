@@ -103,8 +103,8 @@ class TrnwatchApp(App[None]):
 
     @property
     def job(self) -> JobLedger | None:
-        """Job telemetry, when connected (the session's, which may be attached after start)."""
-        return getattr(self.session, "job", None) if self.session is not None else self._job
+        """The job scope: the ledger's, from the first job telemetry line on (None: not connected)."""
+        return self._job if self._job is not None else self.ledger.job
 
     # --- layout and refresh ---------------------------------------------------------------------
 
@@ -195,6 +195,10 @@ class TrnwatchApp(App[None]):
                 f"{units.age(worst.age_s)} since last line" if worst.age_s is not None else "no line yet")
             parts += [("  ", None), outside(worst.source_id, 20, pal["warn"]), (f" {worst.state}: ", pal["warn"]),
                       outside(detail or "", 40, pal["warn"])]
+        elif m.rejected:
+            noisy = max(m.sources, key=lambda s: s.rejected)
+            parts += [("  ", None), outside(noisy.source_id, 20, pal["warn"]), (f" {noisy.rejected} rejected: ", pal["warn"]),
+                      outside(noisy.last_rejection, 40, pal["warn"])]
         if self._session_done:
             parts.append(("  session ended (", pal["warn"]))
             parts.append((self.session.exit_reason or "", pal["warn"]))

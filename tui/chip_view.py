@@ -130,7 +130,7 @@ class ChipView(ScopeView):
         if not m.runtimes:
             out.append(styled(("  none", pal["dim"])))
         for rt in m.runtimes:
-            out.append(styled((f"  pid {rt.pid:<8} ", pal["label"]), outside(rt.tag, 32, pal["text"]),
+            out.append(styled((f"  pid {'n/a' if rt.pid is None else rt.pid:<8} ", pal["label"]), outside(rt.tag, 32, pal["text"]),
                               (f"  cores {','.join(map(str, rt.cores)) or '-'}", pal["dim"]),
                               ("" if rt.running else "  (gone)", pal["warn"]),
                               ("  error: " if rt.error else "", pal["bad"]), outside(rt.error, 40, pal["bad"])))

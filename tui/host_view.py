@@ -2,15 +2,24 @@
 memory, and the Neuron processes on it with their tags and PIDs (boundary: one host, one
 neuron-monitor stream)."""
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import events
 
 from trnwatch.tui import units
 from trnwatch.tui.scope import Frame, ScopeView, column, outside, styled
+from trnwatch.tui.text import clean
 from trnwatch.tui.view_models import HostModel, host_model
 from trnwatch.tui.widgets import TextLines, hbm_glyph, level, sparkline, util_glyph
 
 SPARK_COLS = 20
+
+
+def _vcpu(user_pct: float | None, system_pct: float | None) -> str:
+    """User + system vCPU of a process, "8.1+1.6%"."""
+    if user_pct is None or system_pct is None:
+        return units.NA
+    return f"{user_pct:.1f}+{system_pct:.1f}%"
 
 
 class HostView(ScopeView):
@@ -36,7 +45,7 @@ class HostView(ScopeView):
         if m is None:
             return styled(("HOST", pal["scope"]))
         return styled(("HOST ", pal["scope"]), (f"{m.row.number} ", pal["title"]),
-                      outside(m.row.name or m.row.host_id, 28, pal["text"]), (f" · {len(m.row.chips)} chips", pal["text"]))
+                      outside(m.row.name or m.row.host_id, 28, pal["text"]), (f" · {units.plural(len(m.row.chips), 'chip')}", pal["text"]))
 
     def _summary(self, m: HostModel, frame: Frame) -> list[Text]:
         pal = frame.palette
@@ -48,6 +57,9 @@ class HostView(ScopeView):
             role = pal["bad"] if r.state == "lost" else pal["warn"]
             state = styled((f"{r.state.upper()}: last report {units.age(r.age_s)} ago; the figures below are its last",
                             role), ("  stream ", pal["label"]), outside(r.source_id, 24, pal["dim"]))
+        if m.source_rejected:
+            state.append(f"  {m.source_rejected} rejected: ", pal["warn"])
+            state.append(*outside(m.source_last_rejection, 40, pal["warn"]))
         lnc = f" (LNC {m.lnc})" if m.lnc else ""
         return [
             styled(("Host ", pal["label"]), (f"{r.number} ", pal["title"]), outside(r.name or "", 32, pal["title"]), "  ",
@@ -55,7 +67,7 @@ class HostView(ScopeView):
             state,
             styled(outside(m.instance_type or "instance type n/a", 20, pal["text"]), "  ",
                    outside(m.device_type or "device n/a", 14, pal["text"]), " ", outside(m.neuroncore_version or "", 6, pal["dim"]),
-                   (f"  {len(r.chips)} chips × {m.cores_per_chip or '?'} cores{lnc}", pal["text"]),
+                   (f"  {units.plural(len(r.chips), 'chip')} × {m.cores_per_chip or '?'} cores{lnc}", pal["text"]),
                    ("  UltraServer ", pal["label"]), outside(m.group or "none", 24, pal["text"])),
             styled(("CPU ", pal["label"]), (units.pct(m.vcpu_busy_pct), pal["text"]),
                    (f" of {m.vcpu_count} vCPU" if m.vcpu_count else "", pal["dim"]),
@@ -71,7 +83,7 @@ class HostView(ScopeView):
         self._chip_y = {}
         period_s = m.period_s or 1.0
         fresh = m.row.state == "fresh"
-        for chip, history in zip(m.row.chips, m.util_history):
+        for chip, history in zip(m.row.chips, m.util_history, strict=True):
             selected = chip.index == sel.chip
             base = pal["cursor"] if selected else None
             util_style = pal.heat[level(chip.util_pct or 0.0, 100.0, len(pal.heat))]
@@ -92,12 +104,14 @@ class HostView(ScopeView):
                                                                pal["dim"]))]
         if not m.runtimes:
             out.append(styled(("  none reported", pal["dim"])))
+        # Tags get the room the screen has beyond the other columns (54 cells), at least 26.
+        tag_cols = max(26, min(max((cell_len(clean(rt.tag)) + 1 for rt in m.runtimes), default=0), frame.width - 54))
         for rt in m.runtimes:
             chips = ("chip " if len(rt.chips) == 1 else "chips ") + (",".join(map(str, rt.chips)) or "-")
             out.append(styled(
-                (f"  pid {rt.pid:<8}", pal["label"]), column(rt.tag, 26, pal["text"]), column(chips, 10, pal["text"]),
-                (f"vCPU {units.pct(rt.vcpu_user_pct)}+{units.pct(rt.vcpu_system_pct)}", pal["dim"]),
-                (f"  HBM {units.gib(rt.device_bytes, 0)}", pal["dim"]),
+                (f"  pid {'n/a' if rt.pid is None else rt.pid:<8}", pal["label"]), column(rt.tag, tag_cols, pal["text"]), column(chips, 10, pal["text"]),
+                (f"vCPU {_vcpu(rt.vcpu_user_pct, rt.vcpu_system_pct)}", pal["dim"]),
+                (f"  HBM {units.gib(rt.device_bytes)}", pal["dim"]),
                 ("" if rt.running else "  gone", pal["warn"]),
             ))
             if rt.error:

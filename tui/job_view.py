@@ -9,9 +9,10 @@ from rich.text import Text
 
 from trnwatch.tui import units
 from trnwatch.tui.scope import Frame, ScopeView, column, outside, styled
-from trnwatch.tui.view_models import JobModel, job_model, resolve_host
+from trnwatch.tui.view_models import JobModel, job_model
 
-JOB_SOURCE_HINT = "no job telemetry: start with --job-dir DIR (the run's per-rank trnwatch.job/1 files)"
+JOB_SOURCE_HINT = ("no job telemetry: start with --job-dir DIR (the run's trnwatch.job/1 rank files) "
+                   "or --job-log FILE (an NxD log)")
 VERDICT_ROLE = {
     "steady": "ok", "finished": "ok", "compiling": "warn", "checkpointing": "warn", "no-data": "dim",
     "slow": "warn", "stalled": "bad", "dead": "bad", "failed": "bad",
@@ -21,7 +22,7 @@ VERDICT_ROLE = {
 def _percentiles(values: dict | None, unit=units.latency) -> str:
     if not values:
         return units.NA
-    return "  ".join(f"{k} {unit(v)}" for k, v in values.items())
+    return " ".join(f"{k} {unit(v)}" for k, v in values.items())
 
 
 class JobView(ScopeView):
@@ -51,7 +52,7 @@ class JobView(ScopeView):
             return styled(("JOB ", pal["scope"]), ("not connected", pal["warn"]))
         ranks = m.summary["ranks"]
         return styled(("JOB ", pal["scope"]), outside(m.summary["run"] or "?", 24, pal["title"]),
-                      (f" · {ranks['seen']} ranks on {ranks['hosts']} hosts", pal["text"]))
+                      (f" · {units.plural(ranks['seen'], 'rank')} on {units.plural(ranks['hosts'], 'host')}", pal["text"]))
 
     def _summary(self, m: JobModel, frame: Frame) -> list[Text]:
         pal = frame.palette
@@ -61,7 +62,8 @@ class JobView(ScopeView):
         world = f" (world size {ranks['world_size']})" if ranks["world_size"] else ""
         out = [
             styled(("Job ", pal["label"]), outside(s["run"] or "?", 32, pal["title"]),
-                   (f"  {ranks['seen']} ranks{world} on {ranks['hosts']} hosts", pal["text"])),
+                   (f"  {units.plural(ranks['seen'], 'rank')}{world} on {units.plural(ranks['hosts'], 'host')}",
+                    pal["text"])),
             styled((d.verdict.upper(), pal[VERDICT_ROLE.get(d.verdict, "text")]), ("  ", None),
                    outside(d.reason, max(20, frame.width - len(d.verdict) - 4), pal["text"])),
         ]
@@ -137,7 +139,7 @@ class JobView(ScopeView):
         for r in m.ranks:
             status_style = pal["bad"] if r.dead or r.status in ("failed", "aborted") else pal["text"]
             heartbeat = "none" if r.heartbeat_age_s is None else units.age(r.heartbeat_age_s) + " ago"
-            known = r.host is not None and resolve_host(frame.ledger, r.host) is not None
+            known = r.host is not None and frame.ledger.host_named(r.host) is not None
             out.append(styled(
                 (f"  {r.rank:<6}", pal["label"]), column(r.host or "?", 22, pal["text"] if known else pal["dim"]),
                 (f"{'?' if r.chip is None else r.chip:>4}{'?' if r.core is None else r.core:>5}  ", pal["text"]),

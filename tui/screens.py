@@ -3,7 +3,7 @@
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
@@ -11,22 +11,22 @@ from textual.widgets import Input, Static
 # (keys, action, footer label, what it does)
 KEYMAP: tuple[tuple[str, str, str, str], ...] = (
     ("u", "scope('ultraserver')", "US", "UltraServer view: every chip of the UltraServer"),
-    ("h", "scope('host')", "Host", "host view: the selected host's chips, CPU, memory, Neuron processes"),
-    ("c", "scope('chip')", "Chip", "chip view: cores, HBM by category, latency, counters, history"),
-    ("j", "scope('job')", "Job", "job view: verdict, throughput, collectives, ranks (needs job telemetry)"),
-    ("enter", "drill", "", "open the selected chip (from the UltraServer grid or the host's chip list)"),
-    ("escape,backspace", "up", "", "back up one scope (chip -> host -> UltraServer)"),
-    ("up,down,left,right", "", "", "move the selection (chip in the grid, chip in the host list)"),
+    ("h", "scope('host')", "Host", "host view: chips, CPU, memory, Neuron processes"),
+    ("c", "scope('chip')", "Chip", "chip view: cores, HBM categories, latency, counters, history"),
+    ("j", "scope('job')", "Job", "job view: verdict, throughput, collectives, ranks"),
+    ("enter", "drill", "", "open the selected chip (grid cell or host chip line)"),
+    ("escape,backspace", "up", "", "back up one scope: chip -> host -> UltraServer"),
+    ("up,down,left,right", "", "", "move the selection; scroll where there is none"),
     ("left_square_bracket,right_square_bracket", "", "", "previous / next UltraServer, host or chip"),
-    ("slash", "jump", "Jump", "jump to a host or chip: number, number/chip, host id, instance name, stream"),
-    ("s", "sort", "Sort", "cycle the sort: host number, lowest utilisation, fullest HBM, most ECC"),
-    ("f", "filter", "Filter", "cycle the filter: all, idle, ECC, HBM >= 90%, stale or lost hosts"),
-    ("p", "pause", "", "pause / resume the screen refresh (collection goes on)"),
-    ("t", "theme", "", "cycle the theme: dark, light, high-contrast, colorblind, mono"),
-    ("e", "export", "Export", "write an SVG screenshot and a JSON snapshot of every scope"),
+    ("slash", "jump", "Jump", "jump to a host or chip: 7, 7/2, id, instance name, stream"),
+    ("s", "sort", "Sort", "sort: host number, lowest util, fullest HBM, most ECC"),
+    ("f", "filter", "Filter", "filter: all, idle, ECC, HBM >= 90%, stale or lost hosts"),
+    ("p", "pause", "", "pause / resume the refresh (collection goes on)"),
+    ("t", "theme", "", "theme: dark, light, high-contrast, colorblind, mono"),
+    ("e", "export", "Export", "export an SVG of the screen and a JSON of every scope"),
     ("question_mark", "help", "Help", "this key map"),
-    ("ctrl+p", "command_palette", "", "command palette"),
-    ("q", "quit", "Quit", "quit (the receipt is written first; ctrl+c too)"),
+    ("ctrl+p", "command_palette", "", "command palette: every action by name"),
+    ("q", "quit", "Quit", "quit; the receipt is written first (ctrl+c too)"),
 )
 
 KEY_NAMES = {
@@ -45,17 +45,17 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    HelpScreen > Vertical { width: 104; max-width: 100%; height: auto; max-height: 100%;
-                            border: round $primary; background: $surface; padding: 0 1; }
+    HelpScreen > VerticalScroll { width: 80; max-width: 100%; height: auto; max-height: 100%;
+                                  border: round $primary; background: $surface; padding: 0 1; }
     """
 
     def compose(self) -> ComposeResult:
-        text = Text("trnwatch keys\n\n", style="bold")
+        text = Text("trnwatch keys", style="bold")
         for keys, _action, _label, what in KEYMAP:
-            text.append(f"{key_label(keys):>9}  ", style="bold")
-            text.append(f"{what}\n")
-        text.append("\nesc, q or ? closes this; the scope in the header says what every figure covers.")
-        with Vertical():
+            text.append(f"\n{key_label(keys):>9}  ", style="bold")
+            text.append(what)
+        text.append("\nesc, q or ? closes this", style="dim")
+        with VerticalScroll():
             yield Static(text)
 
 

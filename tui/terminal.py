@@ -33,6 +33,9 @@ def keys_from_terminal() -> int:
     The terminal is /dev/tty (the controlling terminal), or failing that the terminal stderr is
     on. Raises NoTerminal when there is none.
     """
+    if os.isatty(0):
+        raise NoTerminal("--stdin reads reports from a pipe, but stdin is the terminal: "
+                         "pipe them in, e.g. `neuron-monitor | trnwatch watch --stdin`")
     tty_fd = None
     try:
         tty_fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)

@@ -13,9 +13,9 @@ from rich.text import Text
 from textual import events
 
 from trnwatch.tui import units
-from trnwatch.tui.scope import Frame, ScopeView, column, outside, styled
+from trnwatch.tui.scope import Frame, ScopeView, Selection, column, outside, styled
 from trnwatch.tui.view_models import (
-    FILTER_HELP, NO_GROUP, SORT_HELP, ChipCell, HostRow, UltraServerModel, ultraserver_model,
+    FILTER_HELP, NO_GROUP, ChipCell, HostRow, UltraServerModel, ultraserver_model,
 )
 from trnwatch.tui.widgets import BARS, SHADES, TextLines, hbm_glyph, level, util_glyph
 
@@ -88,10 +88,11 @@ class UltraServerView(ScopeView):
         m = self.model
         if m is None:
             return styled(("ULTRASERVER", pal["scope"]))
-        name = "no UltraServer" if m.group == NO_GROUP else m.group
+        name = "(hosts in no UltraServer)" if m.group == NO_GROUP else m.group
         group = f" ({m.group_number + 1}/{m.group_count})" if m.group_count > 1 else ""
-        return styled(("ULTRASERVER ", pal["scope"]), outside(name, 16, pal["title"]),
-                      (f"{group} · {m.hosts_total} hosts · {m.chips_total} chips", pal["text"]))
+        return styled(("ULTRASERVER ", pal["scope"]), outside(name, 16 if m.group != NO_GROUP else 26, pal["title"]),
+                      (f"{group} · {units.plural(m.hosts_total, 'host')} · {units.plural(m.chips_total, 'chip')}",
+                       pal["text"]))
 
     def _ensure_selection(self, model: UltraServerModel, frame: Frame) -> None:
         sel = frame.selection
@@ -110,7 +111,7 @@ class UltraServerView(ScopeView):
                            (" (no --ultraservers entry, no ultraserver_id in reports)", pal["dim"]))
         else:
             title = styled(("UltraServer ", pal["label"]), outside(m.group, 40, pal["title"]),
-                           (f"  {m.hosts_total} hosts  {m.chips_total} chips", pal["text"]))
+                           (f"  {units.plural(m.hosts_total, 'host')}  {units.plural(m.chips_total, 'chip')}", pal["text"]))
         full = r.hbm_capacity_bytes and r.hbm_used_bytes / r.hbm_capacity_bytes * 100 >= 90
         figures = styled(
             ("HBM ", pal["label"]), (units.used_of(r.hbm_used_bytes if r.chips else None, r.hbm_capacity_bytes),
@@ -123,10 +124,11 @@ class UltraServerView(ScopeView):
         )
         not_fresh = m.hosts_stale + m.hosts_lost
         boundary = styled(
-            (f"over {r.chips} chips on {r.hosts_fresh}/{m.hosts_total} fresh hosts", pal["dim"]),
+            (f"over {units.plural(r.chips, 'chip')} on {r.hosts_fresh}/{units.plural(m.hosts_total, 'fresh host')}",
+             pal["dim"]),
             ("  stale ", pal["label"]), (f"{m.hosts_stale}", pal["warn"] if m.hosts_stale else pal["text"]),
             ("  lost ", pal["label"]), (f"{m.hosts_lost}", pal["bad"] if m.hosts_lost else pal["text"]),
-            (f"  (left out of the figures)" if not_fresh else "", pal["dim"]),
+            ("  (left out of the figures)" if not_fresh else "", pal["dim"]),
         )
         legend = styled(
             ("sort ", pal["label"]), (m.sort, pal["text"]), (" · filter ", pal["label"]), (m.filter, pal["text"]),
@@ -246,9 +248,8 @@ class UltraServerView(ScopeView):
 
     # --- cursor ---------------------------------------------------------------------------------
 
-    def move(self, frame_selection, dx: int, dy: int) -> None:
+    def move(self, sel: Selection, dx: int, dy: int) -> None:
         """Move the selected chip by cells (dx) or grid lines (dy), within what is drawn."""
-        sel = frame_selection
         flat = [cell for line in self._grid for cell in line]
         here = (sel.host_id, sel.chip)
         if here not in flat:

@@ -7,6 +7,11 @@ GIB = 1 << 30
 TIB = 1 << 40
 
 
+def plural(n: int, word: str) -> str:
+    """"1 host", "36 hosts"."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 def pct(value: float | None, places: int = 1) -> str:
     return NA if value is None else f"{value:.{places}f}%"
 
@@ -16,12 +21,14 @@ def gib(n_bytes: int | None, places: int = 1) -> str:
 
 
 def size(n_bytes: int | None) -> str:
-    """Bytes in GiB below 1 TiB, else TiB."""
+    """Bytes in MiB below 1 GiB, GiB below 1 TiB, else TiB."""
     if n_bytes is None:
         return NA
     if n_bytes >= TIB:
         return f"{n_bytes / TIB:.2f} TiB"
-    return f"{n_bytes / GIB:.1f} GiB"
+    if n_bytes >= GIB:
+        return f"{n_bytes / GIB:.1f} GiB"
+    return f"{n_bytes / (1 << 20):.1f} MiB"
 
 
 def used_of(used_bytes: int | None, capacity_bytes: int | None) -> str:

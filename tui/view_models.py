@@ -2,8 +2,8 @@
 
 Every view model is built by one function from (ledger, now_s, choices) and carries its own
 boundary (how many chips and hosts an aggregate covers), so the widgets only lay text out.
-"Now" is the session's clock (`ledger.snapshot.session_now_s`): the wall clock for live and simulated sessions,
-the time of the latest line for a replay, a fixed time in tests.
+"Now" is the session's clock (`ledger.snapshot.session_now_s`): the wall clock for live and
+simulated sessions, the time of the latest line for a replay, a fixed time in tests.
 
 Freshness is the ledger's rule (`Ledger.host_fresh`): a host whose reports stopped is not
 fresh, its last figures are shown with their age and left out of every rollup.
@@ -17,16 +17,10 @@ from trnwatch.ledger.hosts import ChipState, HostState, RuntimeState
 from trnwatch.ledger.job import JobDiagnosis, JobLedger
 from trnwatch.ledger.ledger import Ledger, UltraServerRollup
 
-Freshness = Literal["fresh", "stale", "lost", "waiting"]
+Freshness = Literal["fresh", "stale", "lost"]
 
 # Sort keys and filters of the UltraServer grid and host list, in the order `s` / `f` cycle.
 SORTS = ("host", "util", "hbm", "ecc")
-SORT_HELP = {
-    "host": "host number",
-    "util": "lowest utilisation first",
-    "hbm": "fullest HBM first",
-    "ecc": "most ECC events first",
-}
 FILTERS = ("all", "idle", "ecc", "hbm-high", "not-fresh")
 FILTER_HELP = {
     "all": "every host",
@@ -98,8 +92,6 @@ def host_state(ledger: Ledger, host: HostState, now_s: float) -> Freshness:
     source = ledger.sources.get(host.source_id)
     if source is not None and source.state(now_s, host.period_s) == "lost":
         return "lost"
-    if host.last_s is None:
-        return "waiting"
     return "fresh" if ledger.host_fresh(host, now_s) else "stale"
 
 
@@ -225,7 +217,6 @@ class UltraServerModel:
     chips_total: int  # on every host of the group, fresh or not
     hosts_stale: int
     hosts_lost: int
-    hosts_waiting: int
     rows: tuple[HostRow, ...]  # sorted and filtered
     sort: str
     filter: str
@@ -248,7 +239,6 @@ def ultraserver_model(ledger: Ledger, now_s: float, group: str | None, sort: str
         hosts_total=len(hosts), chips_total=sum(len(h.chips) for h in hosts),
         hosts_stale=sum(1 for r in rows if r.state == "stale"),
         hosts_lost=sum(1 for r in rows if r.state == "lost"),
-        hosts_waiting=sum(1 for r in rows if r.state == "waiting"),
         rows=tuple(sort_and_filter(rows, sort, filter_)), sort=sort, filter=filter_,
     )
 
@@ -258,7 +248,7 @@ def ultraserver_model(ledger: Ledger, now_s: float, group: str | None, sort: str
 
 @dataclass(frozen=True)
 class RuntimeLine:
-    pid: int
+    pid: int | None
     tag: str
     chips: tuple[int, ...]
     cores: tuple[int, ...]
@@ -288,6 +278,8 @@ class HostModel:
     anomalies: tuple[tuple[str, int], ...]
     util_history: tuple[tuple[tuple[float, float | None], ...], ...]  # per chip, (t_s, util)
     period_s: float | None  # report period, for history spans
+    source_rejected: int  # lines its stream delivered that could not be used
+    source_last_rejection: str
 
 
 def _runtime_line(host: HostState, rt: RuntimeState) -> RuntimeLine:
@@ -304,8 +296,9 @@ def host_model(ledger: Ledger, now_s: float, host_id: str) -> HostModel | None:
     if host is None:
         return None
     group = ledger.ultraserver_of(host)
+    source = ledger.sources.get(host.source_id)
     row = next(r for r in host_rows(ledger, group_hosts(ledger, group or NO_GROUP), now_s) if r.host_id == host_id)
-    runtimes = sorted(host.runtimes.values(), key=lambda r: (r.last_seen_s != host.last_s, min(r.cores, default=1 << 30), r.pid))
+    runtimes = sorted(host.runtimes.values(), key=lambda r: (r.last_seen_s != host.last_s, min(r.cores, default=1 << 30), r.order))
     return HostModel(
         row=row, group=group, instance_type=host.instance_type, device_type=host.device_type,
         neuroncore_version=host.neuroncore_version, lnc=host.lnc, cores_per_chip=host.cores_per_chip,
@@ -316,6 +309,8 @@ def host_model(ledger: Ledger, now_s: float, host_id: str) -> HostModel | None:
         anomalies=tuple(sorted(host.anomalies.items())),
         util_history=tuple(tuple((s.t_s, s.util_pct) for s in c.history) for c in host.chips),
         period_s=host.period_s,
+        source_rejected=sum(source.rejected.values()) if source else 0,
+        source_last_rejection=source.last_rejection if source else "",
     )
 
 
@@ -440,22 +435,10 @@ class JobModel:
     collectives: tuple[CollectiveLine, ...]  # empty: no collective timings in the telemetry
 
 
-def resolve_host(ledger: Ledger, name: str) -> HostState | None:
-    """The host a job (or a person) calls `name`: by host id, instance name or stream label."""
-    for host in ledger.hosts.values():
-        if name in (host.host_id, host.instance_name, host.source_id):
-            return host
-    return None
-
-
 def job_model(job: JobLedger, ledger: Ledger, now_s: float) -> JobModel:
-    def chip_util(host_name: str, chip: int) -> float | None:
-        host = resolve_host(ledger, host_name)
-        if host is None or not 0 <= chip < len(host.chips) or not ledger.host_fresh(host, now_s):
-            return None
-        return host.chips[chip].util_pct
-
-    dead = set(job._dead_ranks(now_s))  # the job ledger's own rule, not a second copy of it
+    """The job view's figures; the diagnosis gets each suspect's chip utilisation from the
+    device ledger (fresh hosts only), the join the receipt uses too."""
+    dead = set(job.dead_ranks(now_s))  # the job ledger's own rule, not a second copy of it
     ranks = tuple(
         RankLine(
             r.rank, r.host, r.chip, r.core, r.status, r.rank in dead, r.last_step,
@@ -466,7 +449,7 @@ def job_model(job: JobLedger, ledger: Ledger, now_s: float) -> JobModel:
     summary = job.summary(now_s)
     collectives = summary["collectives"]
     return JobModel(
-        diagnosis=job.diagnose(now_s, chip_util),
+        diagnosis=job.diagnose(now_s, lambda host, chip: ledger.chip_util_pct(host, chip, now_s)),
         summary=summary,
         ranks=ranks,
         collectives=tuple(
@@ -489,7 +472,7 @@ def resolve_target(ledger: Ledger, group: str | None, text: str) -> tuple[str, i
         rows = host_rows(ledger, group_hosts(ledger, group if group is not None else NO_GROUP), 0.0)
         host_id = next((r.host_id for r in rows if r.number == int(name)), None)
     else:
-        host = resolve_host(ledger, name)
+        host = ledger.host_named(name)
         host_id = host.host_id if host else None
     if host_id is None or (chip is not None and not 0 <= chip < len(ledger.hosts[host_id].chips)):
         return None

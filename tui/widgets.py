@@ -51,7 +51,7 @@ def sparkline(samples: list[tuple[float, float | None]], now_s: float, period_s:
 
     Single-style text (cheap on the wire). A report that did not come (samples, or the newest
     sample and now, more than 1.5 periods apart) leaves a blank per missing period, so a gap
-    stays a gap and is never interpolated; a report without a figure is `-`.
+    stays a gap and is never interpolated; a report without a figure is `-`, a zero `·`.
     """
     cells: list[str] = []
     later_s = now_s
@@ -62,12 +62,19 @@ def sparkline(samples: list[tuple[float, float | None]], now_s: float, period_s:
             cells.extend(" " * min(width, round((later_s - t_s) / period_s) - 1))
         if value is None or maximum <= 0:
             cells.append(NO_DATA)
+        elif value <= 0:
+            cells.append(IDLE)  # exactly zero, as in the grid: not the lowest bar
         else:
             cells.append(BARS[level(value, maximum, len(BARS))])
         later_s = t_s
         if len(cells) >= width:
             break
     return "".join(reversed(cells[:width])).rjust(width)
+
+
+def _marks_spaces(style: Style) -> bool:
+    """Whether a style is visible on a space (reverse video, lines through or under it)."""
+    return bool(style.reverse or style.underline or style.strike or style.overline)
 
 
 def merge_blanks(segments) -> list[Segment]:
@@ -78,8 +85,7 @@ def merge_blanks(segments) -> list[Segment]:
     for seg in segments:
         if out and seg.text.isspace() and seg.style is not None and out[-1].style is not None:
             prev = out[-1]
-            if (seg.style.bgcolor == prev.style.bgcolor and not seg.style.reverse and not prev.style.reverse
-                    and not seg.style.underline and not prev.style.underline):
+            if seg.style.bgcolor == prev.style.bgcolor and not (_marks_spaces(seg.style) or _marks_spaces(prev.style)):
                 out[-1] = Segment(prev.text + seg.text, prev.style)
                 continue
         if out and out[-1].style == seg.style:

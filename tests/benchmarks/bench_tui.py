@@ -22,6 +22,7 @@ import fcntl
 import os
 import pty
 import select
+import signal
 import struct
 import subprocess
 import sys
@@ -48,6 +49,7 @@ class Run:
     proc: subprocess.Popen
     master: int
     chunks: list[tuple[float, int]] = field(default_factory=list)
+    output: bytearray = field(default_factory=bytearray)  # the last few KB, for an error message
 
     def read_until_exit(self) -> None:
         while True:
@@ -63,6 +65,7 @@ class Run:
             if not data:
                 return
             self.chunks.append((time.monotonic(), len(data)))
+            self.output = (self.output + data)[-4096:]
 
     def bytes_between(self, start: float, end: float) -> int:
         return sum(n for t, n in self.chunks if start <= t < end)
@@ -94,7 +97,8 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=25.0, help="seconds before measuring (compile + warmup ticks)")
     parser.add_argument("--window", type=float, default=20.0, help="seconds measured per view")
     args = parser.parse_args()
-    duration_s = args.warmup + 2 * args.window + 5
+    # Long enough never to end inside a window: the runs are ended with SIGTERM once measured.
+    duration_s = args.warmup + 2 * args.window + 120
 
     with tempfile.TemporaryDirectory() as tmp:
         runs = [start_screen(size, colours, duration_s, f"{tmp}/r-{size[0]}-{colours}.json")
@@ -116,13 +120,20 @@ def main() -> int:
             base0 = cpu_s(headless.pid)
             time.sleep(args.window)
             end = time.monotonic()
+            ended = [r for r in runs if r.proc.poll() is not None]
+            if ended or headless.poll() is not None:
+                # A run that ended inside the window (a crash, say) would make its figures lies.
+                for r in ended:
+                    print(f"the {r.size[0]}x{r.size[1]} {r.colours} run ended during the {view} window; its last "
+                          f"output:\n{bytes(r.output[-2000:]).decode('utf-8', 'replace')}", file=sys.stderr)
+                return 1
             cpu1 = [cpu_s(r.proc.pid) for r in runs]
             base_pct = 100 * (cpu_s(headless.pid) - base0) / (end - start)
             results[view] = [(r, r.bytes_between(start, end) / (end - start), 100 * (c1 - c0) / (end - start), base_pct)
-                             for r, c0, c1 in zip(runs, cpu0, cpu1)]
-        for run in runs:
-            run.proc.wait(timeout=60)
-        headless.wait(timeout=60)
+                             for r, c0, c1 in zip(runs, cpu0, cpu1, strict=True)]
+        for proc in [r.proc for r in runs] + [headless]:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
 
     print(f"trnwatch screen cost: demo, 144 chips on 36 hosts, refresh 1 s, steady state, {args.window:.0f} s per view")
     print(f"{'view':<12} {'size':>7} {'colours':>9} {'bytes/s':>9} {'CPU % proc':>11} {'CPU % screen':>13} "
