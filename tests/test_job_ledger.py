@@ -150,6 +150,20 @@ def test_stall_names_the_rank_whose_region_differs_from_the_majority():
     assert diagnosis.stall_threshold_s == 30.0
 
 
+def test_stall_names_a_group_of_suspects_in_the_same_wrong_place():
+    """A whole host's ranks (4-7) stuck reading data while the other 12 wait in the all-reduce."""
+    now_s = T0 + 41 + 45
+    events = running_job(ranks=16, steps=40)
+    for r in range(16):
+        region = "dataloader" if 4 <= r <= 7 else "collective:all_reduce"
+        events.append(heartbeat(r, now_s - 1, 41, region, T0 + 41.2))
+    diagnosis = fold(JobLedger(), events).diagnose(now_s)
+    assert diagnosis.verdict == "stalled"
+    assert [s.rank for s in diagnosis.suspects] == [4, 5, 6, 7]
+    assert {s.region for s in diagnosis.suspects} == {"dataloader"}
+    assert "12 rank(s) in collective:all_reduce at step 41" in diagnosis.reason
+
+
 def test_no_stall_before_the_threshold():
     now_s = T0 + 41 + 25
     assert fold(JobLedger(), hung_job_16_ranks(now_s)).diagnose(now_s).verdict == "steady"

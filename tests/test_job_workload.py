@@ -260,3 +260,16 @@ def test_a_crashed_run_resumes_from_the_newest_complete_checkpoint(tmp_path):
     assert restart["restart_to_first_step_s"] > restart["checkpoint_load_s"] > 0
     assert summary["failures"][0] == {"rank": 1, "ts": crash[0].ts, "error": crash[0].message}
     print(f"\nrestart from checkpoint: {restart['restart_to_first_step_s']:.2f} s to first step, load {restart['checkpoint_load_s'] * 1e3:.0f} ms")
+
+
+def test_the_neuron_path_imports_cleanly_and_says_what_to_install(tmp_path):
+    """No Trainium here: the Neuron backend module imports without the Neuron packages, and asking
+    for it fails with a message naming what to install, not a traceback."""
+    from trnwatch.workloads import train_neuron
+
+    assert train_neuron.neuron_unavailable_reason() is not None
+    result = subprocess.run([sys.executable, "-m", "trnwatch.workloads.train", "--device", "neuron",
+                             "--run-dir", str(tmp_path / "run")], capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    assert "--device neuron:" in result.stderr and "Neuron pip repository" in result.stderr
+    assert "Traceback" not in result.stderr

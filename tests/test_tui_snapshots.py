@@ -7,7 +7,7 @@ look at the new SVGs and accept them with `pytest tests/test_tui_snapshots.py --
 
 import pytest
 
-from tests.tui_fleet import make_app
+from tests.tui_fleet import make_app, make_cluster_app
 
 SIZES = [(80, 24), (200, 60)]
 
@@ -36,3 +36,9 @@ def test_job_view(snap_compare, size):
 
 def test_host_view_with_a_lost_host(snap_compare):
     assert snap_compare(make_app("host-loss", last_tick=50), press=("slash", "7", "enter"), terminal_size=(80, 24))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_cluster_view(snap_compare, size):
+    """Three UltraServers (a straggler, ECC events, a stale host) and a host in none; row 2 selected."""
+    assert snap_compare(make_cluster_app(), press=("l", "down"), terminal_size=size)

@@ -1,21 +1,29 @@
-"""Deterministic inputs for the TUI tests: ledgers filled from simulated hosts at fixed ticks and
-fixed receive times, a job ledger from fixed job events, and an app factory on a fixed clock.
+"""Deterministic inputs for the TUI tests (and the screen benchmark): ledgers filled from
+simulated hosts at fixed ticks and fixed receive times, a job ledger from fixed job events, and
+an app factory on a fixed clock.
 
 Nothing here reads the wall clock, so every screen (and every SVG snapshot) is the same on every
 run: the simulator is a pure function of (seed, scenario, tick), receive time is BASE_S + tick
 (+ a fixed stagger per host), and the app's clock is `now_s`.
 """
 
+import asyncio
 import functools
 import json
+import statistics
+import time
+
+from textual import events
 
 from trnwatch.collectors.job_events import parse_job_line
 from trnwatch.collectors.lines import Line
+from trnwatch.collectors.prometheus_sources import HOST_LINES_PER_CHUNK
 from trnwatch.collectors.simulated import host_source_id
 from trnwatch.ledger.job import JobLedger
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.tui.app import TrnwatchApp
-from trnwatch.workloads.sim.fleet import fleet_hosts
+from trnwatch.workloads.sim.exporter import fleet
+from trnwatch.workloads.sim.fleet import SimHost, fleet_hosts
 from trnwatch.workloads.sim.topology import get_topology
 
 BASE_S = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC
@@ -59,6 +67,116 @@ def new_fleet_ledger(scenario: str = "straggler", last_tick: int = LAST_TICK, mo
 def fleet_ledger(scenario: str = "straggler", last_tick: int = LAST_TICK) -> Ledger:
     """The same, built once per test run and shared: views only read it, so tests must not add to it."""
     return new_fleet_ledger(scenario, last_tick)
+
+
+# The cluster view's fleet: three simulated UltraServers (seed = position) in different scenarios,
+# at a tick where the second has ECC events and the third a host that stopped reporting (stale),
+# and one server in no UltraServer.
+CLUSTER_SCENARIOS = ("straggler", "ecc", "host-loss")
+CLUSTER_LAST_TICK = 52
+CLUSTER_TICKS = 9  # back to tick 44, the lost host's last report
+
+
+def cluster_hosts() -> list[SimHost]:
+    ultraserver = get_topology("trn3-gen2-us")
+    hosts = [SimHost(ultraserver, h, seed, scenario)
+             for seed, scenario in enumerate(CLUSTER_SCENARIOS) for h in range(ultraserver.hosts)]
+    return hosts + [SimHost(get_topology("trn2.48xlarge"), 0, SEED, "healthy")]  # reports no UltraServer
+
+
+def cluster_line(host: SimHost, tick: int, source_id: str | None = None) -> Line:
+    """One simulated host's report for `tick`, from a stream of its own (or `source_id`: one
+    stream for every host, as Prometheus server mode delivers them)."""
+    if source_id is None:
+        source_id = f"sim-us{host.seed}-host-{host.host_index:02d}" if host.topology.is_ultraserver else \
+            host_source_id(host)
+    return Line(source_id, "neuron-monitor", received_s(tick, host.host_index), host.report_line(tick))
+
+
+@functools.cache
+def cluster_ledger() -> Ledger:
+    """The cluster fleet's reports of the CLUSTER_TICKS ticks up to CLUSTER_LAST_TICK; shared, read-only."""
+    ledger = Ledger("simulated")
+    hosts = cluster_hosts()
+    for tick in range(CLUSTER_LAST_TICK - CLUSTER_TICKS + 1, CLUSTER_LAST_TICK + 1):
+        for host in hosts:
+            if host.alive(tick):
+                ledger.ingest(cluster_line(host, tick))
+    return ledger
+
+
+def make_cluster_app(**kwargs) -> TrnwatchApp:
+    """The app on the cluster fleet's ledger and a fixed clock."""
+    now_s = now_at(CLUSTER_LAST_TICK)
+    return TrnwatchApp(cluster_ledger(), clock=lambda: now_s, theme="dark", **kwargs)
+
+
+def scale_fleet(ultraservers: int = 32) -> list[SimHost]:
+    """The target scale: `ultraservers` simulated UltraServers of 36 hosts (1,152 hosts, 4,608
+    chips at 32), as `python -m trnwatch.workloads.sim.exporter --ultraservers 32` serves them."""
+    return fleet("trn3-gen2-us", ultraservers, SEED, "healthy", 1.0)
+
+
+SCALE_SOURCE = "http://prometheus.sim:9090"  # one stream for every host, as in server mode
+
+
+def scale_app(ultraservers: int = 32, tick: int = 25) -> tuple[TrnwatchApp, list[Line]]:
+    """The app on a ledger of `ultraservers` UltraServers that folded their report for `tick`,
+    with the next refresh's lines (tick + 1) to fold while keys are pressed; the clock is fixed
+    within both reports' freshness."""
+    hosts = scale_fleet(ultraservers)
+    ledger = Ledger("simulated")
+    for host in hosts:
+        ledger.ingest(cluster_line(host, tick, SCALE_SOURCE))
+    next_refresh = [cluster_line(host, tick + 1, SCALE_SOURCE) for host in hosts]
+    now_s = now_at(tick + 1)
+    return TrnwatchApp(ledger, clock=lambda: now_s, theme="dark"), next_refresh
+
+
+async def cluster_view_latency(app: TrnwatchApp, pilot, next_refresh: list[Line], repaints: int = 5,
+                               keys: int = 10) -> dict[str, list[float]]:
+    """Open the cluster view, then time (ms) `repaints` repaints of it (`render_now`: model,
+    lines, dirty regions) and `keys` presses of "down", each from the key event reaching the app
+    until the selected row moved (the app repaints in the same handler), while the next refresh
+    folds on the event loop the way Prometheus server mode folds one (HOST_LINES_PER_CHUNK host
+    lines, then a pause for the loop) and the refresh timer repaints.
+
+    The key goes in as the pilot sends it, but the pilot's own `press` waits for the whole
+    process to idle, which never happens while a refresh folds: the effect is polled instead."""
+    await pilot.press("l")
+    await pilot.pause()
+    assert app.selection.scope == "cluster"
+    repaint_ms = []
+    for _ in range(repaints):
+        start = time.perf_counter()
+        app.render_now()
+        repaint_ms.append((time.perf_counter() - start) * 1000)
+        await pilot.pause()
+
+    async def fold() -> None:
+        for i, line in enumerate(next_refresh, start=1):
+            app.ledger.ingest(line)
+            if i % HOST_LINES_PER_CHUNK == 0:
+                await asyncio.sleep(0)
+
+    key_ms = []
+    folding = asyncio.create_task(fold())
+    for _ in range(keys):
+        if folding.done():  # fold the refresh again: every press lands while one runs
+            folding = asyncio.create_task(fold())
+        before = app.selection.group
+        start = time.perf_counter()
+        app.post_message(events.Key("down", None))
+        while app.selection.group == before:
+            await asyncio.sleep(0.001)
+        key_ms.append((time.perf_counter() - start) * 1000)
+        await asyncio.sleep(0.05)  # a person's pace, not a key repeat
+    await folding
+    return {"repaint_ms": repaint_ms, "key_ms": key_ms}
+
+
+def summary_ms(values: list[float]) -> str:
+    return f"median {statistics.median(values):.0f} ms, worst {max(values):.0f} ms"
 
 
 def _event(kind: str, rank: int, ts: float, **fields) -> str:

@@ -32,6 +32,7 @@ from trnwatch.themes import THEME_NAMES, default_theme, next_theme
 from trnwatch.themes.palettes import CSS_PATH, PALETTES, TEXTUAL_THEMES
 from trnwatch.tui import units
 from trnwatch.tui.chip_view import ChipView
+from trnwatch.tui.cluster_view import ClusterView
 from trnwatch.tui.export import DEFAULT_SNAPSHOT_DIR, write_snapshot
 from trnwatch.tui.host_view import HostView
 from trnwatch.tui.job_view import JobView
@@ -54,7 +55,7 @@ BADGES = {"live": ("LIVE", "badge-live"), "simulated": ("SIMULATED", "badge-sim"
 
 
 class TrnwatchApp(App[None]):
-    """Scoped views of one ledger: UltraServer, host, chip, job."""
+    """Scoped views of one ledger: cluster, UltraServer, host, chip, job."""
 
     CSS_PATH = str(CSS_PATH)
     TITLE = "trnwatch"
@@ -115,6 +116,7 @@ class TrnwatchApp(App[None]):
             yield TextLines(id="clock-line")
         yield TextLines(id="status")
         with ContentSwitcher(initial="ultraserver"):
+            yield ClusterView(id="cluster")
             yield UltraServerView(id="ultraserver")
             yield HostView(id="host")
             yield ChipView(id="chip")
@@ -145,11 +147,12 @@ class TrnwatchApp(App[None]):
         if not self.paused and len(self.screen_stack) == 1:
             self.render_now()
 
-    def render_now(self) -> None:
-        """Repaint header, status and the active view from the ledger (only changed cells go out)."""
+    def render_now(self, selection_only: bool = False) -> None:
+        """Repaint header, status and the active view from the ledger (only changed cells go out);
+        `selection_only`: a key only moved the selection (see `Frame.selection_only`)."""
         view = self.view
         frame = Frame(self.ledger, self.job, self.now_s(), PALETTES[self.theme_name], self.selection,
-                      view.size.width or self.size.width)
+                      view.size.width or self.size.width, selection_only)
         with self.batch_update():
             view.show(frame)
             clock = self._clock(frame)
@@ -255,12 +258,23 @@ class TrnwatchApp(App[None]):
         self.selection.host_id, self.selection.chip = host_id, chip
         self.action_scope("chip")
 
+    def open_ultraserver(self, group: str) -> None:
+        """Drill down from the cluster to one UltraServer (or to the hosts in none)."""
+        if group not in groups(self.ledger):
+            self.notify(f"No host of {clip(group, 40)} has reported yet.", severity="warning", markup=False)
+            return
+        self.selection.group, self.selection.host_id = group, None
+        self.action_scope("ultraserver")
+
     def action_drill(self) -> None:
-        if self.selection.scope in ("ultraserver", "host") and self.selection.host_id is not None:
+        if self.selection.scope == "cluster" and self.selection.group is not None:
+            self.open_ultraserver(self.selection.group)
+        elif self.selection.scope in ("ultraserver", "host") and self.selection.host_id is not None:
             self.action_scope("chip")
 
     def action_up(self) -> None:
-        parent = {"chip": "host", "host": "ultraserver", "job": "ultraserver"}.get(self.selection.scope)
+        parent = {"chip": "host", "host": "ultraserver", "ultraserver": "cluster", "job": "ultraserver"}.get(
+            self.selection.scope)
         if parent:
             self.action_scope(parent)
 
@@ -269,18 +283,22 @@ class TrnwatchApp(App[None]):
         view = self.view
         if sel.scope == "ultraserver":
             view.move(sel, dx, dy)
+        elif sel.scope == "cluster" and dy:
+            view.move(sel, dy)
         elif sel.scope == "host" and dy and sel.host_id in self.ledger.hosts:
             chips = len(self.ledger.hosts[sel.host_id].chips)
             sel.chip = max(0, min(chips - 1, sel.chip + dy))
         else:
             view.query_one(".detail", TextLines).scroll_relative(x=dx * 4, y=dy, animate=False)
             return
-        self.render_now()
+        self.render_now(selection_only=sel.scope == "cluster")
 
     def action_step(self, delta: int) -> None:
-        """Previous / next of the current scope: UltraServer, host (by number) or chip."""
+        """Previous / next of the current scope: UltraServer row, UltraServer, host (by number) or chip."""
         sel = self.selection
-        if sel.scope == "ultraserver":
+        if sel.scope == "cluster":
+            self.view.move(sel, delta)
+        elif sel.scope == "ultraserver":
             ids = groups(self.ledger)
             if ids:
                 sel.group = ids[(ids.index(sel.group) + delta) % len(ids) if sel.group in ids else 0]
@@ -299,7 +317,7 @@ class TrnwatchApp(App[None]):
                 else:
                     sel.host_id = ordered[(here + delta) % len(ordered)]
                     sel.chip = 0 if delta > 0 else max(0, len(self.ledger.hosts[sel.host_id].chips) - 1)
-        self.render_now()
+        self.render_now(selection_only=sel.scope == "cluster")
 
     def action_sort(self) -> None:
         self.selection.sort = SORTS[(SORTS.index(self.selection.sort) + 1) % len(SORTS)]
@@ -352,6 +370,7 @@ class TrnwatchApp(App[None]):
     def get_system_commands(self, screen) -> list[SystemCommand]:
         """The command palette: every action the keys have, by name."""
         commands = [
+            SystemCommand("Cluster view", "every UltraServer as a row", lambda: self.action_scope("cluster")),
             SystemCommand("UltraServer view", "every chip of the UltraServer", lambda: self.action_scope("ultraserver")),
             SystemCommand("Host view", "the selected host", lambda: self.action_scope("host")),
             SystemCommand("Chip view", "the selected chip", lambda: self.action_scope("chip")),

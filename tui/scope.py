@@ -19,14 +19,14 @@ from trnwatch.themes.palettes import Palette
 from trnwatch.tui.text import clip
 from trnwatch.tui.widgets import TextLines
 
-SCOPES = ("ultraserver", "host", "chip", "job")
+SCOPES = ("cluster", "ultraserver", "host", "chip", "job")
 
 
 @dataclass
 class Selection:
-    """Where the user is: the scope shown, the UltraServer group, the host and chip selected,
-    and how the grid is sorted and filtered. Shared by all views, so `h` after a drill-down
-    shows the host of the chip being looked at."""
+    """Where the user is: the scope shown, the UltraServer group (the cluster view's selected
+    row), the host and chip selected, and how the grid and the rows are sorted and filtered.
+    Shared by all views, so `h` after a drill-down shows the host of the chip being looked at."""
 
     scope: str = "ultraserver"
     group: str | None = None
@@ -46,6 +46,9 @@ class Frame:
     palette: Palette
     selection: Selection
     width: int  # cells available to the view
+    # Only the selection moved since the last refresh: a view whose figures are costly (the
+    # cluster's rollup over every host) may lay out its last model again instead of rebuilding it.
+    selection_only: bool = False
 
 
 def styled(*parts: str | tuple[str, Style | None]) -> Text:

@@ -10,17 +10,19 @@ from textual.widgets import Input, Static
 # The key map: shown by the help screen, the footer (where `footer` is set) and docs/tui.md.
 # (keys, action, footer label, what it does)
 KEYMAP: tuple[tuple[str, str, str, str], ...] = (
+    ("l", "scope('cluster')", "Cluster", "cluster view: every UltraServer as a row, Enter opens one"),
     ("u", "scope('ultraserver')", "US", "UltraServer view: every chip of the UltraServer"),
     ("h", "scope('host')", "Host", "host view: chips, CPU, memory, Neuron processes"),
     ("c", "scope('chip')", "Chip", "chip view: cores, HBM categories, latency, counters, history"),
     ("j", "scope('job')", "Job", "job view: verdict, throughput, collectives, ranks"),
-    ("enter", "drill", "", "open the selected chip (grid cell or host chip line)"),
-    ("escape,backspace", "up", "", "back up one scope: chip -> host -> UltraServer"),
+    ("enter", "drill", "", "open the selected UltraServer (cluster row) or chip (grid cell, chip line)"),
+    ("escape,backspace", "up", "", "back up one scope: chip -> host -> UltraServer -> cluster"),
     ("up,down,left,right", "", "", "move the selection; scroll where there is none"),
     ("left_square_bracket,right_square_bracket", "", "", "previous / next UltraServer, host or chip"),
     ("slash", "jump", "Jump", "jump to a host or chip: 7, 7/2, id, instance name, stream"),
-    ("s", "sort", "Sort", "sort: host number, lowest util, fullest HBM, most ECC"),
-    ("f", "filter", "Filter", "filter: all, idle, ECC, HBM >= 90%, stale or lost hosts"),
+    ("s", "sort", "Sort", "sort: host number (UltraServer id), lowest util, fullest HBM, most ECC"),
+    # Not in the footer: it narrows the UltraServer grid only, and 80 columns hold no more labels.
+    ("f", "filter", "", "filter the UltraServer grid: all, idle, ECC, HBM >= 90%, stale or lost hosts"),
     ("p", "pause", "", "pause / resume the refresh (collection goes on)"),
     ("t", "theme", "", "theme: dark, light, high-contrast, colorblind, mono"),
     ("e", "export", "Export", "export an SVG of the screen and a JSON of every scope"),

@@ -15,7 +15,7 @@ from typing import Literal
 
 from trnwatch.ledger.hosts import ChipState, HostState, RuntimeState
 from trnwatch.ledger.job import JobDiagnosis, JobLedger
-from trnwatch.ledger.ledger import Ledger, UltraServerRollup
+from trnwatch.ledger.ledger import ClusterRollup, Ledger, UltraServerRollup
 
 Freshness = Literal["fresh", "stale", "lost"]
 
@@ -240,6 +240,108 @@ def ultraserver_model(ledger: Ledger, now_s: float, group: str | None, sort: str
         hosts_stale=sum(1 for r in rows if r.state == "stale"),
         hosts_lost=sum(1 for r in rows if r.state == "lost"),
         rows=tuple(sort_and_filter(rows, sort, filter_)), sort=sort, filter=filter_,
+    )
+
+
+# --- cluster scope ------------------------------------------------------------------------------------
+
+# What `s` sorts the cluster's UltraServer rows by (the same keys as the host grid's).
+CLUSTER_SORT_HELP = {
+    "host": "UltraServer id",
+    "util": "lowest mean utilisation",
+    "hbm": "fullest HBM",
+    "ecc": "most chips with ECC events",
+}
+
+
+@dataclass(frozen=True)
+class UltraServerLine:
+    """One row of the cluster view: an UltraServer (or the hosts in none) over its fresh hosts."""
+
+    group: str  # UltraServer id, or NO_GROUP
+    rollup: UltraServerRollup
+    hosts_reporting: int  # hosts that reported at all (a configured member may never have)
+    suspect_ranks: tuple[int, ...]  # the job's suspect ranks on its hosts (empty: none, or no job)
+
+    @property
+    def hbm_pct(self) -> float | None:
+        r = self.rollup
+        if not r.chips or not r.hbm_capacity_bytes:
+            return None
+        return 100.0 * r.hbm_used_bytes / r.hbm_capacity_bytes
+
+
+@dataclass(frozen=True)
+class ClusterModel:
+    """Every UltraServer at once: cluster totals over fresh hosts with their boundary, one row
+    per UltraServer (and one for hosts in none), and where the job's suspect ranks run."""
+
+    rollup: ClusterRollup
+    rows: tuple[UltraServerLine, ...]  # sorted
+    chips_total: int  # on every host that reported, fresh or not
+    hosts_stale: int
+    hosts_lost: int
+    hosts_silent: int  # configured members that never reported
+    util_min_pct: float | None  # over fresh chips
+    chips_idle: int  # fresh chips at exactly 0% utilisation
+    diagnosis: JobDiagnosis | None  # None: no job telemetry connected
+    suspects_unseen: tuple[int, ...]  # suspect ranks on a host the device telemetry does not show
+    sort: str
+
+
+def _cluster_sort_key(sort: str):
+    def util(row: UltraServerLine) -> tuple:
+        mean = row.rollup.util_mean_pct
+        return (mean is None, mean or 0.0)  # no figure sorts after every figure
+
+    def hbm(row: UltraServerLine) -> tuple:
+        fill = row.hbm_pct
+        return (fill is None, -(fill or 0.0))
+
+    def ecc(row: UltraServerLine) -> tuple:
+        return (-row.rollup.chips_with_ecc,)
+
+    key = {"host": lambda r: (), "util": util, "hbm": hbm, "ecc": ecc}[sort]
+    # Ties in id order, hosts in no UltraServer last: the order `[` `]` step through.
+    return lambda row: (key(row), row.group == NO_GROUP, row.group)
+
+
+def cluster_model(ledger: Ledger, job: JobLedger | None, now_s: float, sort: str = "host") -> ClusterModel:
+    """The cluster view's figures: `Ledger.rollup_cluster` rows, sorted, with the job's suspect
+    ranks placed on their UltraServer (rank host -> ledger host -> UltraServer) when job
+    telemetry is connected."""
+    cluster = ledger.rollup_cluster(now_s)
+    reporting: dict[str, int] = {}
+    states = {"stale": 0, "lost": 0}
+    for host in ledger.hosts.values():
+        group = ledger.ultraserver_of(host) or NO_GROUP
+        reporting[group] = reporting.get(group, 0) + 1
+        state = host_state(ledger, host, now_s)
+        if state != "fresh":
+            states[state] += 1
+    diagnosis = None
+    suspects: dict[str, list[int]] = {}
+    unseen: list[int] = []
+    if job is not None:
+        diagnosis = job.diagnose(now_s, lambda host, chip: ledger.chip_util_pct(host, chip, now_s))
+        for suspect in diagnosis.suspects:
+            host = ledger.host_named(suspect.host) if suspect.host else None
+            if host is None:
+                unseen.append(suspect.rank)
+            else:
+                suspects.setdefault(ledger.ultraserver_of(host) or NO_GROUP, []).append(suspect.rank)
+    rollups = cluster.ultraservers + ([cluster.unplaced] if cluster.unplaced else [])
+    rows = [UltraServerLine(r.ultraserver, r, reporting.get(r.ultraserver, 0),
+                            tuple(sorted(suspects.get(r.ultraserver, ())))) for r in rollups]
+    mins = [r.util_min_pct for r in rollups if r.util_min_pct is not None]
+    return ClusterModel(
+        rollup=cluster, rows=tuple(sorted(rows, key=_cluster_sort_key(sort))),
+        chips_total=sum(len(h.chips) for h in ledger.hosts.values()),
+        hosts_stale=states["stale"], hosts_lost=states["lost"],
+        hosts_silent=cluster.hosts_total - len(ledger.hosts),
+        util_min_pct=min(mins) if mins else None,
+        chips_idle=sum(r.chips_idle for r in rollups),
+        diagnosis=diagnosis, suspects_unseen=tuple(sorted(unseen)), sort=sort,
     )
 
 

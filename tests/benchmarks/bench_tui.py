@@ -1,6 +1,6 @@
 """Benchmark: what the screen costs on the wire and in CPU, in steady state.
 
-    python tests/benchmarks/bench_tui.py [--warmup S] [--window S]
+    python tests/benchmarks/bench_tui.py [--warmup S] [--window S] [--cluster-only]
 
 Runs the real app (`trnwatch demo`: 36 simulated hosts, 144 chips, 1 s refresh) in pseudo-
 terminals of 80x24 and 200x60, at the same time, reads everything each one writes to its
@@ -13,11 +13,20 @@ terminal, and reports side by side:
   screen costs, also given per refresh.
 
 TERM is xterm-256color without COLORTERM, as over a default SSH connection (256 colours); the
-truecolor rows set COLORTERM=truecolor, as a local terminal usually does. Not a test: it takes
-about a minute and prints figures.
+truecolor rows set COLORTERM=truecolor, as a local terminal usually does.
+
+Then the cluster view at the target scale, in this process (headless, Textual's pilot): 32
+simulated UltraServers = 1,152 hosts = 4,608 chips in the ledger, the time one repaint of the
+cluster view takes, and how long a key takes to be answered (from the key event reaching the app
+until the selection moved and the view repainted) while the next refresh's 1,152 host lines fold
+on the event loop in chunks, as in Prometheus server mode (tests/tui_fleet.py,
+`cluster_view_latency`).
+
+Not a test: it takes about two minutes and prints figures.
 """
 
 import argparse
+import asyncio
 import fcntl
 import os
 import pty
@@ -31,8 +40,13 @@ import termios
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # for tests.* helpers when run as a script
+
+from tests.tui_fleet import cluster_view_latency, scale_app, summary_ms  # noqa: E402
 
 TRNWATCH = [sys.executable, "-m", "trnwatch"]
 SIZES = ((80, 24), (200, 60))
@@ -92,11 +106,38 @@ def start_screen(size: tuple[int, int], colours: str, duration_s: float, receipt
     return run
 
 
+def cluster_view_figures(ultraservers: int, size: tuple[int, int]) -> dict[str, list[float]]:
+    """Repaint and key latency of the cluster view over `ultraservers` UltraServers of 36 hosts."""
+    app, next_refresh = scale_app(ultraservers)
+    figures: dict[str, list[float]] = {}
+
+    async def run() -> None:
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            figures.update(await cluster_view_latency(app, pilot, next_refresh, repaints=10, keys=20))
+
+    asyncio.run(run())
+    return figures
+
+
+def print_cluster_figures(ultraservers: int) -> None:
+    hosts = 36 * ultraservers
+    print(f"cluster view: {ultraservers} UltraServers, {hosts} hosts, {4 * hosts} chips (headless pilot, this process)")
+    for size in SIZES:
+        figures = cluster_view_figures(ultraservers, size)
+        print(f"  {size[0]}x{size[1]}: repaint {summary_ms(figures['repaint_ms'])} (of {len(figures['repaint_ms'])}); "
+              f"key answered while a refresh folds: {summary_ms(figures['key_ms'])} (of {len(figures['key_ms'])})")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--warmup", type=float, default=25.0, help="seconds before measuring (compile + warmup ticks)")
     parser.add_argument("--window", type=float, default=20.0, help="seconds measured per view")
+    parser.add_argument("--cluster-only", action="store_true", help="only the cluster view's figures at 1,152 hosts")
     args = parser.parse_args()
+    if args.cluster_only:
+        print_cluster_figures(32)
+        return 0
     # Long enough never to end inside a window: the runs are ended with SIGTERM once measured.
     duration_s = args.warmup + 2 * args.window + 120
 
@@ -146,6 +187,7 @@ def main() -> int:
     base = results["ultraserver"][0][3]
     print(f"baseline: the same demo headless (sources, parsing, ledger; no screen) used {base:.1f} % of one core; "
           "'CPU % screen' is the process minus that baseline")
+    print_cluster_figures(32)
     return 0
 
 

@@ -1,0 +1,80 @@
+"""`trnwatch watch --headless --job-dir` following the real reference workload (torchrun + gloo on
+CPU, real processes): what the receipt's job section says, healthy and with an injected hang."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("torch", reason="the reference workload needs torch (CPU wheel torch==2.13.0)")
+
+from trnwatch.workloads import train  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+def torchrun(tmp_path, *flags):
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", train.__file__,
+               "--run-dir", str(tmp_path / "run"), *flags]
+    log = open(tmp_path / "torchrun.log", "w")
+    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path, start_new_session=True)
+
+
+def watch(tmp_path, *flags):
+    """The monitor, started before the job (as on-call would leave it running), no screen."""
+    command = [sys.executable, "-m", "trnwatch", "watch", "--headless", "--job-dir", str(tmp_path / "run" / "telemetry"),
+               "--receipt", str(tmp_path / "receipt.json"), *flags]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PATH": "/usr/bin:/bin"})  # no neuron-monitor: job scope only
+
+
+def end(process):
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def test_watching_a_two_rank_run_gives_real_step_times_throughput_and_all_reduce_latency(tmp_path):
+    monitor = watch(tmp_path)
+    job = torchrun(tmp_path, "--tp", "2", "--steps", "40")
+    try:
+        assert job.wait(timeout=180) == 0, (tmp_path / "torchrun.log").read_text()[-2000:]
+        time.sleep(1.0)  # the follower polls every 0.25 s
+        monitor.send_signal(signal.SIGTERM)
+        monitor.communicate(timeout=60)
+    finally:
+        end(job)
+        monitor.kill()
+    assert monitor.returncode == 0
+    r = json.loads((tmp_path / "receipt.json").read_text())
+    j = r["job"]
+    assert r["exit_reason"] == "sigterm" and j["verdict"] == "finished"
+    assert j["ranks"]["seen"] == 2 and j["parallel"] == {"tp": 2, "pp": 1, "dp": 1} and j["backend"] == "cpu"
+    t = j["throughput"]
+    assert t["tokens_per_s"] > 0 and t["from_rank"] == 0 and t["steps_in_window"] > 10
+    assert 0 < t["step_time_s"]["p50"] <= t["step_time_s"]["p99"] < 10
+    latency = j["collectives"]["tp_all_reduce"]["latency_s"]
+    assert j["collectives"]["tp_all_reduce"]["count"] > 40 and 0 < latency["p50"] <= latency["p99"]
+    assert all(s["rejected"] == 0 for s in r["sources"])
+
+
+def test_an_injected_hang_is_named_within_60_s_of_the_stall(tmp_path):
+    """Default rules (stall after max(5 x median step, 30 s)): the watch ends 55 s after launch, by
+    which time the hung rank must be named; the stall it reports is under 60 s old."""
+    monitor = watch(tmp_path, "--duration", "55")
+    job = torchrun(tmp_path, "--tp", "2", "--steps", "400", "--hang-rank", "1", "--hang-step", "10",
+                   "--hang-region", "dataloader")
+    try:
+        monitor.communicate(timeout=120)
+    finally:
+        end(job)
+    assert monitor.returncode == 0
+    j = json.loads((tmp_path / "receipt.json").read_text())["job"]
+    assert j["verdict"] == "stalled", j["reason"]
+    (stall,) = [s for s in j["stalls"] if s["end_ts"] is None]
+    assert stall["suspects"] == [1]
+    assert 30 <= stall["duration_s"] < 60
