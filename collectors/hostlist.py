@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from trnwatch.collectors.text_files import TextFileError, read_text_file
+
 # A bound on expansion: `[0-999999999]` must fail fast, not eat the machine.
 MAX_HOSTS = 65536
 MAX_HOST_NAME_CHARS = 255
@@ -161,11 +163,9 @@ def _check_label(label: str, where: str) -> str:
 def load_hosts_file(path: Path) -> list[HostEntry]:
     """Read a hosts file (format in the module docstring); raise HostlistError naming file and line."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise HostlistError(f"cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise HostlistError(f"{path} is not UTF-8 text") from None
+        text = read_text_file(path)
+    except TextFileError as exc:
+        raise HostlistError(str(exc)) from None
     entries: list[HostEntry] = []
     seen_hosts: dict[str, int] = {}
     seen_labels: dict[str, int] = {}

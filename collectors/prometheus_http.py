@@ -21,6 +21,8 @@ import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from trnwatch.collectors.text_files import TextFileError, read_text_file
+
 TOKEN_ENV = "TRNWATCH_PROMETHEUS_TOKEN"
 USER_AGENT = "trnwatch"
 READ_CHUNK_BYTES = 256 * 1024
@@ -75,11 +77,9 @@ def load_token(path: Path | None, environ: dict[str, str] | None = None) -> str 
     env = os.environ if environ is None else environ
     if path is not None:
         try:
-            token = path.read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise TokenError(f"cannot read token file {path}: {exc.strerror}") from None
-        except UnicodeDecodeError:
-            raise TokenError(f"token file {path} is not UTF-8 text") from None
+            token = read_text_file(path, "token file").strip()
+        except TextFileError as exc:
+            raise TokenError(str(exc)) from None
         where = f"token file {path}"
     elif env.get(TOKEN_ENV):
         token, where = env[TOKEN_ENV].strip(), TOKEN_ENV

@@ -7,6 +7,8 @@ overrides the `instance_info.ultraserver_id` a report may carry.
 
 from pathlib import Path
 
+from trnwatch.collectors.text_files import TextFileError, read_text_file
+
 
 class UltraServerMapError(ValueError):
     """The map file cannot be used; the message names the file and line."""
@@ -15,11 +17,9 @@ class UltraServerMapError(ValueError):
 def load_ultraserver_map(path: Path) -> dict[str, str]:
     """Read the map; raise `UltraServerMapError` with the offending line on any problem."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UltraServerMapError(f"cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise UltraServerMapError(f"{path} is not UTF-8 text") from None
+        text = read_text_file(path)
+    except TextFileError as exc:
+        raise UltraServerMapError(str(exc)) from None
     mapping: dict[str, str] = {}
     for number, raw in enumerate(text.splitlines(), start=1):
         content = raw.split("#", 1)[0].strip()

@@ -15,6 +15,7 @@ from trnwatch.collectors.hostlist import (HostEntry, HostlistError, HostNameErro
                                           slurm_job_hosts)
 from trnwatch.collectors.prometheus_http import TOKEN_ENV, TokenError, UrlError, check_url, load_token
 from trnwatch.collectors.prometheus_sources import promql_lines, scrape_lines
+from trnwatch.collectors.text_files import TextFileError, read_text_file
 from trnwatch.collectors.ssh import DEFAULT_REMOTE_COMMAND, SshOptions, ssh_host_lines
 from trnwatch.session import SourceSpec
 
@@ -89,11 +90,9 @@ def _checked(url: str) -> str:
 
 def _read_url_file(path: Path) -> list[str]:
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise OptionError(f"cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise OptionError(f"{path} is not UTF-8 text") from None
+        lines = read_text_file(path).splitlines()
+    except TextFileError as exc:
+        raise OptionError(str(exc)) from None
     urls = [line.split("#", 1)[0].strip() for line in lines]
     urls = [u for u in urls if u]
     if not urls:
