@@ -192,3 +192,19 @@ def test_a_silent_pipe_writer_does_not_hold_the_exit(tmp_path):
         proc.stdin.close()
     assert proc.returncode == 0
     assert load_receipt(receipt)["exit_reason"] == "duration"
+
+
+def test_ecc_scenario_totals_match_ground_truth_through_the_pipe(tmp_path):
+    from trnwatch.workloads.sim.scenarios import ECC_UNCORRECTED_TICK, ecc_corrected_at
+
+    ticks = 60
+    sim = subprocess.run(SIM + ["--no-wait", "--count", str(ticks), "--host", "7", "--scenario", "ecc"],
+                         capture_output=True, text=True, timeout=60)
+    receipt_path = tmp_path / "r.json"
+    result = run(["watch", "--stdin", "--headless", "--receipt", str(receipt_path)], input=sim.stdout)
+    assert result.returncode == 0, result.stderr
+    chips = {c["device"]: c for c in load_receipt(receipt_path)["chips"]}
+    assert chips[2]["ecc_reading"] == "per_period"
+    assert chips[2]["ecc"]["mem_corrected"] == sum(ecc_corrected_at(t) for t in range(ticks))
+    assert chips[2]["ecc"]["mem_uncorrected"] == (1 if ECC_UNCORRECTED_TICK < ticks else 0)
+    assert all(chips[d]["ecc"]["mem_corrected"] == 0 for d in (0, 1, 3))

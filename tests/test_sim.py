@@ -23,7 +23,7 @@ from trnwatch.workloads.sim.monitor_config import (
     parse_duration_s,
 )
 from trnwatch.workloads.sim.scenarios import (
-    ECC_CORRECTED_PER_TICK,
+    ecc_corrected_at,
     LEAK_BYTES_PER_TICK,
     SCENARIOS,
     fault_site,
@@ -439,7 +439,7 @@ def test_ecc_counts_corrected_from_40_and_one_uncorrected_at_50():
         devices = report["system_data"]["neuron_hw_counters"]["neuron_devices"]
         assert [d["neuron_device_index"] for d in devices] == [0, 1, 2, 3]
         bad = devices[FAULT_CHIP]
-        assert bad["mem_ecc_corrected"] == (ECC_CORRECTED_PER_TICK if tick >= 40 else 0)
+        assert bad["mem_ecc_corrected"] == ((2, 1, 3)[(tick - 40) % 3] if tick >= 40 else 0)
         assert bad["mem_ecc_uncorrected"] == (1 if tick == 50 else 0)
         assert bad["sram_ecc_corrected"] == bad["sram_ecc_uncorrected"] == 0
         assert all(d["mem_ecc_corrected"] == d["mem_ecc_uncorrected"] == 0 for d in devices if d is not bad)
@@ -504,7 +504,7 @@ def test_slow_group_repeats_its_last_value_and_counts_over_its_period():
     assert counters[0] == counters[9] != counters[10] == counters[19] != counters[20]  # refreshed at 40, 50, 60
     at_50 = counters[10]
     assert abs(at_50["period"] - 10.0) < 0.02
-    assert at_50["neuron_devices"][FAULT_CHIP]["mem_ecc_corrected"] == 10 * ECC_CORRECTED_PER_TICK
+    assert at_50["neuron_devices"][FAULT_CHIP]["mem_ecc_corrected"] == sum(ecc_corrected_at(t) for t in range(41, 51))
     assert at_50["neuron_devices"][FAULT_CHIP]["mem_ecc_uncorrected"] == 1
     fast = host.report(45)["neuron_runtime_data"][0]["report"]["neuroncore_counters"]
     assert abs(fast["period"] - 1.0) < 2e-3

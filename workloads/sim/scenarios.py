@@ -31,7 +31,9 @@ Chip indices are host-local device indices (`neuronN` on that host).
 | hbm-leak   | F              | 20        | F's tensors grow by LEAK_BYTES_PER_TICK (64 MiB) per tick, split  |
 |            |                |           | evenly over its logical cores, from tick 20 (first growth) until  |
 |            |                |           | a core's categories fill its share of HBM; other chips constant.  |
-| ecc        | F              | 40 / 50   | F's device: mem_ecc_corrected = 2 per tick from tick 40; at tick  |
+| ecc        | F              | 40 / 50   | F's device: mem_ecc_corrected = 2, 1, 3, 2, 1, 3, ... per tick    |
+|            |                |           | from tick 40 (ECC_CORRECTED_CYCLE; bursty, as real corrected      |
+|            |                |           | events are, so the counts read as per-period from tick 41); at tick|
 |            |                |           | 50 exactly mem_ecc_uncorrected = 1 and F's runtime reports        |
 |            |                |           | error_summary.hardware = 1, execution_summary.completed_with_err =|
 |            |                |           | 1. Counts are per period. Other devices: all ECC counts 0.        |
@@ -68,7 +70,13 @@ HANG_START_TICK = 30
 LEAK_START_TICK = 20
 LEAK_BYTES_PER_TICK = 64 << 20  # per chip; divisible by 4 and 8 logical cores
 ECC_START_TICK = 40
-ECC_CORRECTED_PER_TICK = 2
+ECC_CORRECTED_CYCLE = (2, 1, 3)  # corrected events per tick from ECC_START_TICK, repeating
+
+
+def ecc_corrected_at(tick: int) -> int:
+    """Corrected mem ECC events the ecc scenario's fault site reports in `tick`."""
+    return ECC_CORRECTED_CYCLE[(tick - ECC_START_TICK) % len(ECC_CORRECTED_CYCLE)] if tick >= ECC_START_TICK else 0
+
 ECC_UNCORRECTED_TICK = 50
 HOST_LOSS_TICK = 45
 
@@ -140,6 +148,6 @@ def chip_condition(topology: Topology, scenario: str, host: int, chip: int, tick
         models_loaded=tick >= MODEL_LOAD_TICK,
         role=role,
         leaked_bytes=leaked_bytes,
-        mem_ecc_corrected=ECC_CORRECTED_PER_TICK if ecc_on and tick >= ECC_START_TICK else 0,
+        mem_ecc_corrected=ecc_corrected_at(tick) if ecc_on else 0,
         mem_ecc_uncorrected=1 if ecc_on and tick == ECC_UNCORRECTED_TICK else 0,
     )
