@@ -28,7 +28,7 @@ from trnwatch.workloads.sim.scenarios import (
     SCENARIOS,
     fault_site,
 )
-from trnwatch.workloads.sim.topology import ASSUMPTIONS, TOPOLOGIES, get_topology
+from trnwatch.workloads.sim.topology import ASSUMPTIONS, get_topology
 
 GEN2 = get_topology("trn3-gen2-us")
 FAULT_HOST, FAULT_CHIP = 7, 2  # documented fault site on trn3-gen2-us
