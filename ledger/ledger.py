@@ -62,6 +62,11 @@ class SourceStats:
     # A "down" after data: the next report counts a gap however short the outage was.
     interrupted: bool = False
 
+    def count_rejection(self, reason: str, detail: str) -> None:
+        """One more line rejected for `reason`; the detail of the latest is kept for people."""
+        self.rejected[reason] += 1
+        self.last_rejection = detail[:200]
+
     def state(self, now_s: float, period_s: float | None) -> SourceState:
         if self.ended_s is not None:
             return "lost" if self.end_error else "ended"
@@ -138,7 +143,7 @@ class Ledger:
         if stats.link is not None and stats.link != "up":
             stats.link, stats.link_since_s = "up", t
         if line.oversize_bytes:
-            self.reject(line.source_id, line.kind, "oversize", f"line of {line.oversize_bytes} bytes discarded")
+            stats.count_rejection("oversize", f"line of {line.oversize_bytes} bytes discarded")
             return
         if not line.text.strip():
             return
@@ -149,16 +154,14 @@ class Ledger:
             # One scrape or one host's PromQL answers: one Report per host, each rejected alone.
             for item in parse_prometheus_line(line.kind, line.text):
                 if isinstance(item, ReportRejected):
-                    stats.rejected[item.reason] += 1
-                    stats.last_rejection = item.detail[:200]
+                    stats.count_rejection(item.reason, item.detail)
                 else:
                     self._fold_report(stats, line.source_id, t, item, declared_counters=True)
             return
         try:
             report = parse_report(line.text)
         except ReportRejected as exc:
-            stats.rejected[exc.reason] += 1
-            stats.last_rejection = exc.detail[:200]
+            stats.count_rejection(exc.reason, exc.detail)
             return
         self._fold_report(stats, line.source_id, t, report)
 
@@ -166,8 +169,7 @@ class Ledger:
         try:
             event = parse_job_line(line.text)
         except JobLineError as exc:
-            stats.rejected["job-schema"] += 1
-            stats.last_rejection = str(exc)[:200]
+            stats.count_rejection("job-schema", str(exc))
             return
         if self.job is None:
             self.job = JobLedger()
@@ -193,12 +195,6 @@ class Ledger:
         stats.reports += 1
         host.fold(report, t, declared_counters)
         stats.simulated = stats.simulated or host.simulated
-
-    def reject(self, source_id: str, kind: str, reason: str, detail: str) -> None:
-        """Count a line a source could not even deliver as text (e.g. over the size limit)."""
-        stats = self.source(source_id, kind)
-        stats.rejected[reason] += 1
-        stats.last_rejection = detail[:200]
 
     def link_event(self, event: SourceEvent) -> None:
         """Note a remote source's link change: "connecting" (an attempt starts) or "down" (lost,
