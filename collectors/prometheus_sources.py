@@ -79,6 +79,13 @@ class _Link:
         self.up_since_s = None
         return SourceEvent(self.source_id, self.kind, time.time(), "down", error), self.backoff.delay_s(self.failures, self.rng)
 
+    async def outage(self, error: str) -> AsyncIterator[SourceEvent]:
+        """A failed attempt: "down" with the error, the backoff wait, then "connecting" again."""
+        event, wait_s = self.down(error)
+        yield event
+        await asyncio.sleep(wait_s)
+        yield self.connecting()
+
 
 async def scrape_lines(
     url: str,
@@ -95,10 +102,8 @@ async def scrape_lines(
         try:
             body = await fetch_async(url, token, http_timeout_s(interval_s), MAX_BODY_BYTES)
         except FetchError as exc:
-            event, wait_s = link.down(str(exc))
-            yield event
-            await asyncio.sleep(wait_s)
-            yield link.connecting()
+            async for event in link.outage(str(exc)):
+                yield event
             continue
         link.up()
         text = json.dumps({"url": url, "interval_s": interval_s, "body": body.decode("utf-8", "replace")})
@@ -189,10 +194,8 @@ async def promql_lines(
             answers = [(name, body) for (name, _), body in zip(SERVER_QUERIES, bodies)]
             lines = await asyncio.to_thread(host_lines, answers, interval_s, eval_s)
         except FetchError as exc:
-            event, wait_s = link.down(str(exc))
-            yield event
-            await asyncio.sleep(wait_s)
-            yield link.connecting()
+            async for event in link.outage(str(exc)):
+                yield event
             continue
         link.up()
         received_s = time.time()

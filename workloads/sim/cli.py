@@ -109,8 +109,7 @@ def _emit(host: SimHost, count: int | None, no_wait: bool, log: Callable[[int, s
     tick = 0
     while count is None or tick < count:
         if not host.alive(tick):
-            print(f"{PROG}: host {host.host_index} lost at tick {tick} (scenario {host.scenario}); "
-                  "no further reports", file=sys.stderr, flush=True)
+            print(host.lost_message(tick), file=sys.stderr, flush=True)
             return 1
         line = host.report_line(tick)
         if not no_wait:

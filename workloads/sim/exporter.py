@@ -308,8 +308,7 @@ def serve_host(host: SimHost, port: int, count: int | None, log) -> int:
         tick = 0
         while count is None or tick < count:
             if not host.alive(tick):
-                print(f"trnwatch sim: host {host.host_index} lost at tick {tick} (scenario {host.scenario}); "
-                      "no further reports", file=sys.stderr, flush=True)
+                print(host.lost_message(tick), file=sys.stderr, flush=True)
                 return 1
             time.sleep(host.period_s)
             tick += 1

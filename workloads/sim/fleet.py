@@ -129,6 +129,11 @@ class SimHost:
         """Pid of the Neuron runtime process (the rank) driving `chip`."""
         return self._base_pid + chip
 
+    def lost_message(self, tick: int) -> str:
+        """What the drop-in says on stderr when its host goes silent."""
+        return (f"trnwatch sim: host {self.host_index} lost at tick {tick} (scenario {self.scenario}); "
+                "no further reports")
+
     def alive(self, tick: int) -> bool:
         """False from the tick this host goes silent on (host-loss scenario)."""
         return host_alive(self.topology, self.scenario, self.host_index, tick)
