@@ -118,14 +118,19 @@ def test_host_view_lists_chips_cpu_memory_and_processes_and_enter_opens_the_chip
     assert "CHIP 7/2" in drive(make_app(), keys=("slash", "7", "enter", "down", "down", "enter")).header
 
 
+async def wait_until(pilot, condition, what: str, timeout_s: float = 30.0) -> None:
+    """Let the app run until `condition()` holds; fail naming `what` if it never does (the
+    timeout only bounds a broken test, it is no figure: a loaded machine just takes longer)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"never happened: {what}"
+        await pilot.pause(0.01)
+
+
 async def type_into(app, pilot, screen_type, text: str) -> None:
     """Wait for a modal screen, then type `text` and Enter into it (typed too early, the letters
     would reach the app's own key bindings)."""
-    for _ in range(50):
-        if isinstance(app.screen, screen_type):
-            break
-        await pilot.pause(0.02)
-    assert isinstance(app.screen, screen_type)
+    await wait_until(pilot, lambda: isinstance(app.screen, screen_type), f"{screen_type.__name__} open")
     await pilot.press(*text, "enter")
     await pilot.pause()
 
@@ -226,7 +231,7 @@ def test_command_palette_runs_a_scope_command():
 
 def test_export_key_writes_an_svg_of_the_screen_and_a_json_of_every_scope(tmp_path):
     async def let_the_notification_show(app, pilot):
-        await pilot.pause(0.3)
+        await wait_until(pilot, lambda: "Snapshot written" in screen_text(app), "the notification drawn")
 
     seen = drive(make_app(snapshot_dir=tmp_path), keys=("c", "e"), check=let_the_notification_show)
     svg_path, json_path = seen.app.last_export
@@ -240,6 +245,23 @@ def test_export_key_writes_an_svg_of_the_screen_and_a_json_of_every_scope(tmp_pa
 def test_q_quits():
     seen = drive(make_app(), keys=("q",))
     assert seen.app._exit and seen.app.return_code == 0
+
+
+def test_a_refresh_while_the_screen_is_torn_down_does_not_crash_it(monkeypatch):
+    """The refresh timer outlives the widgets: Textual removes them before it stops the app's
+    timers, and on a loaded machine a tick lands in between (it raised `NoMatches: No nodes match
+    '.summary' on UltraServerView`). Here a tick fires as each line widget is removed."""
+    app = make_app()
+    ticks = []
+
+    def tick_on_unmount(widget):
+        ticks.append(widget)
+        app._tick()
+        app.render_now()
+
+    monkeypatch.setattr(TextLines, "on_unmount", tick_on_unmount, raising=False)
+    seen = drive(app, keys=("q",))
+    assert seen.app._exit and seen.app.return_code == 0 and len(ticks) >= 3
 
 
 def test_job_view_without_telemetry_names_the_missing_source_and_shows_no_figures():
@@ -308,8 +330,10 @@ def test_session_runs_inside_the_app_and_q_writes_the_receipt(tmp_path):
     app = TrnwatchApp(session.ledger, session=session, receipt_path=receipt, refresh_s=0.1, theme="dark")
 
     async def check(app, pilot):
-        await pilot.pause(0.5)
-        assert "2 sources: 2 connected" in app.query_one("#status", TextLines).lines[0]
+        status = app.query_one("#status", TextLines)
+        await wait_until(pilot, lambda: all(h.reports == 3 for h in session.ledger.hosts.values())
+                         and len(session.ledger.hosts) == 2, "both hosts' three reports folded")
+        await wait_until(pilot, lambda: "2 sources: 2 connected" in status.lines[0], "the status line repainted")
         await pilot.press("q")
         await app._session_task
 

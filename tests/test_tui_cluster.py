@@ -3,7 +3,6 @@ stalls, one UltraServer, and (slow) keys answered at 32 UltraServers = 1,152 hos
 refresh folds."""
 
 import json
-import statistics
 
 import pytest
 
@@ -16,7 +15,7 @@ from trnwatch.workloads.sim.job import rank_events
 from trnwatch.workloads.sim.topology import get_topology
 from tests.test_tui_app import drive, header
 from tests.tui_fleet import (
-    cluster_hosts, cluster_line, cluster_view_latency, make_app, make_cluster_app, now_at, scale_app, summary_ms,
+    cluster_hosts, cluster_line, cluster_view_latency, make_app, make_cluster_app, now_at, scale_app,
 )
 
 
@@ -139,19 +138,18 @@ def test_stalls_column_marks_the_ultraserver_holding_the_hung_rank():
 
 
 @pytest.mark.slow
-def test_keys_are_answered_within_100ms_at_1152_hosts_while_a_refresh_folds():
+def test_keys_are_answered_at_1152_hosts_before_the_refresh_that_folds_meanwhile_ends():
+    """Each "down" is pressed just after a refresh's 1,152 host lines start to fold on the event
+    loop; the selection moves (and the view repaints) before that fold is done. How long a key
+    takes is a figure for `tests/benchmarks/bench_tui.py`, not a threshold here."""
     app, next_refresh = scale_app(32)
     figures = {}
 
     async def check(app, pilot):
-        figures.update(await cluster_view_latency(app, pilot, next_refresh))
+        figures.update(await cluster_view_latency(app, pilot, next_refresh, keys=10))
         assert "CLUSTER · 32 UltraServers · 1152 hosts · 4608 chips" in header(app)
         assert len(rows(app.view.plain_text())) == 32
+        assert app.selection.group == app.view.row_groups[10]
 
     drive(app, check=check)
-    repaint_ms, key_ms = figures["repaint_ms"], figures["key_ms"]
-    print(f"cluster view at 1,152 hosts: repaint {summary_ms(repaint_ms)}; key while folding {summary_ms(key_ms)}")
-    # The fastest repaint is what the view costs; the others add whatever else this machine runs.
-    assert min(repaint_ms) < 50, repaint_ms
-    assert statistics.median(key_ms) < 100, key_ms
-
+    assert len(figures["key_ms"]) == 10 and all(figures["answered_while_folding"]), figures

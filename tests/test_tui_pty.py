@@ -80,11 +80,12 @@ class PtyApp:
                 raise AssertionError(f"{needle!r} never appeared; output tail: {self.text()[-500:]!r}")
             time.sleep(0.1)
 
-    def wait_for_screen(self) -> None:
-        """The first screen is drawn; then a moment for the sources to deliver. (Later updates
-        repaint only changed cells, so a whole phrase may never pass the wire in one piece.)"""
+    def wait_for_screen(self, chips: str = "144 chips") -> None:
+        """The screen is drawn and every host has reported: the header counts `chips`. (Updates
+        repaint a changed line from its left edge up to its last changed cell, so the header's
+        boundary, which ends where its count changed, passes the wire whole.)"""
         self.wait_for("ULTRASERVER")
-        time.sleep(2.0)
+        self.wait_for(chips)
 
     def send(self, keys: bytes) -> None:
         os.write(self.master, keys)
@@ -176,7 +177,7 @@ def test_outside_strings_reach_the_terminal_as_plain_text(screen, tmp_path):
     receipt = tmp_path / "r.json"
     app = screen(["watch", "--stdin", "--receipt", str(receipt)], size=(120, 30), stdin=read_end)
     os.close(read_end)
-    app.wait_for_screen()
+    app.wait_for_screen("4 chips")
     app.send(b"h")  # the host view lists the runtime tags
     app.wait_for("llama3-pretrain-rank1")
     app.wait_for("]52;c;aGVsbG8=")

@@ -144,12 +144,18 @@ class TrnwatchApp(App[None]):
 
     def _tick(self) -> None:
         # Paused, or a modal (help, jump) on top: nothing to repaint, nothing sent.
-        if not self.paused and len(self.screen_stack) == 1:
+        if self.is_running and not self.paused and len(self.screen_stack) == 1:
             self.render_now()
 
     def render_now(self, selection_only: bool = False) -> None:
         """Repaint header, status and the active view from the ledger (only changed cells go out);
-        `selection_only`: a key only moved the selection (see `Frame.selection_only`)."""
+        `selection_only`: a key only moved the selection (see `Frame.selection_only`).
+
+        Nothing once the app is shutting down: Textual removes the widgets before it stops the
+        app's timers, so a refresh (or a late resize) that fires in between would find a view
+        without its lines (`NoMatches`) and crash the screen on its way out."""
+        if not self.is_running:
+            return
         view = self.view
         frame = Frame(self.ledger, self.job, self.now_s(), PALETTES[self.theme_name], self.selection,
                       view.size.width or self.size.width, selection_only)
