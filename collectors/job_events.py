@@ -1,8 +1,19 @@
 """Job telemetry contract `trnwatch.job/1`: one JSON object per line, one file per rank.
 
 Every event carries `v`, `ts` (unix seconds on the job host), `run`, `rank` and `event`; the rest
-depends on `event`. Unknown extra fields are ignored (so a newer emitter can add fields), wrong
-types are rejected (strict: "3" is not a step number, `true` is not a rank).
+depends on `event`. Wrong types are rejected (strict: "3" is not a step number, `true` is not a
+rank).
+
+Changes within /1 are additive, and three rules keep old and new emitters working together:
+
+1. Every field not in the first published list (issue 4's list, as of commit 9d93a37) is
+   optional: `run_start.lnc`, `phase.cache`, `step.seq_len`, `checkpoint.tag`,
+   `checkpoint.blocking`, `heartbeat.dropped_events`, `error.source`, `error.exit_code`,
+   `error.signal`, `error.failed_ts`. An emitter written to the first list loses nothing.
+2. Unknown fields are ignored (a newer emitter may add some).
+3. A wrong-typed optional field costs that field, never the event: `decode_job_line` drops it
+   (the event keeps its default, null) and names it, and the ledger counts it. A wrong-typed
+   field of the first list still rejects the line: without it the event means nothing.
 
 Timing fields must be finite numbers. `loss` may be NaN or Infinity (Python's json writes them as
 bare `NaN` / `Infinity`) because a diverging loss is data the monitor must show, not a bad line.
@@ -10,12 +21,18 @@ bare `NaN` / `Infinity`) because a diverging loss is data the monitor must show,
 Some fields are nullable because a source cannot always know them: `step.step_time_s`,
 `step.tokens`, `checkpoint.step` (passive sources: the job's log, its checkpoint directory) and
 `step.compute_s` (passive sources, and XLA jobs whose collectives run inside the step graph).
-Optional additions:
-`phase.cache` (compile phases: persistent-cache hit or miss), `checkpoint.tag`,
-`heartbeat.dropped_events` (events the emitter had to drop because its queue was full).
+What the optional fields mean: `phase.cache` (compile phases: persistent-cache hit or miss),
+`checkpoint.tag`, `checkpoint.blocking` (absent or null: a synchronous save that blocks steps;
+false: a background save during which steps go on), `heartbeat.dropped_events` (events the
+emitter had to drop because its queue was full), `error.source` (who reported it: the job, the
+Neuron runtime or the launcher), `error.exit_code` / `error.signal` (how the process ended, when
+known), `error.failed_ts` (unix s when the failure happened, if the line says, else `ts`),
+`step.seq_len` (the step's sequence length when it varies).
 """
 
-from typing import Annotated, Literal, Union
+import json
+from dataclasses import dataclass
+from typing import Annotated, Literal, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -75,7 +92,7 @@ class RunStart(_EventBase):
     parallel: Parallelism
     versions: dict[str, str]
     restart: Count
-    lnc: Annotated[int, Field(ge=1)] | None
+    lnc: Annotated[int, Field(ge=1)] | None = None
 
 
 class Phase(_EventBase):
@@ -96,6 +113,7 @@ class Step(_EventBase):
     compute_s: FiniteSeconds | None
     tokens: Count | None
     loss: float | None
+    seq_len: Annotated[int, Field(ge=1)] | None = None
 
 
 class Collective(_EventBase):
@@ -117,6 +135,7 @@ class Checkpoint(_EventBase):
     state: BeginEnd
     step: Count | None
     tag: str | None = None
+    blocking: bool | None = None
 
 
 class Heartbeat(_EventBase):
@@ -134,6 +153,10 @@ class Error(_EventBase):
 
     event: Literal["error"]
     message: str
+    source: Literal["job", "runtime", "launcher"] | None = None
+    exit_code: int | None = None
+    signal: str | None = None
+    failed_ts: UnixSeconds | None = None
 
 
 class RunEnd(_EventBase):
@@ -155,18 +178,59 @@ class JobLineError(ValueError):
     """A line that is not a valid `trnwatch.job/1` event; the message says what is wrong."""
 
 
-def parse_job_line(text: str) -> JobEvent:
-    """Parse one line into a typed event; raise `JobLineError` naming the first problem."""
+@dataclass(frozen=True, slots=True)
+class DecodedJobLine:
+    """A valid event, and the optional fields that were dropped for a wrong type ("step.seq_len")."""
+
+    event: "JobEvent"
+    dropped_fields: tuple[str, ...] = ()
+
+
+def _optional_fields(model: type[BaseModel]) -> frozenset[str]:
+    return frozenset(name for name, info in model.model_fields.items() if not info.is_required())
+
+
+_OPTIONAL_FIELDS = {  # event tag -> fields added after the first published list
+    get_args(model.model_fields["event"].annotation)[0]: _optional_fields(model)
+    for model in get_args(get_args(JobEvent)[0])
+}
+
+
+def decode_job_line(text: str) -> DecodedJobLine:
+    """Decode one line; a wrong-typed optional field is dropped and named, anything else wrong
+    raises `JobLineError` naming the first problems."""
     try:
-        return _JOB_EVENT.validate_json(text)
+        return DecodedJobLine(_JOB_EVENT.validate_json(text))
     except ValidationError as exc:
-        details = []
-        for error in exc.errors(include_url=False)[:MAX_ERRORS_SHOWN]:
-            where = ".".join(str(part) for part in error["loc"][1:])  # loc[0] is the union tag
-            details.append(f"{where}: {error['msg']}" if where else error["msg"])
-        more = exc.error_count() - len(details)
-        suffix = f" (+{more} more)" if more else ""
-        raise JobLineError(f"bad {SCHEMA_VERSION} line: {'; '.join(details)}{suffix}") from None
+        first_error = exc
+    # Slow path, only for invalid lines: drop the optional fields that failed, then try again.
+    errors = first_error.errors(include_url=False)
+    tag = errors[0]["loc"][0] if errors[0]["loc"] else None
+    optional = _OPTIONAL_FIELDS.get(tag, frozenset())
+    bad = {error["loc"][1] for error in errors if len(error["loc"]) > 1}
+    if optional and bad and bad <= optional:
+        fields = json.loads(text)  # valid JSON: the tag was found
+        for name in bad:
+            fields.pop(name, None)
+        try:
+            event = _JOB_EVENT.validate_json(json.dumps(fields))
+        except ValidationError:
+            pass
+        else:
+            return DecodedJobLine(event, tuple(sorted(f"{tag}.{name}" for name in bad)))
+    details = []
+    for error in errors[:MAX_ERRORS_SHOWN]:
+        where = ".".join(str(part) for part in error["loc"][1:])  # loc[0] is the union tag
+        details.append(f"{where}: {error['msg']}" if where else error["msg"])
+    more = first_error.error_count() - len(details)
+    suffix = f" (+{more} more)" if more else ""
+    raise JobLineError(f"bad {SCHEMA_VERSION} line: {'; '.join(details)}{suffix}")
+
+
+def parse_job_line(text: str) -> JobEvent:
+    """Parse one line into a typed event (dropping wrong-typed optional fields); raise
+    `JobLineError` naming the first problem."""
+    return decode_job_line(text).event
 
 
 def job_event_json_schema() -> dict:

@@ -37,7 +37,7 @@ Memory: per-rank and per-op state plus deques with a maxlen; nothing grows with 
 """
 
 import math
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field, replace
 from statistics import median
 from typing import Callable, Literal
@@ -200,6 +200,8 @@ class JobLedger:
         self.run_start: RunStart | None = None  # from the lowest rank that announced itself
         self.ranks: dict[int, RankState] = {}
         self.foreign_run_events = 0
+        # Wrong-typed optional fields dropped by the decoder ("step.seq_len" -> count).
+        self.dropped_fields: Counter[str] = Counter()
         self.timeline: deque[PhaseSpan] = deque(maxlen=TIMELINE_SPANS)
         self.restarts: deque[Restart] = deque(maxlen=RESTARTS_KEPT)
         self.failures: deque[dict] = deque(maxlen=FAILURES_KEPT)
@@ -546,6 +548,7 @@ class JobLedger:
                 "last_received_s": self.last_received_s,
             },
             "foreign_run_events": self.foreign_run_events,
+            "dropped_fields": dict(sorted(self.dropped_fields.items())),
         }
 
     @staticmethod

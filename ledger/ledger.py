@@ -17,7 +17,7 @@ from typing import Literal
 from trnwatch.collectors.lines import Line, SourceEvent
 from trnwatch.collectors.neuron_monitor import Report, ReportRejected, parse_report
 from trnwatch.collectors.prometheus import PROMETHEUS_KINDS, parse_prometheus_line
-from trnwatch.collectors.job_events import JobLineError, parse_job_line
+from trnwatch.collectors.job_events import JobLineError, decode_job_line
 from trnwatch.ledger.hosts import HostState
 from trnwatch.ledger.job import JobDiagnosis, JobLedger
 
@@ -167,17 +167,18 @@ class Ledger:
 
     def _ingest_job(self, stats: SourceStats, line: Line) -> None:
         try:
-            event = parse_job_line(line.text)
+            decoded = decode_job_line(line.text)
         except JobLineError as exc:
             stats.count_rejection("job-schema", str(exc))
             return
         if self.job is None:
             self.job = JobLedger()
+        self.job.dropped_fields.update(decoded.dropped_fields)
         if stats.first_s is None:
             stats.first_s = line.received_s
         stats.last_s = line.received_s
         stats.reports += 1
-        self.job.ingest(event, line.received_s)
+        self.job.ingest(decoded.event, line.received_s)
 
     def _fold_report(self, stats: SourceStats, source_id: str, t: float, report: Report,
                      declared_counters: bool = False) -> None:
