@@ -1,15 +1,12 @@
 """Receipt `trnwatch.receipt/1`: what was measured, at which boundary, from which source.
 
-Written atomically on every exit path as JSON plus a Markdown rendering beside it. Chip, host,
+Built from the ledger (pure: the write time is passed in) and written by the session on every exit
+path (trnwatch/output.py) as JSON plus a Markdown rendering beside it. Chip, host,
 UltraServer and job figures live in separate sections; the Markdown states each section's
 boundary in words so an UltraServer figure never passes for a chip's, and the evidence state
 (live / replayed / simulated) heads both files.
 """
 
-import os
-import tempfile
-import time
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -18,6 +15,7 @@ from trnwatch import __version__
 from trnwatch.ledger.counters import Reading
 from trnwatch.ledger.hosts import HostState
 from trnwatch.ledger.ledger import Evidence, Ledger
+from trnwatch.outside import clean, json_safe
 
 SCHEMA = "trnwatch.receipt/1"
 
@@ -118,6 +116,15 @@ class UltraServerEntry(_Section):
     util_mean_pct: float | None  # mean of member chips' window means
 
 
+class OutputFailure(_Section):
+    """An output that stopped during the session (the session itself went on)."""
+
+    output: Literal["recording", "snapshot", "receipt", "receipt-markdown"]
+    path: str
+    error: str
+    at: float  # unix seconds
+
+
 class Receipt(_Section):
     # `schema` is a BaseModel attribute, so the field is `schema_` with the JSON key `schema`.
     schema_: str = Field(alias="schema")
@@ -134,11 +141,13 @@ class Receipt(_Section):
     runtimes: list[RuntimeEntry]
     ultraservers: list[UltraServerEntry]
     job: dict[str, Any] | None
+    output_failures: list[OutputFailure] = []
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     def to_json(self) -> str:
-        return self.model_dump_json(by_alias=True, indent=2) + "\n"
+        # Outside strings keep their exact value, but control and bidi characters are escaped.
+        return json_safe(self.model_dump_json(by_alias=True, indent=2)) + "\n"
 
 
 def receipt_json_schema() -> dict:
@@ -150,7 +159,8 @@ def _r(value: float | None, places: int = 3) -> float | None:
     return None if value is None else round(value, places)
 
 
-def build_receipt(ledger: Ledger, exit_reason: ExitReason, recorded_evidence: Evidence | None = None) -> Receipt:
+def build_receipt(ledger: Ledger, exit_reason: ExitReason, written_at_s: float, recorded_evidence: Evidence | None = None,
+                  output_failures: list[OutputFailure] = ()) -> Receipt:
     """Assemble the receipt from the ledger's current state. The job section is judged at the
     window's end (the last line received), so a replay gives the same job figures."""
     job = ledger.job.summary(ledger.last_s) if ledger.job is not None and ledger.last_s is not None else None
@@ -164,7 +174,7 @@ def build_receipt(ledger: Ledger, exit_reason: ExitReason, recorded_evidence: Ev
         recorded_evidence=recorded_evidence,
         window=Window(start=start, end=end, seconds=round(end - start, 3) if start is not None else 0.0),
         exit_reason=exit_reason,
-        written_at=time.time(),
+        written_at=written_at_s,
         counter_rule=COUNTER_RULE,
         sources=[_source_entry(s) for s in sorted(ledger.sources.values(), key=lambda s: s.source_id)],
         hosts=[_host_entry(ledger, h) for h in hosts],
@@ -172,6 +182,7 @@ def build_receipt(ledger: Ledger, exit_reason: ExitReason, recorded_evidence: Ev
         runtimes=[_runtime_entry(h, r) for h in hosts for r in sorted(h.runtimes.values(), key=lambda r: r.order)],
         ultraservers=_ultraserver_entries(ledger),
         job=job,
+        output_failures=list(output_failures),
     )
 
 
@@ -254,8 +265,7 @@ def _pct(p: float | None) -> str:
 
 def _md_text(s: object) -> str:
     """Outside strings in Markdown: no markup, no control characters, no table breaks."""
-    text = "".join(ch for ch in str(s) if ch.isprintable())
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("`", "'").replace("<", "&lt;")
+    return clean(s).replace("\\", "\\\\").replace("|", "\\|").replace("`", "'").replace("<", "&lt;")
 
 
 def render_markdown(r: Receipt) -> str:
@@ -268,6 +278,8 @@ def render_markdown(r: Receipt) -> str:
         f"- Evidence: **{r.evidence}**" + (f" (recorded session was {r.recorded_evidence})" if r.recorded_evidence else ""),
         f"- Window: {r.window.seconds:.1f} s of data, first to last line received; exit reason: {r.exit_reason}",
         f"- Coverage: {n_chips} chips on {n_hosts} hosts; {n_us} UltraServer(s) configured or reported",
+        *[f"- Output failed: {f.output} to {_md_text(f.path)}: {_md_text(f.error)} (the session went on without it)"
+          for f in r.output_failures],
         "",
         "## Sources",
         "",
@@ -320,7 +332,9 @@ def render_markdown(r: Receipt) -> str:
     lines += ["", "## Job", ""]
     lines += ["No job telemetry was connected: no step, throughput or collective figures."] if r.job is None else _job_markdown(r.job)
     lines += ["", "## Counter semantics", "", r.counter_rule, ""]
-    return "\n".join(lines)
+    # Every line passes the sanitiser, whatever field it was built from (one outside string never
+    # carries a control character or a line break into the file).
+    return "\n".join(clean(line) for line in lines)
 
 
 def _seconds(p: dict | None) -> str:
@@ -358,35 +372,3 @@ def _job_markdown(job: dict[str, Any]) -> list[str]:
                      f"{'n/a' if r['restart_to_first_step_s'] is None else format(r['restart_to_first_step_s'], '.1f') + ' s'}")
     lines.append(f"- Failures: {len(job.get('failures', []))}; stalls: {len(job.get('stalls', []))}")
     return lines
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def default_receipt_dir() -> Path:
-    """Where receipts go without `--receipt`: $XDG_STATE_HOME/trnwatch/receipts (~/.local/state/...)."""
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "trnwatch" / "receipts"
-
-
-def default_receipt_path(evidence: Evidence, now_s: float) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now_s))
-    return default_receipt_dir() / f"trnwatch-{stamp}-{evidence}.json"
-
-
-def write_receipt(receipt: Receipt, path: Path) -> Path:
-    """Write the JSON and its Markdown (same name, `.md`) atomically; return the JSON path."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write(path, receipt.to_json())
-    _atomic_write(path.with_suffix(".md"), render_markdown(receipt))
-    return path

@@ -4,15 +4,18 @@ A receipt summarises a whole session; a snapshot is what the screen could show r
 figures, freshness, ages), for incident tickets and scripts. It holds every scope whatever is on
 screen: sources, UltraServer rollups (fresh hosts only, with their boundary), hosts with their
 runtimes, chips with cores, HBM categories and ECC, and the job section when job telemetry is
-connected. "now" is the session clock the figures were judged at (for a replay, the replay clock).
+connected. "now" is the session clock the figures were judged at (for a replay, the replay clock);
+both it and the write time are passed in. `snapshot_json` is the one way to turn it into text.
 """
 
+import json
 import time
 from typing import Any
 
 from trnwatch import __version__
 from trnwatch.ledger.hosts import ChipState, HostState, RuntimeState
 from trnwatch.ledger.ledger import Evidence, Ledger
+from trnwatch.outside import clean, json_safe
 
 SCHEMA = "trnwatch.snapshot/1"
 
@@ -35,9 +38,10 @@ def _age(now_s: float, t_s: float | None) -> float | None:
 
 
 def build_snapshot(ledger: Ledger, now_s: float, job: dict[str, Any] | None = None,
-                   recorded_evidence: Evidence | None = None) -> dict[str, Any]:
+                   recorded_evidence: Evidence | None = None, *, written_at_s: float) -> dict[str, Any]:
     """Every scope of `ledger` judged at `now_s`; `job` is `JobLedger.summary(now_s)` or None
-    when no job telemetry is connected (then the section says so instead of holding zeros)."""
+    when no job telemetry is connected (then the section says so instead of holding zeros).
+    `written_at_s` is the wall clock when the snapshot is taken."""
     hosts = sorted(ledger.hosts.values(), key=lambda h: h.host_id)
     period_by_source = {h.source_id: h.period_s for h in hosts}
     return {
@@ -46,7 +50,7 @@ def build_snapshot(ledger: Ledger, now_s: float, job: dict[str, Any] | None = No
         "evidence": ledger.evidence,
         "recorded_evidence": recorded_evidence,
         "now": now_s,
-        "written_at": time.time(),
+        "written_at": written_at_s,
         "sources": [
             {
                 "id": s.source_id, "kind": s.kind, "state": s.state(now_s, period_by_source.get(s.source_id)),
@@ -116,13 +120,12 @@ def _chip(h: HostState, c: ChipState, now_s: float) -> dict[str, Any]:
     }
 
 
+def snapshot_json(snap: dict[str, Any]) -> str:
+    """The snapshot as JSON text: outside strings exact, control and bidi characters escaped."""
+    return json_safe(json.dumps(snap, indent=2, ensure_ascii=False)) + "\n"
+
+
 # --- plain text ------------------------------------------------------------------------------------
-
-
-def _text(value: object) -> str:
-    """An outside string on one plain-text line: control characters removed."""
-    return "".join(ch if ch.isprintable() else " " if ch in "\t\n\r" else "" for ch in str(value))
-
 
 def _gib(n: int | None) -> str:
     if n is None:
@@ -155,15 +158,15 @@ def render_text(snap: dict[str, Any], lowest: int = 5) -> str:
     for s in snap["sources"]:
         if s["state"] not in ("connected", "ended") or s["rejected"]:
             age = "" if s["age_s"] is None else f", last line {s['age_s']:.0f} s ago"
-            error = f", error: {_text(s['end_error'])}" if s["end_error"] else ""
-            lines.append(f"  {_text(s['id'])}: {s['state']}{age}, {s['rejected']} rejected{error}")
+            error = f", error: {clean(s['end_error'])}" if s["end_error"] else ""
+            lines.append(f"  {clean(s['id'])}: {s['state']}{age}, {s['rejected']} rejected{error}")
     for us in snap["ultraservers"]:
         b = us["boundary"]
         capacity = us["hbm_capacity_bytes"]
         share = f" ({100 * us['hbm_used_bytes'] / capacity:.1f}%)" if capacity else ""
         lines += [
             "",
-            f"UltraServer {_text(us['id'])} (figures over {b['chips_in_figures']} chips on {b['hosts_fresh']}/{b['hosts']} "
+            f"UltraServer {clean(us['id'])} (figures over {b['chips_in_figures']} chips on {b['hosts_fresh']}/{b['hosts']} "
             "fresh hosts; UltraServer figures, not a chip's):",
             f"  HBM {_gib(us['hbm_used_bytes'])} of {_gib(capacity)}{share}; util mean {_pct(us['util_mean_pct'])}, "
             f"min {_pct(us['util_min_pct'])}; idle chips {us['chips_idle']}; chips with ECC events {us['chips_with_ecc']}",
@@ -173,26 +176,26 @@ def render_text(snap: dict[str, Any], lowest: int = 5) -> str:
         lines += ["", "hosts not fresh (left out of UltraServer figures):"]
         for h in stale:
             last = "never" if h["age_s"] is None else f"{h['age_s']:.0f} s ago"
-            lines.append(f"  {_text(h['instance_name'] or h['host'])} ({_text(h['host'])}): last report {last}")
+            lines.append(f"  {clean(h['instance_name'] or h['host'])} ({clean(h['host'])}): last report {last}")
     fresh_chips = [c for c in chips if c["host"] in fresh_hosts and c["util_pct"] is not None]
     names = {h["host"]: h["instance_name"] or h["host"] for h in hosts}
     if fresh_chips:
         lines += ["", "lowest utilisation (fresh chips, each figure one chip's):"]
         for c in sorted(fresh_chips, key=lambda c: (c["util_pct"], c["host"], c["device"]))[:lowest]:
-            lines.append(f"  {_text(names[c['host']])} chip {c['device']}: util {_pct(c['util_pct'])}, "
+            lines.append(f"  {clean(names[c['host']])} chip {c['device']}: util {_pct(c['util_pct'])}, "
                          f"HBM {_gib(c['hbm_bytes'])} of {_gib(c['hbm_capacity_bytes'])}")
     ecc = [c for c in chips if any(v for v in c["ecc"]["totals"].values())]
     if ecc:
         lines += ["", "chips with ECC events:"]
         for c in ecc:
             totals = ", ".join(f"{k} {v}" for k, v in sorted(c["ecc"]["totals"].items()) if v)
-            lines.append(f"  {_text(names[c['host']])} chip {c['device']}: {totals} (reading {c['ecc']['reading']})")
+            lines.append(f"  {clean(names[c['host']])} chip {c['device']}: {totals} (reading {c['ecc']['reading']})")
     job = snap["job"]
     lines += ["", "job:"]
     if job.get("connected") is False:
         lines.append("  no job telemetry connected: no step, throughput or collective figures")
     else:
-        lines.append(f"  run {_text(job.get('run'))}: {job.get('verdict')} - {_text(job.get('reason'))}")
+        lines.append(f"  run {clean(job.get('run'))}: {job.get('verdict')} - {clean(job.get('reason'))}")
         t = job.get("throughput")
         if t:
             tokens = "tokens/s n/a" if t["tokens_per_s"] is None else f"{t['tokens_per_s']:,.0f} tokens/s"

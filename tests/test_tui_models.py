@@ -138,7 +138,7 @@ def test_job_model_places_ranks_and_gives_device_evidence_for_the_straggler():
 
 def test_snapshot_holds_every_scope_whatever_is_on_screen():
     ledger = fleet_ledger("ecc", last_tick=52)
-    snap = build_snapshot(ledger, now_at(52), None)
+    snap = build_snapshot(ledger, now_at(52), None, written_at_s=now_at(52))
     assert snap["schema"] == "trnwatch.snapshot/1" and snap["evidence"] == "simulated"
     assert len(snap["hosts"]) == 36 and len(snap["chips"]) == 144 and len(snap["sources"]) == 36
     assert snap["ultraservers"][0]["boundary"] == {"hosts": 36, "hosts_fresh": 36, "chips_in_figures": 144}

@@ -3,8 +3,10 @@
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 from trnwatch import __version__
@@ -158,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             return _run_snapshot(args)
         return _run_session(args)
     except UsageError as exc:
-        print(f"trnwatch: {exc}", file=sys.stderr)
+        _warn(str(exc))
         return 2
 
 
@@ -173,8 +175,8 @@ def _print_schema(contract: str) -> int:
     else:
         from trnwatch.collectors.job_events import job_event_json_schema
         schema = job_event_json_schema()
-    print(json.dumps(schema, indent=2))
-    return 0
+    error = _emit(json.dumps(schema, indent=2))
+    return 0 if error in (None, "the reader closed the pipe") else 1  # `| head` is a normal end
 
 
 def _load_ultraservers(path: Path | None) -> dict[str, str]:
@@ -190,7 +192,8 @@ def _load_ultraservers(path: Path | None) -> dict[str, str]:
 def _run_session(args) -> int:
     session, progress = _make_session(args)
     if args.headless:
-        reason, path = asyncio.run(_headless(session, progress))
+        reason = asyncio.run(_headless(session, progress))
+        path = _write_receipt(session, session.receipt_path)
     else:
         from trnwatch.tui.app import run_app
         from trnwatch.tui.terminal import NoTerminal
@@ -199,10 +202,44 @@ def _run_session(args) -> int:
                                    snapshot_dir=args.snapshot_dir)
         except NoTerminal as exc:
             raise UsageError(str(exc)) from None
-    if path is not None:
-        _say(f"receipt: {path} (and {path.with_suffix('.md').name})")
+    _report_receipt(session, path)
+    nothing_valid = _say_if_nothing_valid(session)
     lost = [s.source_id for s in session.ledger.sources.values() if s.end_error]
-    return 1 if reason == "error" or (lost and reason == "eof") else 0
+    return 1 if reason == "error" or (lost and reason == "eof") or path is None or nothing_valid else 0
+
+
+def _write_receipt(session, path: Path | None) -> Path | None:
+    """The session's receipt, or None when no place took it (the notes say why)."""
+    from trnwatch.output import OutputError
+    try:
+        return session.write_receipt(path)
+    except OutputError:
+        return None
+
+
+def _report_receipt(session, path: Path | None) -> None:
+    """Say where the receipt went (stdout) and what failed on the way (stderr)."""
+    for note in session.receipt_notes:
+        _warn(note)
+    if path is None:
+        return
+    markdown = session.receipt_markdown
+    _say(f"receipt: {path} " + (f"(and {markdown.name})" if markdown else "(its Markdown was not written: see above)"))
+
+
+def _say_if_nothing_valid(session) -> bool:
+    """When lines arrived and not one was valid, say how many were rejected and why (the exit
+    status is then 1: an empty receipt is not a normal end)."""
+    sources = session.ledger.sources.values()
+    rejected = sum((s.rejected for s in sources), Counter())
+    if not rejected or any(s.reports for s in sources):
+        return False
+    reasons = ", ".join(f"{n} {reason}" for reason, n in rejected.most_common())
+    _warn(f"no valid line: {sum(rejected.values())} line(s) rejected ({reasons})")
+    for s in sources:
+        if s.last_rejection:
+            _warn(f"{s.source_id}: last rejected line: {s.last_rejection}")
+    return True
 
 
 SNAPSHOT_PERIODS = 3  # default collection time of `trnwatch snapshot`, in report periods
@@ -210,9 +247,9 @@ SNAPSHOT_PERIODS = 3  # default collection time of `trnwatch snapshot`, in repor
 
 def _run_snapshot(args) -> int:
     """`trnwatch snapshot`: collect headless from the chosen source, then print every scope."""
-    from trnwatch.ledger.snapshot import build_snapshot, render_text, session_now_s
+    from trnwatch.ledger.snapshot import build_snapshot, render_text, session_now_s, snapshot_json
     kind = "demo" if args.demo else "replay" if args.recording else "watch"
-    source_args = argparse.Namespace(**{**vars(args), "command": kind})
+    source_args = argparse.Namespace(**{**vars(args), "command": kind, "default_receipt": False})
     if args.duration is None and kind != "replay":
         source_args.duration = SNAPSHOT_PERIODS * args.period
     session, _ = _make_session(source_args)
@@ -223,20 +260,51 @@ def _run_snapshot(args) -> int:
 
     asyncio.run(collect())
     job = session.ledger.job
-    now_s = session_now_s(session.ledger, time.time(), job)
-    snapshot = build_snapshot(session.ledger, now_s, job.summary(now_s) if job else None, session.recorded_evidence)
-    _say(json.dumps(snapshot, indent=2) if args.json else render_text(snapshot).rstrip("\n"))
+    wall_s = time.time()
+    now_s = session_now_s(session.ledger, wall_s, job)
+    snapshot = build_snapshot(session.ledger, now_s, job.summary(now_s) if job else None, session.recorded_evidence,
+                              written_at_s=wall_s)
+    error = _emit(snapshot_json(snapshot).rstrip("\n") if args.json else render_text(snapshot).rstrip("\n"))
+    if error is not None:
+        _warn(f"snapshot not written to stdout: {error}")
+        session.output_failed("snapshot", "<stdout>", error)
+    path = None
     if args.receipt:
-        session.write_receipt(args.receipt)
-    return 0
+        path = _write_receipt(session, args.receipt)
+        for note in session.receipt_notes:
+            _warn(note)
+        if path is not None and path != args.receipt:
+            _warn(f"receipt: {path}")
+    return 1 if error is not None or (args.receipt and path is None) else 0
+
+
+def _emit(text: str) -> str | None:
+    """Print `text` to stdout; return why it could not be (None when it was). A reader that
+    closed the pipe (`| head`) is no error of ours: stdout is then pointed at /dev/null so the
+    interpreter's own flush at exit stays quiet."""
+    try:
+        print(text, flush=True)
+        return None
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return "the reader closed the pipe"
+    except OSError as exc:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return exc.strerror or str(exc)
 
 
 def _say(text: str) -> None:
     """Print to stdout, tolerating a terminal that has gone away (SIGHUP, closed pipe)."""
+    _emit(text)
+
+
+def _warn(text: str) -> None:
+    """One line on stderr, `trnwatch: ` first; outside strings in it are cleaned."""
+    from trnwatch.outside import clean
     try:
-        print(text, flush=True)
-    except (BrokenPipeError, OSError):
-        pass
+        print(f"trnwatch: {clean(text)}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass  # stderr has gone away too
 
 
 async def _headless(session, progress_every_s: float):
@@ -245,12 +313,11 @@ async def _headless(session, progress_every_s: float):
     reporter = asyncio.create_task(progress_lines(session, progress_every_s))
     links = asyncio.create_task(link_progress_lines(session)) if session.remote_sources else None
     try:
-        reason = await session.run()
+        return await session.run()
     finally:
         reporter.cancel()
         if links is not None:
             links.cancel()
-    return reason, session.write_receipt(session.receipt_path)
 
 
 def _keys_from_terminal() -> int:
@@ -316,6 +383,36 @@ def _sim_job(args, hosts):
     return spec, write_ticks
 
 
+def _check_outputs(args) -> None:
+    """Before collecting: every output the user named must be writable (else a usage error); when
+    the default receipt folder is not, say at once that the receipt will go to the current
+    directory instead (and fail if that is not writable either)."""
+    from trnwatch.output import OutputError, check_writable, default_receipt_dir
+    named = [("--receipt", args.receipt), ("--record", getattr(args, "record", None))]
+    if getattr(args, "snapshot_dir", None) is not None:
+        named.append(("--snapshot-dir", args.snapshot_dir / "snapshot.json"))
+    for option, path in named:
+        if path is None:
+            continue
+        try:
+            check_writable(path)
+            if option == "--receipt":
+                check_writable(path.with_suffix(".md"))
+        except OutputError as exc:
+            raise UsageError(f"{option}: {exc}") from None
+    if args.receipt is not None or not getattr(args, "default_receipt", True):
+        return  # `trnwatch snapshot` writes a receipt only when asked
+    try:
+        check_writable(default_receipt_dir() / "receipt.json")
+    except OutputError as exc:
+        try:
+            check_writable(Path.cwd() / "receipt.json")
+        except (OutputError, OSError) as cwd_exc:
+            raise UsageError(f"no place for the receipt: {exc}; and the current directory: {cwd_exc}. "
+                             "Pass --receipt PATH in a writable folder.") from None
+        _warn(f"the default receipt folder cannot be written ({exc}); the receipt will go to the current directory")
+
+
 def _make_session(args):
     """Sources, ledger and recorder for the chosen command; raises UsageError for bad input."""
     from trnwatch.collectors import streams
@@ -323,6 +420,7 @@ def _make_session(args):
     from trnwatch.ledger.ledger import Ledger
     from trnwatch.session import Session, SourceSpec
 
+    _check_outputs(args)
     ultraservers = _load_ultraservers(args.ultraservers)
     recorded_evidence = None
     progress_every_s = 10.0
@@ -345,7 +443,7 @@ def _make_session(args):
             sources = [SourceSpec(label, "neuron-monitor", lambda: streams.stdin_lines(label, fd=fd))]
         elif not args.neuron_monitor and _job_requested(args) and streams.find_neuron_monitor() is None:
             sources = []  # job telemetry alone gives the job scope
-            print("trnwatch: no neuron-monitor here; watching the job scope only", file=sys.stderr)
+            _warn("no neuron-monitor here; watching the job scope only")
         else:
             executable = args.neuron_monitor or streams.find_neuron_monitor()
             if executable is None:
@@ -384,7 +482,10 @@ def _make_session(args):
         job_spec, job_writer = _sim_job(args, hosts)
         sources.append(job_spec)
         background.append(job_writer)
-    recorder = Recorder(args.record, mode, ultraservers) if args.record else None
+    try:
+        recorder = Recorder(args.record, mode, ultraservers) if args.record else None
+    except OSError as exc:
+        raise UsageError(f"--record {args.record}: {exc.strerror or exc}") from None
     session = Session(Ledger(mode, ultraservers), sources, recorder, args.duration, recorded_evidence)
     session.background = background
     session.receipt_path = args.receipt

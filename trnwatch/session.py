@@ -19,7 +19,8 @@ from trnwatch.collectors.lines import Line, SourceEvent
 from trnwatch.collectors.recording import FLUSH_EVERY_S, Recorder
 from trnwatch.collectors.streams import SourceLost
 from trnwatch.ledger.ledger import Ledger
-from trnwatch.ledger.receipt import ExitReason, Receipt, build_receipt, default_receipt_path, write_receipt
+from trnwatch.ledger.receipt import ExitReason, OutputFailure, Receipt, build_receipt, render_markdown
+from trnwatch.output import OutputError, default_receipt_name, receipt_places, write_atomic
 
 SIGNAL_REASONS: dict[int, ExitReason] = {
     signal.SIGINT: "interrupt",
@@ -60,6 +61,11 @@ class Session:
         self.recorded_evidence = recorded_evidence
         self.started_s = time.time()
         self.exit_reason: ExitReason | None = None
+        # Outputs that stopped (a snapshot folder that filled up, a receipt that had to move):
+        # the receipt lists them; `receipt_notes` says to the user where the receipt went instead.
+        self.output_failures: list[OutputFailure] = []
+        self.receipt_notes: list[str] = []
+        self.receipt_markdown: Path | None = None
         self._stop = asyncio.Event()
         # Workloads that run beside the sources for the session's length (the demo's simulated job).
         self.background: list[Callable[[], Awaitable[None]]] = []
@@ -142,13 +148,59 @@ class Session:
         """The job scope's ledger (None until job telemetry arrives)."""
         return self.ledger.job
 
+    def output_failed(self, output: str, path: Path, error: str) -> bool:
+        """Mark an output that stopped, for the receipt; False if it was marked already (the
+        caller says so to the user only the first time)."""
+        if any(f.output == output and f.path == str(path) for f in self.output_failures):
+            return False
+        self.output_failures.append(OutputFailure(output=output, path=str(path), error=error, at=time.time()))
+        return True
+
     def receipt(self) -> Receipt:
-        return build_receipt(self.ledger, self.exit_reason or "error", self.recorded_evidence)
+        return build_receipt(self.ledger, self.exit_reason or "error", time.time(), self.recorded_evidence,
+                             self.output_failures)
 
     def write_receipt(self, path: Path | None) -> Path:
-        """Write the receipt (JSON + Markdown) to `path` or the default folder; return the path."""
-        receipt = self.receipt()
-        return write_receipt(receipt, path or default_receipt_path(receipt.evidence, self.started_s))
+        """Write the receipt (JSON + Markdown beside it) to `path`, or the default folder; when that
+        cannot be written, to the default folder, then the current directory. Return the JSON path.
+
+        `receipt_notes` say what failed on the way (for the command line to print once the screen
+        is gone), `receipt_markdown` where the Markdown went (None if it was not written). Raises
+        `OutputError` when no place takes the receipt."""
+        places = receipt_places(path, default_receipt_name(self.ledger.evidence, self.started_s))
+        for json_path in places:
+            try:
+                json_text = self.receipt().to_json()
+            except Exception as exc:  # a defect must not hide that there is no receipt
+                self.receipt_notes.append(f"the receipt could not be built: {type(exc).__name__}: {exc}")
+                raise OutputError(self.receipt_notes[-1]) from exc
+            try:
+                write_atomic(json_path, json_text)
+            except OutputError as exc:
+                self.receipt_notes.append(f"receipt not written to {json_path}: {exc}")
+                self.output_failed("receipt", json_path, str(exc))
+                continue
+            self.receipt_markdown = self._write_markdown(json_path)
+            return json_path
+        self.receipt_notes.append("the receipt could not be written anywhere")
+        raise OutputError("; ".join(self.receipt_notes))
+
+    def _write_markdown(self, json_path: Path) -> Path | None:
+        markdown_path = json_path.with_suffix(".md")
+        try:
+            write_atomic(markdown_path, render_markdown(self.receipt()))
+            return markdown_path
+        except OutputError as exc:
+            error = str(exc)
+        except Exception as exc:  # a rendering defect must not hide that the Markdown is missing
+            error = f"cannot render the Markdown: {type(exc).__name__}: {exc}"
+        self.receipt_notes.append(f"receipt Markdown not written: {error} (the JSON is complete)")
+        self.output_failed("receipt-markdown", markdown_path, error)
+        try:  # mark the JSON too; if even that fails, the JSON written before stays whole
+            write_atomic(json_path, self.receipt().to_json())
+        except OutputError:
+            pass
+        return None
 
 
 async def progress_lines(session: Session, every_s: float, out=sys.stderr) -> None:

@@ -12,7 +12,6 @@ a fixed clock (`TrnwatchApp(ledger, clock=lambda: t)`), with no session at all.
 """
 
 import asyncio
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +26,7 @@ from trnwatch.ledger.job import JobLedger
 from trnwatch.ledger.ledger import Evidence, Ledger
 from trnwatch.ledger.receipt import ExitReason
 from trnwatch.ledger.snapshot import build_snapshot, session_now_s
+from trnwatch.output import OutputError
 from trnwatch.session import SIGNAL_REASONS, Session
 from trnwatch.themes import THEME_NAMES, default_theme, next_theme
 from trnwatch.themes.palettes import CSS_PATH, PALETTES, TEXTUAL_THEMES
@@ -363,13 +363,21 @@ class TrnwatchApp(App[None]):
         self.selection.group = self.ledger.ultraserver_of(self.ledger.hosts[host_id]) or NO_GROUP
         self.action_scope("chip" if chip is not None else "host")
 
-    def action_export(self) -> tuple[Path, Path]:
-        """Write an SVG of the screen as it is and a JSON snapshot of every scope."""
+    def action_export(self) -> tuple[Path, Path] | None:
+        """Write an SVG of the screen as it is and a JSON snapshot of every scope. A folder that
+        cannot take them stops only the export: said on screen, marked in the receipt."""
         now_s = self.now_s()
         job = self.job
-        snapshot = build_snapshot(self.ledger, now_s, job.summary(now_s) if job else None, self.recorded_evidence)
+        snapshot = build_snapshot(self.ledger, now_s, job.summary(now_s) if job else None, self.recorded_evidence,
+                                  written_at_s=time.time())
         svg = self.export_screenshot(title=f"trnwatch {self.selection.scope}")
-        self.last_export = write_snapshot(self.snapshot_dir, now_s, self.selection.scope, svg, snapshot)
+        try:
+            self.last_export = write_snapshot(self.snapshot_dir, now_s, self.selection.scope, svg, snapshot)
+        except OutputError as exc:
+            if self.session is not None:
+                self.session.output_failed("snapshot", self.snapshot_dir, str(exc))
+            self.notify(str(exc), title="Snapshot not written", severity="error", markup=False)
+            return None
         self.notify(f"{self.last_export[0]}\n{self.last_export[1]}", title="Snapshot written", markup=False)
         return self.last_export
 
@@ -422,10 +430,10 @@ def run_app(
         asyncio.run(main())
     finally:
         if app.receipt is None and app.receipt_error is None:
-            app.receipt = session.write_receipt(receipt_path)  # the app died before its session task wrote it
-    if app.receipt_error is not None:
-        try:
-            print(f"trnwatch: could not write the receipt: {app.receipt_error}", file=sys.stderr, flush=True)
-        except OSError:
-            pass
+            try:  # the app died before its session task wrote it
+                app.receipt = session.write_receipt(receipt_path)
+            except OutputError as exc:
+                app.receipt_error = str(exc)
+    # Where the receipt went, or why it went nowhere, is printed by the command line from the
+    # session's receipt notes, once the screen is gone.
     return session.exit_reason or "error", app.receipt

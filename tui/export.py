@@ -1,8 +1,10 @@
 """Snapshot export: an SVG of the screen and a JSON of every scope, side by side in one folder."""
 
-import json
 import time
 from pathlib import Path
+
+from trnwatch.ledger.snapshot import snapshot_json
+from trnwatch.output import write_atomic
 
 DEFAULT_SNAPSHOT_DIR = Path("snapshots")
 
@@ -21,9 +23,8 @@ def snapshot_paths(folder: Path, now_s: float, scope: str) -> tuple[Path, Path]:
 
 
 def write_snapshot(folder: Path, now_s: float, scope: str, svg: str, snapshot: dict) -> tuple[Path, Path]:
-    """Write both files; return their paths."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """Write both files (trnwatch/output.py's rule); return their paths. Raises `OutputError`."""
     svg_path, json_path = snapshot_paths(folder, now_s, scope)
-    svg_path.write_text(svg, encoding="utf-8")
-    json_path.write_text(json.dumps(snapshot, indent=2) + "\n", encoding="utf-8")
+    write_atomic(svg_path, svg)
+    write_atomic(json_path, snapshot_json(snapshot))
     return svg_path, json_path

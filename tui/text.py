@@ -8,25 +8,11 @@ terminal. Characters are dropped one by one rather than whole escape sequences: 
 (`]52;c;aGVsbG8=`) shows that someone put something odd in the tag.
 """
 
-import unicodedata
-
 from rich.cells import cell_len, set_cell_size
 
+from trnwatch.outside import clean  # the one sanitiser of every output
+
 ELLIPSIS = "…"
-
-
-def clean(value: object) -> str:
-    """`value` as printable text: tabs and line breaks become spaces, every other control,
-    format (bidi overrides, zero-width) or unassigned character is dropped."""
-    out = []
-    for ch in str(value):
-        if ch in "\t\n\r":
-            out.append(" ")
-        elif ch.isprintable() or ch == " ":
-            out.append(ch)
-        elif unicodedata.category(ch) == "Zs":
-            out.append(" ")  # no-break and other spaces read as a space
-    return "".join(out)
 
 
 def clip(value: object, width: int) -> str:
