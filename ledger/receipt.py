@@ -159,10 +159,11 @@ def _r(value: float | None, places: int = 3) -> float | None:
     return None if value is None else round(value, places)
 
 
-def build_receipt(ledger: Ledger, exit_reason: ExitReason, written_at_s: float, recorded_evidence: Evidence | None = None,
-                  output_failures: list[OutputFailure] = ()) -> Receipt:
-    """Assemble the receipt from the ledger's current state. The job section is judged at the
-    window's end (the last line received), so a replay gives the same job figures."""
+def build_receipt(ledger: Ledger, exit_reason: ExitReason, recorded_evidence: Evidence | None = None, *,
+                  written_at_s: float, output_failures: list[OutputFailure] = ()) -> Receipt:
+    """Assemble the receipt from the ledger's current state, written at `written_at_s` (wall clock,
+    passed in). The job section is judged at the window's end (the last line received), so a
+    replay gives the same job figures."""
     job = ledger.job.summary(ledger.last_s) if ledger.job is not None and ledger.last_s is not None else None
     hosts = sorted(ledger.hosts.values(), key=lambda h: h.host_id)
     chips = [_chip_entry(h, c) for h in hosts for c in h.chips]

@@ -49,7 +49,7 @@ def fold(events: list[dict]) -> Ledger:
 def test_events_written_to_the_first_published_field_list_lose_nothing():
     ledger = fold(first_list_events(0) + first_list_events(1))
     assert all(not s.rejected for s in ledger.sources.values())
-    job = build_receipt(ledger, "eof").model_dump(mode="json", by_alias=True)["job"]
+    job = build_receipt(ledger, "eof", written_at_s=0.0).model_dump(mode="json", by_alias=True)["job"]
     assert job["ranks"]["world_size"] == 2
     assert job["ranks"]["hosts"] == 2
     assert job["model"] == {"name": "tiny-gpt", "params": 440_000}
@@ -83,7 +83,7 @@ def test_a_wrong_typed_optional_field_costs_that_field_and_is_counted():
         "run_start.lnc": 1, "step.seq_len": 1, "checkpoint.blocking": 1, "checkpoint.tag": 1,
         "error.exit_code": 1, "error.signal": 1,
     }
-    assert build_receipt(ledger, "eof").job["dropped_fields"]["step.seq_len"] == 1
+    assert build_receipt(ledger, "eof", written_at_s=0.0).job["dropped_fields"]["step.seq_len"] == 1
 
 
 def test_a_wrong_typed_field_of_the_first_list_still_rejects_the_line():

@@ -157,8 +157,8 @@ class Session:
         return True
 
     def receipt(self) -> Receipt:
-        return build_receipt(self.ledger, self.exit_reason or "error", time.time(), self.recorded_evidence,
-                             self.output_failures)
+        return build_receipt(self.ledger, self.exit_reason or "error", self.recorded_evidence, written_at_s=time.time(),
+                             output_failures=self.output_failures)
 
     def write_receipt(self, path: Path | None) -> Path:
         """Write the receipt (JSON + Markdown beside it) to `path`, or the default folder; when that
