@@ -9,7 +9,7 @@ Changes within /1 are additive, and three rules keep old and new emitters workin
 1. Every field not in the first published list (issue 4's list, as of commit 9d93a37) is
    optional: `run_start.lnc`, `phase.cache`, `step.seq_len`, `checkpoint.tag`,
    `checkpoint.blocking`, `heartbeat.dropped_events`, `error.source`, `error.exit_code`,
-   `error.signal`, `error.failed_ts`. An emitter written to the first list loses nothing.
+   `error.signal`, `error.failed_ts`, `step.tokens_per_s_per_device`. An emitter written to the first list loses nothing.
 2. Unknown fields are ignored (a newer emitter may add some).
 3. A wrong-typed optional field costs that field, never the event: `decode_job_line` drops it
    (the event keeps its default, null) and names it, and the ledger counts it. A wrong-typed
@@ -27,7 +27,8 @@ false: a background save during which steps go on), `heartbeat.dropped_events` (
 emitter had to drop because its queue was full), `error.source` (who reported it: the job, the
 Neuron runtime or the launcher), `error.exit_code` / `error.signal` (how the process ended, when
 known), `error.failed_ts` (unix s when the failure happened, if the line says, else `ts`),
-`step.seq_len` (the step's sequence length when it varies).
+`step.seq_len` (the step's sequence length when it varies), `step.tokens_per_s_per_device`
+(tokens/s per device as a passive log reports it, TorchTitan's `tps`; never the job's rate).
 """
 
 import json
@@ -114,6 +115,9 @@ class Step(_EventBase):
     tokens: Count | None
     loss: float | None
     seq_len: Annotated[int, Field(ge=1)] | None = None
+    # From passive logs that report it (TorchTitan's `tps`): tokens per second per device as the
+    # framework computed it; never taken for the job's rate.
+    tokens_per_s_per_device: FiniteSeconds | None = None
 
 
 class Collective(_EventBase):

@@ -1,0 +1,473 @@
+"""Log profiles: named sets of patterns that turn a training job's own log lines into
+`trnwatch.job/1` events, for jobs that do not use the in-job emitter.
+
+A profile is data (`LogProfile`): detection patterns, line-timestamp layouts, and rules. A rule is
+a regular expression whose named groups are event fields (`step`, `loss`, `tag`, ...); it either
+emits events (`emit`: the event kind plus constant fields) or only remembers its groups for the
+next emitting rule of the same profile (a multi-line record, such as torchrun's failure summary).
+Built-in profiles (collectors/log_profiles_builtin.py) and user profiles (a TOML file, see
+docs/job-telemetry.md) are the same model, read by the same `LogTranslator`.
+
+What the translator does for every profile, so that profiles stay patterns only:
+- splits on carriage returns (tqdm / PyTorch Lightning progress bars rewrite one terminal line
+  with `\r`; every segment is a line), removes ANSI colour codes, and reads torchrun's per-rank
+  prefix (`[rank3]:`, `[default3]:`) as the rank;
+- reads the line's own timestamp with the profiles' layouts (else the receive time is used);
+- derives a step's time and tokens when the line does not say them (see `_complete_step`);
+- drops a progress bar's repeated redraw of the step it already reported;
+- counts lines that no rule matched (unparsed: normal for most log lines, never an error).
+"""
+
+import math
+import re
+import signal as signal_module
+import tomllib
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from trnwatch.collectors.checkpoints import step_from_tag
+from trnwatch.collectors.job_events import SCHEMA_VERSION, JobEvent
+
+MAX_MESSAGE_CHARS = 500
+DETECT_LINES = 500  # lines read while no profile is detected before the always-on layers take them alone
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_TORCHRUN_PREFIX = re.compile(r"^\[[A-Za-z_]*?(?P<local_rank>\d+)\]:\s?")
+
+# Named groups a rule may capture, and how each becomes a field value.
+_FLOAT_GROUPS = {"loss", "step_time_s", "s_per_it", "it_per_s", "seq_per_s", "tokens_per_s_per_device"}
+_INT_GROUPS = {"step", "rank", "exit_code", "signal_number"}
+_TEXT_GROUPS = {"tag", "message", "signal"}
+_TIME_GROUPS = {"failed_ts"}
+GROUPS = _FLOAT_GROUPS | _INT_GROUPS | _TEXT_GROUPS | _TIME_GROUPS
+# Constant fields an `emit` entry or a `set` table may carry besides `event`.
+CONSTANTS = {"action", "state", "phase", "cache", "blocking", "source", "message", "first"}
+EventKind = Literal["step", "checkpoint", "phase", "error"]
+Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,40}$")]
+Constant = str | int | float | bool
+
+
+class LogProfileError(ValueError):
+    """A log profile (built-in or from a file) that cannot be used; the message says where and why."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+class Emit(_Model):
+    """One event a rule emits: its kind and constant fields (`action = "save"`, `blocking = false`)."""
+
+    model_config = ConfigDict(strict=True, extra="allow", frozen=True)
+    event: EventKind
+
+
+class Rule(_Model):
+    """A pattern and what a match means. First matching rule of a profile wins."""
+
+    pattern: str
+    emit: list[Emit] = []  # empty: remember the groups (and `set`) for the next emitting rule
+    set: dict[str, Constant] = {}
+    hold: bool = False  # keep the emitted events until a `release` rule (records printed as a block)
+    release: bool = False  # emit held events, those whose record has `first = true` first
+
+
+class Timestamp(_Model):
+    """A line layout that starts with a timestamp: `pattern` has a group `ts`, read with `format`."""
+
+    pattern: str
+    format: str
+
+
+class LogProfile(_Model):
+    """A named set of patterns for one framework's log format."""
+
+    name: Name
+    description: str = ""
+    source: str = ""  # the public code the format was read from
+    detect: list[str] = []  # a line matching one of these selects the profile
+    include: list[Name] = []  # other profiles whose rules and timestamps apply too (after these)
+    always: bool = False  # applies to every log, alongside the detected or chosen profile
+    timestamps: list[Timestamp] = []
+    time_formats: list[str] = []  # strptime formats of timestamp groups (`failed_ts`)
+    rules: list[Rule] = []
+
+
+_PROFILE_FILE = TypeAdapter(dict[str, list[LogProfile]])
+
+
+class _CompiledRule:
+    __slots__ = ("regex", "rule", "profile")
+
+    def __init__(self, rule: Rule, profile: "LogProfile"):
+        self.regex = re.compile(rule.pattern)
+        self.rule = rule
+        self.profile = profile
+
+
+def _compile(pattern: str, where: str) -> re.Pattern:
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise LogProfileError(f"{where}: bad regular expression {pattern!r}: {exc}") from None
+
+
+def check_profile(profile: LogProfile, known: dict[str, LogProfile]) -> None:
+    """Raise LogProfileError if a pattern does not compile, captures an unknown group, emits an
+    event that cannot validate, or includes an unknown profile."""
+    where = f"profile {profile.name!r}"
+    for pattern in profile.detect:
+        _compile(pattern, f"{where} detect")
+    for stamp in profile.timestamps:
+        if "ts" not in _compile(stamp.pattern, f"{where} timestamp").groupindex:
+            raise LogProfileError(f"{where} timestamp {stamp.pattern!r}: needs a group named ts")
+    for name in profile.include:
+        if name not in known:
+            raise LogProfileError(f"{where}: includes unknown profile {name!r} (known: {', '.join(sorted(known))})")
+    for index, rule in enumerate(profile.rules, 1):
+        rule_where = f"{where} rule {index}"
+        groups = set(_compile(rule.pattern, rule_where).groupindex)
+        unknown = groups - GROUPS
+        if unknown:
+            raise LogProfileError(f"{rule_where}: unknown group(s) {sorted(unknown)}; known: {sorted(GROUPS)}")
+        for key in rule.set:
+            if key not in CONSTANTS:
+                raise LogProfileError(f"{rule_where}: set {key!r} is not one of {sorted(CONSTANTS)}")
+        if _TIME_GROUPS & groups and not profile.time_formats:
+            raise LogProfileError(f"{rule_where}: a timestamp group needs the profile's time_formats")
+        for emit in rule.emit:
+            constants = dict(emit.model_extra or {})
+            unknown = set(constants) - CONSTANTS
+            if unknown:
+                raise LogProfileError(f"{rule_where}: emit field(s) {sorted(unknown)} not one of {sorted(CONSTANTS)}")
+            sample = {group: _SAMPLE[group] for group in groups if group in _SAMPLE}
+            try:
+                _build(emit.event, {**sample, **rule.set, **constants}, 0, 0.0, "check")
+            except (ValidationError, ValueError) as exc:
+                detail = exc.errors(include_url=False)[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+                raise LogProfileError(f"{rule_where}: emits a {emit.event} event that cannot be valid: {detail}") from None
+
+
+_SAMPLE = {"step": 1, "loss": 1.0, "step_time_s": 1.0, "tag": "step_1", "message": "m", "exit_code": 1,
+           "signal": "SIGKILL", "rank": 0, "failed_ts": 0.0, "seq_per_s": 1.0, "tokens_per_s_per_device": 1.0}
+
+
+def load_profile_file(path: Path, known: dict[str, LogProfile]) -> list[LogProfile]:
+    """User profiles from a TOML file (`[[profile]]` tables); LogProfileError says what is wrong."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise LogProfileError(f"cannot read log profile file {path}: {exc.strerror or exc}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise LogProfileError(f"{path}: not valid TOML: {exc}") from None
+    if set(data) != {"profile"}:
+        raise LogProfileError(f"{path}: expected only [[profile]] tables, found {sorted(data) or 'nothing'}")
+    try:
+        profiles = _PROFILE_FILE.validate_python(data)["profile"]
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in first["loc"][1:])
+        raise LogProfileError(f"{path}: {where}: {first['msg']}") from None
+    names = set()
+    for profile in profiles:
+        if profile.name in names:
+            raise LogProfileError(f"{path}: profile {profile.name!r} is defined twice")
+        names.add(profile.name)
+    combined = {**known, **{p.name: p for p in profiles}}
+    for profile in profiles:
+        try:
+            check_profile(profile, combined)
+        except LogProfileError as exc:
+            raise LogProfileError(f"{path}: {exc}") from None
+    return profiles
+
+
+def _number(text: str) -> float:
+    return float(text.replace(",", ""))  # TorchTitan prints tps with thousands separators
+
+
+def _convert(group: str, text: str, time_formats: list[str]) -> Constant:
+    if group in _FLOAT_GROUPS:
+        value = _number(text)
+        if group != "loss" and not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"{group} {text!r} is not a finite, non-negative number")
+        return value
+    if group in _INT_GROUPS:
+        value = _number(text)  # tqdm prints float metrics: global_step=9.000, 1e+3
+        if not value.is_integer():
+            raise ValueError(f"{group} {text!r} is not a whole number")
+        return int(value)
+    if group in _TIME_GROUPS:
+        return _parse_time(text, time_formats)
+    return text[:MAX_MESSAGE_CHARS]
+
+
+def _parse_time(text: str, formats: list[str]) -> float:
+    for fmt in formats:
+        try:
+            return datetime.strptime(text, fmt).timestamp()  # no zone in the text: monitor's local time
+        except ValueError:
+            continue
+    raise ValueError(f"timestamp {text!r} matches none of {formats}")
+
+
+_EVENT = TypeAdapter(JobEvent)
+_STEP_FIELDS = {"step", "step_time_s", "loss", "tokens_per_s_per_device"}
+_ERROR_FIELDS = {"message", "source", "exit_code", "signal", "failed_ts"}
+_CHECKPOINT_FIELDS = {"action", "state", "tag", "blocking"}
+_PHASE_FIELDS = {"phase", "state", "cache"}
+_FIELDS = {"step": _STEP_FIELDS, "error": _ERROR_FIELDS, "checkpoint": _CHECKPOINT_FIELDS | {"step"},
+           "phase": _PHASE_FIELDS}
+
+
+def _build(kind: str, values: dict, rank: int, ts: float, run: str) -> JobEvent:
+    fields = {key: value for key, value in values.items() if key in _FIELDS[kind] and value is not None}
+    if kind == "step":
+        fields = {"step_time_s": None, "compute_s": None, "tokens": None, "loss": None, **fields}
+    elif kind == "checkpoint":
+        fields.setdefault("step", None)
+    elif kind == "error":
+        fields.setdefault("message", "")
+    return _EVENT.validate_python({"v": SCHEMA_VERSION, "ts": ts, "run": run, "rank": rank, "event": kind, **fields})
+
+
+class _RankState:
+    __slots__ = ("last_step", "last_step_ts", "last_ts_from_line", "open_tags")
+
+    def __init__(self):
+        self.last_step: int | None = None
+        self.last_step_ts: float | None = None
+        self.last_ts_from_line = False
+        self.open_tags: dict[str, str] = {}  # checkpoint action -> tag of its open begin
+
+
+class LogTranslator:
+    """Turns one log's lines into job events through a profile (chosen, or detected from the first
+    lines) plus the always-on profiles; keeps per-rank state between lines.
+
+    `feed(text, received_s)` returns the events of one raw line. Counts: `lines` (non-empty line
+    segments), `matched` (segments a rule matched), `unparsed`, `events`.
+    """
+
+    def __init__(self, run: str, profiles: dict[str, LogProfile], chosen: str | None = None,
+                 default_rank: int = 0, global_batch: int | None = None, seq_len: int | None = None):
+        self.run = run
+        self.profiles = profiles
+        self.default_rank = default_rank
+        self.global_batch = global_batch
+        self.seq_len = seq_len
+        self.lines = self.matched = self.events = 0
+        self.profile: LogProfile | None = None
+        self._candidates = [p for p in profiles.values() if not p.always and p.detect]
+        self._detectors = [(p, [re.compile(d) for d in p.detect]) for p in self._candidates]
+        self._waiting: list[tuple[str, float]] | None = []  # lines held until detection (None: done waiting)
+        self._always = [p for p in profiles.values() if p.always]
+        self._rules: list[_CompiledRule] = []
+        self._timestamps: list[tuple[re.Pattern, str]] = []
+        self._ranks: dict[int, _RankState] = {}
+        self._pending: dict[str, dict] = {}  # profile name -> fields remembered from earlier lines
+        self._held: list[tuple[bool, JobEvent]] = []
+        self._activate(profiles[chosen] if chosen else None)
+        if chosen or not self._candidates:
+            self._waiting = None
+
+    @property
+    def profile_name(self) -> str | None:
+        return self.profile.name if self.profile else None
+
+    def _activate(self, profile: LogProfile | None) -> None:
+        self.profile = profile
+        layers: list[LogProfile] = []
+        self._expand(profile, layers)
+        for always in self._always:
+            self._expand(always, layers)
+        self._rules = [_CompiledRule(rule, layer) for layer in layers for rule in layer.rules]
+        self._timestamps = [(re.compile(t.pattern), t.format) for layer in layers for t in layer.timestamps]
+
+    def _expand(self, profile: LogProfile | None, out: list[LogProfile]) -> None:
+        if profile is None or profile in out:
+            return
+        out.append(profile)
+        for name in profile.include:
+            self._expand(self.profiles[name], out)
+
+    def feed(self, text: str, received_s: float) -> list[JobEvent]:
+        """Events found in one raw line (most lines give none). Raises ValueError when a line
+        matched a rule but its values cannot make a valid event (the caller counts it).
+
+        Until a profile is detected, lines the always-on profiles recognise are translated at
+        once and the others are held (up to DETECT_LINES), then read through the detected profile.
+        """
+        events: list[JobEvent] = []
+        for segment in text.split("\r"):
+            segment = _ANSI.sub("", segment).rstrip()
+            if not segment.strip():
+                continue
+            self.lines += 1
+            if self._waiting is None:
+                if self.profile is None and self._candidates and (detected := self._detect(segment)):
+                    self._activate(detected)
+                events += self._translate(segment, received_s)
+                continue
+            detected = self._detect(segment)
+            if detected is None:
+                translated = self._translate(segment, received_s, hold_unmatched=len(self._waiting) < DETECT_LINES)
+                if translated is not None:
+                    events += translated
+                continue
+            held, self._waiting = self._waiting, None
+            self._activate(detected)
+            for old, old_received_s in held:
+                events += self._translate(old, old_received_s)
+            events += self._translate(segment, received_s)
+        self.events += len(events)
+        return events
+
+    def _detect(self, segment: str) -> LogProfile | None:
+        for profile, patterns in self._detectors:
+            if any(p.search(segment) for p in patterns):
+                return profile
+        return None
+
+    def _translate(self, segment: str, received_s: float, hold_unmatched: bool = False) -> list[JobEvent] | None:
+        """The events of one segment; with `hold_unmatched`, a segment no rule matches is kept
+        for the profile still to be detected and None is returned."""
+        rank = self.default_rank
+        text = segment
+        if prefix := _TORCHRUN_PREFIX.match(text):
+            rank = int(prefix["local_rank"])
+            text = text[prefix.end():]
+        ts, ts_from_line = self._line_ts(text, received_s)
+        for compiled in self._rules:
+            match = compiled.regex.search(text)
+            if match:
+                self.matched += 1
+                return self._apply(compiled, match, text, rank, ts, ts_from_line)
+        if hold_unmatched:
+            self._waiting.append((segment, received_s))
+            return None
+        return []
+
+    @property
+    def unparsed(self) -> int:
+        """Line segments that matched no rule (held ones included until they do)."""
+        return self.lines - self.matched
+
+    def _line_ts(self, segment: str, received_s: float) -> tuple[float, bool]:
+        for regex, fmt in self._timestamps:
+            if match := regex.match(segment):
+                try:
+                    return datetime.strptime(match["ts"], fmt).timestamp(), True
+                except ValueError:  # shaped like a timestamp but not a real date
+                    continue
+        return received_s, False
+
+    def _apply(self, compiled: _CompiledRule, match: re.Match, segment: str, rank: int, ts: float,
+               ts_from_line: bool) -> list[JobEvent]:
+        rule, profile = compiled.rule, compiled.profile
+        values: dict = {}
+        for group, text in match.groupdict().items():
+            if text is not None:
+                values[group] = _convert(group, text, profile.time_formats)
+        pending = self._pending.setdefault(profile.name, {})
+        if not rule.emit:
+            pending.update(rule.set)
+            pending.update(values)
+            if rule.release:
+                return self._release()
+            return []
+        values = {**pending, **rule.set, **values}
+        pending.clear()
+        rank = values.pop("rank", rank)
+        if "failed_ts" in values and not ts_from_line:
+            ts = values["failed_ts"]
+        if "signal_number" in values and "signal" not in values:
+            values["signal"] = _signal_name(values["signal_number"])
+        if values.get("exit_code", 0) < 0 and "signal" not in values:
+            values["signal"] = _signal_name(-values["exit_code"])
+        state = self._ranks.setdefault(rank, _RankState())
+        out = []
+        for emit in rule.emit:
+            fields = {**values, **(emit.model_extra or {})}
+            if emit.event == "step":
+                if not self._complete_step(fields, state, ts, ts_from_line):
+                    continue
+            elif emit.event == "checkpoint":
+                self._complete_checkpoint(fields, state, ts, ts_from_line)
+            elif emit.event == "error":
+                fields.setdefault("message", segment.strip()[:MAX_MESSAGE_CHARS])
+            out.append(_build(emit.event, fields, rank, ts, self.run))
+        if rule.hold:
+            self._held += [(bool(values.get("first")), event) for event in out]
+            out = []
+        if rule.release:
+            out += self._release()
+        return out
+
+    def _release(self) -> list[JobEvent]:
+        held, self._held = self._held, []
+        return [event for first, event in held if first] + [event for first, event in held if not first]
+
+    def _complete_step(self, fields: dict, state: _RankState, ts: float, ts_from_line: bool) -> bool:
+        """Fill a step's time and tokens; False for a redraw of the step just reported.
+
+        Step time, first that applies: the line's own (`step_time_s`); the global batch over the
+        line's throughput in sequences/s (`seq_per_s`, needs --global-batch); the progress bar's
+        `s/it` or `it/s`; the time between two timestamped lines over the steps between them.
+        Tokens: global batch x sequence length; else throughput x sequence length x step time.
+        """
+        step = fields["step"]
+        if step == state.last_step:
+            return False
+        step_time_s = fields.get("step_time_s")
+        seq_per_s = fields.get("seq_per_s")
+        if step_time_s is None and seq_per_s and self.global_batch:
+            step_time_s = self.global_batch / seq_per_s
+        if step_time_s is None and fields.get("s_per_it") is not None:
+            step_time_s = fields["s_per_it"]
+        if step_time_s is None and fields.get("it_per_s"):
+            step_time_s = 1.0 / fields["it_per_s"]
+        if (step_time_s is None and ts_from_line and state.last_ts_from_line and state.last_step is not None
+                and step > state.last_step and ts >= state.last_step_ts):
+            step_time_s = (ts - state.last_step_ts) / (step - state.last_step)
+        tokens = None
+        if self.global_batch and self.seq_len:
+            tokens = self.global_batch * self.seq_len
+        elif seq_per_s and self.seq_len and step_time_s:
+            tokens = round(seq_per_s * self.seq_len * step_time_s)
+        fields["step_time_s"] = step_time_s
+        fields["tokens"] = tokens
+        state.last_step, state.last_step_ts, state.last_ts_from_line = step, ts, ts_from_line
+        return True
+
+    @staticmethod
+    def _complete_checkpoint(fields: dict, state: _RankState, ts: float, ts_from_line: bool) -> None:
+        action = fields["action"]
+        if fields["state"] == "end" and fields.get("blocking") is not False and ts_from_line and state.last_ts_from_line:
+            # The next step's time is measured from the end of a save or load that blocked steps.
+            state.last_step_ts = ts
+        if fields["state"] == "begin" and "tag" in fields:
+            state.open_tags[action] = fields["tag"]
+        elif fields["state"] == "end" and "tag" not in fields and action in state.open_tags:
+            fields["tag"] = state.open_tags.pop(action)
+        tag = fields.get("tag")
+        fields["step"] = (step_from_tag(tag) if tag else None)
+        if fields["step"] is None:
+            fields["step"] = state.last_step
+
+
+def _signal_name(number: int) -> str | None:
+    try:
+        return signal_module.Signals(number).name
+    except ValueError:
+        return None
+
+
+def profile_registry(extra: list[LogProfile] = ()) -> dict[str, LogProfile]:
+    """Built-in profiles plus user ones (a user profile may replace a built-in of the same name)."""
+    from trnwatch.collectors.log_profiles_builtin import BUILTIN_PROFILES
+    return {**{p.name: p for p in BUILTIN_PROFILES}, **{p.name: p for p in extra}}
+

@@ -1,0 +1,175 @@
+"""The built-in log profiles: patterns written against each framework's code as it emits its lines.
+
+Each profile names the public source it was read from (`source`); tests/fixtures/logs/ holds
+lines in each format with the same references. Data only: the translator is log_profiles.py.
+"""
+
+from trnwatch.collectors.log_profiles import LogProfile
+
+_NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+_LOSS = rf"(?:{_NUMBER}|[-+]?nan|[-+]?inf)"
+
+NXD_LIBRARY = {
+    "name": "nxd-library",
+    "description": "neuronx-distributed's own logger: checkpoint saves (synced and async) and loads",
+    "source": "aws-neuron/neuronx-distributed src/neuronx_distributed/utils/logger.py (line layout), "
+              "src/neuronx_distributed/trainer/checkpoint.py (CheckpointIOState begin/end/wait_save, load_checkpoint)",
+    "timestamps": [{"pattern": r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+): [DIWECF] ", "format": "%Y-%m-%d %H:%M:%S.%f"}],
+    "rules": [
+        # An async save: `began` (the loop is inside save_checkpoint, staging tensors), `requested`
+        # (the write goes on in a background process; steps continue), `completed` (logged only
+        # inside the next save's wait, or at exit). So the save is non-blocking, and only the
+        # began..requested part is a checkpoint phase that explains a pause in steps.
+        {"pattern": r"async saving of checkpoint (?P<tag>\S+) began",
+         "emit": [{"event": "checkpoint", "action": "save", "state": "begin", "blocking": False},
+                  {"event": "phase", "phase": "checkpoint", "state": "begin"}]},
+        {"pattern": r"async saving of checkpoint (?P<tag>\S+) requested",
+         "emit": [{"event": "phase", "phase": "checkpoint", "state": "end"}]},
+        {"pattern": r"async saving of checkpoint (?P<tag>\S+) completed",
+         "emit": [{"event": "checkpoint", "action": "save", "state": "end", "blocking": False}]},
+        {"pattern": r"synced saving of checkpoint (?P<tag>\S+) began",
+         "emit": [{"event": "checkpoint", "action": "save", "state": "begin", "blocking": True}]},
+        {"pattern": r"synced saving of checkpoint (?P<tag>\S+) completed",
+         "emit": [{"event": "checkpoint", "action": "save", "state": "end", "blocking": True}]},
+        {"pattern": r"loading checkpoint from (?P<tag>\S+)",
+         "emit": [{"event": "checkpoint", "action": "load", "state": "begin"}]},
+        {"pattern": r"loading checkpoint done",
+         "emit": [{"event": "checkpoint", "action": "load", "state": "end"}]},
+    ],
+}
+
+NEURON_COMPILE = {
+    "name": "neuron-compile",
+    "description": "torch-neuronx compile wrapper: cold compiles, persistent-cache hits, compiler errors",
+    "source": "aws-neuron/aws-neuron-sdk torch-neuronx docs and issue logs (NEURON_CC_WRAPPER lines)",
+    "timestamps": [{"pattern": r"^(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+): +\d+ +[A-Z]+ +\|\|",
+                    "format": "%Y-%m-%d %H:%M:%S.%f"}],
+    "rules": [
+        {"pattern": r"Call compiler with cmd",
+         "emit": [{"event": "phase", "phase": "compile", "state": "begin", "cache": "miss"}]},
+        {"pattern": r"Compiler status PASS",
+         "emit": [{"event": "phase", "phase": "compile", "state": "end", "cache": "miss"}]},
+        {"pattern": r"Compiler status ERROR",
+         "emit": [{"event": "phase", "phase": "compile", "state": "end", "cache": "miss"},
+                  {"event": "error", "source": "job"}]},
+        # A hit ends a compile lookup whose start the log does not show.
+        {"pattern": r"Using a cached neff",
+         "emit": [{"event": "phase", "phase": "compile", "state": "end", "cache": "hit"}]},
+    ],
+}
+
+NXD = {
+    "name": "nxd",
+    "description": "NxD Core training examples (tp_zero1, tp_pp) with the library's own lines",
+    "source": "aws-neuron/neuronx-distributed examples/training/llama/tp_zero1_llama_hf_pretrain/logger.py "
+              "(Logger.log), examples/training/llama/tp_pp_llama_hf_pretrain/logger.py, run_llama_nxd.py",
+    "detect": [r"\(\d+, \d+\) step_loss : ", r"^step \d+ step_time \S+s throughput ", r"^-+TRAINING CONFIG-+$",
+               r"^\[\d{4}-\d\d-\d\d [\d:.]+: [DIWECF] neuronx_distributed/"],
+    "include": ["nxd-library", "neuron-compile"],
+    "timestamps": [{"pattern": r"^LOG (?P<ts>[A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d \d{4}) - ",
+                    "format": "%a %b %d %H:%M:%S %Y"}],
+    "rules": [
+        # tp_zero1: `LOG <time.asctime()> - (epoch, step) step_loss : L learning_rate : LR throughput : T seq/s ...`
+        {"pattern": rf"\(\d+, (?P<step>\d+)\) step_loss : (?P<loss>{_LOSS}) learning_rate : \S+ "
+                    rf"throughput : (?P<seq_per_s>{_NUMBER}) seq/s",
+         "emit": [{"event": "step"}]},
+        # tp_pp: `step N step_time Ss throughput T seq/s step loss L grad norm G`
+        {"pattern": rf"^step (?P<step>\d+) step_time (?P<step_time_s>{_NUMBER})s throughput (?P<seq_per_s>{_NUMBER}) "
+                    rf"seq/s step loss (?P<loss>{_LOSS})",
+         "emit": [{"event": "step"}]},
+    ],
+}
+
+NXDT = {
+    "name": "nxdt",
+    "description": "NxD Training (PyTorch Lightning): the training progress bar, one `\\r` redraw per step",
+    "source": "aws-neuron/neuronx-distributed-training src/neuronx_distributed_training/lightning_modules/model/base.py "
+              "(log_metrics: reduced_train_loss, global_step, throughput on the progress bar); "
+              "Lightning-AI/pytorch-lightning src/lightning/pytorch/callbacks/progress/tqdm_progress.py (Tqdm.format_num)",
+    "detect": [r"reduced_train_loss=", r"\[NeMo [DIWE] ", r"neuronx_distributed_training"],
+    "include": ["nxd-library", "neuron-compile"],
+    "rules": [
+        # `Epoch 0:  10%|#  | 10/100 [00:31<04:39,  3.10s/it, v_num=0, reduced_train_loss=2.340, ...,
+        # global_step=9.000, consumed_samples=2560.0, throughput=85.20, throughput_peak=86.00]`.
+        # The step is the bar's counter (steps done this run): tqdm rounds postfix numbers to three
+        # significant digits, so global_step reads 3.2e+4 for 32040. s/it is tqdm's average since
+        # the bar started (Lightning's smoothing=0); throughput is NxDT's windowed seq/s.
+        {"pattern": rf"\| *(?P<step>\d+)/(?:\d+|\?) *\[[^,\]]*, *(?:(?P<s_per_it>{_NUMBER})s/it|(?P<it_per_s>{_NUMBER})it/s|\?it/s)?"
+                    rf".*?\breduced_train_loss=(?P<loss>{_LOSS})(?:.*?\bthroughput=(?P<seq_per_s>{_NUMBER}))?",
+         "emit": [{"event": "step"}]},
+    ],
+}
+
+TORCHTITAN = {
+    "name": "torchtitan",
+    "description": "TorchTitan (native PyTorch): per-step metrics line and checkpoint saves, through torchrun",
+    "source": "pytorch/torchtitan torchtitan/components/metrics.py (MetricsProcessor.log), "
+              "torchtitan/components/checkpoint.py and components/checkpointer/dcp.py (save/load lines), "
+              "torchtitan/tools/logging.py (layout), torchtitan/tools/utils.py (Color), run_train.sh (--role rank --tee 3)",
+    "detect": [r"^\[titan\] ", r"\bstep: *\d+ +loss: *\S+ +(?:grad_norm: *\S+ +)?memory: "],
+    "timestamps": [{"pattern": r"^\[titan\] (?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+) - ", "format": "%Y-%m-%d %H:%M:%S,%f"}],
+    "rules": [
+        # tps is tokens per second per device, as TorchTitan computes it (local tokens over time
+        # x non-data-parallel size); it is kept as such, never taken for the job's rate.
+        {"pattern": rf"\bstep: *(?P<step>\d+) +loss: *(?P<loss>{_LOSS}) +(?:grad_norm: *\S+ +)?memory: *\S+ +"
+                    r"tps: *(?P<tokens_per_s_per_device>[\d,]+) +tflops: *\S+ +mfu: *\S+",
+         "emit": [{"event": "step"}]},
+        # The span between these lines is synchronous in the training loop (for async modes it is
+        # the staging part; the upload after it is not logged), so it blocks steps.
+        {"pattern": r"(?:^|- )(?:Saving|Staging) the checkpoint\b",
+         "emit": [{"event": "checkpoint", "action": "save", "state": "begin", "blocking": True}]},
+        {"pattern": r"(?:^|- )(?:Finished (?:saving|staging) the checkpoint\b|Last step checkpoint completed in )",
+         "emit": [{"event": "checkpoint", "action": "save", "state": "end", "blocking": True}]},
+        {"pattern": r"(?:^|- )Loading the checkpoint from (?P<tag>\S+?)\.?$",
+         "emit": [{"event": "checkpoint", "action": "load", "state": "begin"}]},
+        {"pattern": r"(?:^|- )Finished loading the checkpoint in ",
+         "emit": [{"event": "checkpoint", "action": "load", "state": "end"}]},
+    ],
+}
+
+NEURON_RUNTIME = {
+    "name": "neuron-runtime",
+    "description": "Neuron runtime errors in any rank's log: execution timeouts, collective timeouts, hardware errors",
+    "source": "aws-neuron/aws-neuron-sdk neuron-runtime/nrt-troubleshoot.rst; aws-neuron/aws-neuron-sdk issue #713 (CCOM lines)",
+    "always": True,
+    "timestamps": [{"pattern": r"^(?P<ts>\d{4}-[A-Z][a-z]{2}-\d\d \d\d:\d\d:\d\d\.\d+) +\d+:\d+ ", "format": "%Y-%b-%d %H:%M:%S.%f"}],
+    "rules": [
+        # `2023-Jan-09 20:27:41.0593 15042:15042 ERROR  TDRV:exec_consume_infer_status_notifications
+        #  (FATAL-RT-UNDEFINED-STATE) inference timeout (600000 ms) on Neuron Device 0 NC 0, ...`
+        {"pattern": r"\bERROR +(?P<message>(?:NRT|TDRV|NMGR|ENC|HAL|NCCL):\w+ +\S.*)",
+         "emit": [{"event": "error", "source": "runtime"}]},
+        # Ranks wait for a peer in a collective's bootstrap or exchange: a suspected hang elsewhere.
+        {"pattern": r"\bCCOM WARN (?P<message>Timeout waiting for (?:RX|incoming connection) \(waited \d+ sec\).*)",
+         "emit": [{"event": "error", "source": "runtime"}]},
+        {"pattern": r"(?P<message>Uncorrectable memory error is detected on Neuron device.*)",
+         "emit": [{"event": "error", "source": "runtime"}]},
+        {"pattern": r"(?P<message>Error notifications found on NC.*)",
+         "emit": [{"event": "error", "source": "runtime"}]},
+    ],
+}
+
+TORCHRUN = {
+    "name": "torchrun",
+    "description": "torchrun's elastic-agent failure summary (ChildFailedError): one error per failed rank",
+    "source": "pytorch/pytorch torch/distributed/elastic/multiprocessing/errors/__init__.py "
+              "(_FAILURE_FORMAT_TEMPLATE, ChildFailedError.format_msg), checked against torch 2.13's output",
+    "always": True,
+    "time_formats": ["%Y-%m-%d_%H:%M:%S"],
+    "rules": [
+        # A block of `[i]:` records, "Root Cause (first observed failure):" before the first in
+        # time; records are held until the closing border so that one is reported first.
+        {"pattern": r"^Root Cause \(first observed failure\):$", "set": {"first": True}},
+        {"pattern": r"^ +time +: (?P<failed_ts>\d{4}-\d\d-\d\d_\d\d:\d\d:\d\d)$"},
+        {"pattern": r"^ +rank +: (?P<rank>\d+) \(local_rank: \d+\)$"},
+        {"pattern": r"^ +exitcode +: (?P<exit_code>-?\d+) \(pid: \d+\)"},
+        {"pattern": r"^ +traceback +: (?P<message>Signal (?P<signal_number>\d+) \((?P<signal>SIG\w+)\) received by PID \d+)",
+         "emit": [{"event": "error", "source": "launcher"}], "hold": True},
+        {"pattern": r"^ +traceback +: (?P<message>.+)$", "emit": [{"event": "error", "source": "launcher"}], "hold": True},
+        {"pattern": r"^=+$", "release": True},
+    ],
+}
+
+BUILTIN_PROFILES = [
+    LogProfile.model_validate(profile)
+    for profile in (NXD, NXDT, TORCHTITAN, NXD_LIBRARY, NEURON_COMPILE, NEURON_RUNTIME, TORCHRUN)
+]
