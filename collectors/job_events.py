@@ -9,7 +9,8 @@ Changes within /1 are additive, and three rules keep old and new emitters workin
 1. Every field not in the first published list (issue 4's list, as of commit 9d93a37) is
    optional: `run_start.lnc`, `phase.cache`, `step.seq_len`, `checkpoint.tag`,
    `checkpoint.blocking`, `heartbeat.dropped_events`, `error.source`, `error.exit_code`,
-   `error.signal`, `error.failed_ts`, `step.tokens_per_s_per_device`. An emitter written to the first list loses nothing.
+   `error.signal`, `error.failed_ts`, `step.tokens_per_s_per_device`. An emitter written to the
+   first list loses nothing.
 2. Unknown fields are ignored (a newer emitter may add some).
 3. A wrong-typed optional field costs that field, never the event: `decode_job_line` drops it
    (the event keeps its default, null) and names it, and the ledger counts it. A wrong-typed

@@ -11,6 +11,7 @@ is fine for local disks and shared file systems that answer promptly.
 import asyncio
 import fnmatch
 import os
+import re
 import time
 from collections.abc import AsyncIterator
 
@@ -25,8 +26,11 @@ RANK_FILE_PATTERN = "rank-*.jsonl"
 class FileTail:
     """Complete lines appended to one file since the last read; survives truncation and rotation."""
 
-    def __init__(self, path: str, chunk_bytes: int = CHUNK_BYTES, max_line_bytes: int = MAX_LINE_BYTES):
+    def __init__(self, path: str, chunk_bytes: int = CHUNK_BYTES, max_line_bytes: int = MAX_LINE_BYTES,
+                 split_cr: bool = False):
         self.path = path
+        # Logs: a carriage return ends a line too (progress bars redraw with \r and no newline).
+        self._split = re.compile(rb"\r\n|\r|\n").split if split_cr else lambda data: data.split(b"\n")
         self.chunk_bytes = chunk_bytes
         self.max_line_bytes = max_line_bytes
         self._file = None
@@ -46,7 +50,7 @@ class FileTail:
             self._file = None
             self._partial = b""
             return self.read_lines()
-        pieces = (self._partial + data).split(b"\n")
+        pieces = self._split(self._partial + data)
         self._partial = pieces.pop()
         if len(self._partial) > self.max_line_bytes:
             # A "line" this long is garbage; hand it on (it will be rejected and counted) rather

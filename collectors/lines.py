@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 # "prometheus": one scrape of an exporter's /metrics, as JSON {"url", "interval_s", "body"};
-# "promql": one host's answers to a refresh's PromQL queries (collectors/prometheus.py).
-LineKind = Literal["neuron-monitor", "job", "prometheus", "promql"]
+# "promql": one host's answers to a refresh's PromQL queries (collectors/prometheus.py);
+# "job-log": a passive job log's counts (profile used, lines read, unparsed), collectors/job_log.py.
+LineKind = Literal["neuron-monitor", "job", "prometheus", "promql", "job-log"]
 
 
 @dataclass(frozen=True, slots=True)

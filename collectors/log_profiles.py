@@ -215,7 +215,7 @@ def _parse_time(text: str, formats: list[str]) -> float:
 
 
 _EVENT = TypeAdapter(JobEvent)
-_STEP_FIELDS = {"step", "step_time_s", "loss", "tokens_per_s_per_device"}
+_STEP_FIELDS = {"step", "step_time_s", "tokens", "loss", "tokens_per_s_per_device"}
 _ERROR_FIELDS = {"message", "source", "exit_code", "signal", "failed_ts"}
 _CHECKPOINT_FIELDS = {"action", "state", "tag", "blocking"}
 _PHASE_FIELDS = {"phase", "state", "cache"}

@@ -202,6 +202,8 @@ class JobLedger:
         self.foreign_run_events = 0
         # Wrong-typed optional fields dropped by the decoder ("step.seq_len" -> count).
         self.dropped_fields: Counter[str] = Counter()
+        # Passive job logs: source id -> the log profile reading it (None: none detected yet).
+        self.log_profiles: dict[str, str | None] = {}
         self.timeline: deque[PhaseSpan] = deque(maxlen=TIMELINE_SPANS)
         self.restarts: deque[Restart] = deque(maxlen=RESTARTS_KEPT)
         self.failures: deque[dict] = deque(maxlen=FAILURES_KEPT)
@@ -549,6 +551,7 @@ class JobLedger:
             },
             "foreign_run_events": self.foreign_run_events,
             "dropped_fields": dict(sorted(self.dropped_fields.items())),
+            "log_profiles": dict(sorted(self.log_profiles.items())),
         }
 
     @staticmethod

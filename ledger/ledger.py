@@ -18,6 +18,7 @@ from trnwatch.collectors.lines import Line, SourceEvent
 from trnwatch.collectors.neuron_monitor import Report, ReportRejected, parse_report
 from trnwatch.collectors.prometheus import PROMETHEUS_KINDS, parse_prometheus_line
 from trnwatch.collectors.job_events import JobLineError, decode_job_line
+from trnwatch.collectors.job_log import parse_job_log_stats
 from trnwatch.ledger.hosts import HostState
 from trnwatch.ledger.job import JobDiagnosis, JobLedger
 
@@ -61,6 +62,9 @@ class SourceStats:
     downs: int = 0
     # A "down" after data: the next report counts a gap however short the outage was.
     interrupted: bool = False
+    # Passive job logs: the log profile in use (None: none detected yet) and lines no rule matched.
+    log_profile: str | None = None
+    unparsed_lines: int = 0
 
     def count_rejection(self, reason: str, detail: str) -> None:
         """One more line rejected for `reason`; the detail of the latest is kept for people."""
@@ -135,7 +139,7 @@ class Ledger:
 
     def ingest(self, line: Line) -> None:
         """Parse one raw line and fold it; a bad line is counted against its source, never raised."""
-        stats = self.source(line.source_id, line.kind)
+        stats = self.source(line.source_id, "job" if line.kind == "job-log" else line.kind)
         t = line.received_s
         if self.first_s is None:
             self.first_s = t
@@ -149,6 +153,9 @@ class Ledger:
             return
         if line.kind == "job":
             self._ingest_job(stats, line)
+            return
+        if line.kind == "job-log":
+            self._ingest_job_log(stats, line)
             return
         if line.kind in PROMETHEUS_KINDS:
             # One scrape or one host's PromQL answers: one Report per host, each rejected alone.
@@ -179,6 +186,17 @@ class Ledger:
         stats.last_s = line.received_s
         stats.reports += 1
         self.job.ingest(decoded.event, line.received_s)
+
+    def _ingest_job_log(self, stats: SourceStats, line: Line) -> None:
+        try:
+            counts = parse_job_log_stats(line.text)
+        except ValueError as exc:
+            stats.count_rejection("job-log", str(exc))
+            return
+        stats.log_profile, stats.unparsed_lines = counts.profile, counts.unparsed
+        if self.job is None:
+            self.job = JobLedger()
+        self.job.log_profiles[stats.source_id] = counts.profile
 
     def _fold_report(self, stats: SourceStats, source_id: str, t: float, report: Report,
                      declared_counters: bool = False) -> None:

@@ -51,6 +51,9 @@ class SourceEntry(_Section):
     ended: bool
     end_error: str | None
     simulated: bool
+    # Passive job logs only: the log profile reading it, and lines no rule matched (not errors).
+    log_profile: str | None = None
+    unparsed_lines: int = 0
 
 
 class HostEntry(_Section):
@@ -192,7 +195,7 @@ def _source_entry(s) -> SourceEntry:
         id=s.source_id, kind=s.kind, reports=s.reports, rejected=sum(s.rejected.values()),
         rejected_by_reason=dict(sorted(s.rejected.items())), last_rejection=s.last_rejection,
         gaps=s.gaps, gap_seconds=round(s.gap_s, 3), ended=s.ended_s is not None,
-        end_error=s.end_error, simulated=s.simulated,
+        end_error=s.end_error, simulated=s.simulated, log_profile=s.log_profile, unparsed_lines=s.unparsed_lines,
     )
 
 
@@ -362,6 +365,8 @@ def _job_markdown(job: dict[str, Any]) -> list[str]:
     lines.append("- Throughput: no steady steps observed" if t is None else
                  f"- Throughput: {t['tokens_per_s'] or 0:,.0f} tokens/s (rank {t['from_rank']}, {t['steps_in_window']} steps); "
                  f"step time {_seconds(t['step_time_s'])}")
+    for source, profile in job.get("log_profiles", {}).items():
+        lines.append(f"- Passive log {_md_text(source)}: read with log profile {_md_text(profile or 'none detected')}")
     coll = job.get("collectives")
     if isinstance(coll, dict):
         for op, c in coll.items():

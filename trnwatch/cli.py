@@ -55,16 +55,44 @@ def _session_options(p: argparse.ArgumentParser) -> None:
                    "SVG + JSON snapshots (default ./snapshots)")
 
 
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {value!r}")
+    return number
+
+
+JOB_FORMATS = ["job", "nxd", "nxdt", "torchtitan"]
+
+
 def _job_options(p: argparse.ArgumentParser, demo: bool) -> None:
     g = p.add_argument_group("job telemetry")
     if demo:
         g.add_argument("--job-dir", type=Path, metavar="DIR",
-                       help="write the simulated job's trnwatch.job/1 rank files here (default: a temporary folder)")
+                       help="write the simulated job's trnwatch.job/1 rank files (or its log, with --job-format) "
+                       "here (default: a temporary folder)")
+        g.add_argument("--job-format", default="job", choices=JOB_FORMATS,
+                       help="write the simulated job as trnwatch.job/1 rank files (job, the default) or as rank 0's "
+                       "log in that framework's format, read back through the matching log profile")
         return
     g.add_argument("--job-dir", type=Path, metavar="DIR",
                    help="follow a run directory of trnwatch.job/1 rank files (rank-NNNNN.jsonl), history first")
-    g.add_argument("--job-log", type=Path, metavar="FILE", help="follow an NxD / NxD-Training log for steps, loss, "
-                   "throughput, compiles and checkpoints (no collective latency: that needs the in-job emitter)")
+    g.add_argument("--job-log", type=Path, metavar="FILE", action="append",
+                   help="follow a training job's own log through a log profile (NxD Core, NxD Training, TorchTitan; "
+                   "Neuron runtime errors and torchrun's failure summary in any log): steps, loss, throughput, "
+                   "compiles, checkpoints, errors. Repeat for one log per rank. No collective latency: that needs "
+                   "the in-job emitter")
+    g.add_argument("--log-profile", metavar="NAME", help="read --job-log with this profile instead of detecting "
+                   "it from the first lines (built-in: nxd, nxdt, torchtitan)")
+    g.add_argument("--log-profile-file", type=Path, metavar="FILE",
+                   help="add log profiles from a TOML file (format: docs/job-telemetry.md)")
+    g.add_argument("--global-batch", type=_positive_int, metavar="N",
+                   help="sequences per optimizer step, for passive tokens/s where the log does not say")
+    g.add_argument("--seq-len", type=_positive_int, metavar="N",
+                   help="tokens per sequence, for passive tokens/s (with --global-batch, or a log's sequences/s)")
     g.add_argument("--ckpt-dir", type=Path, metavar="DIR", help="watch a checkpoint folder (<tag>/checkpoint, <tag>/done)")
 
 
@@ -333,10 +361,9 @@ def _job_requested(args) -> bool:
 
 
 def _job_sources(args) -> list:
-    """Job telemetry sources of `watch`: rank files, a log, a checkpoint folder."""
+    """Job telemetry sources of `watch`: rank files, logs, a checkpoint folder."""
     from trnwatch.collectors.checkpoints import follow_checkpoint_dir
     from trnwatch.collectors.job_files import follow_run_dir
-    from trnwatch.collectors.job_log import follow_job_log
     from trnwatch.session import SourceSpec
 
     sources = []
@@ -346,9 +373,8 @@ def _job_sources(args) -> list:
         sources.append(SourceSpec(f"job-dir:{run_dir}", "job", lambda: follow_run_dir(run_dir), relay=True))
     run = None
     if getattr(args, "job_log", None):
-        log = str(args.job_log)
-        run = args.job_log.stem
-        sources.append(SourceSpec(f"joblog:{args.job_log.name}", "job", lambda: follow_job_log(log, run)))
+        run, log_sources = _job_log_sources(args)
+        sources += log_sources
     if getattr(args, "ckpt_dir", None):
         ckpt = str(args.ckpt_dir)
         ckpt_run = run or args.ckpt_dir.resolve().name
@@ -356,17 +382,56 @@ def _job_sources(args) -> list:
     return sources
 
 
+def _job_log_sources(args) -> tuple[str, list]:
+    """One source per --job-log, all read as one run; raises UsageError for a bad profile."""
+    from trnwatch.collectors.job_log import follow_job_log, log_sources
+    from trnwatch.collectors.log_profiles import LogProfileError, load_profile_file, profile_registry
+    from trnwatch.session import SourceSpec
+
+    profiles = profile_registry()
+    if args.log_profile_file:
+        try:
+            profiles = profile_registry(load_profile_file(args.log_profile_file, profiles))
+        except LogProfileError as exc:
+            raise UsageError(str(exc)) from None
+    if args.log_profile and (args.log_profile not in profiles or profiles[args.log_profile].always):
+        choices = ", ".join(name for name, p in profiles.items() if not p.always)
+        raise UsageError(f"unknown log profile {args.log_profile!r}; choose one of: {choices}")
+    run, logs = log_sources([str(path) for path in args.job_log])
+    specs = []
+    for log in logs:
+        specs.append(SourceSpec(log.source_id, "job", lambda log=log: follow_job_log(
+            log.path, profiles, args.log_profile, run, log.default_rank, args.global_batch, args.seq_len,
+            source_id=log.source_id)))
+    return run, specs
+
+
 def _sim_job(args, hosts):
-    """The demo's simulated job: a writer appending rank files each period, and the same
-    follower a live `--job-dir` uses reading them back."""
+    """The demo's simulated job: a writer appending rank files (or, with --job-format, rank 0's
+    log in that framework's format) each period, and the same follower a live `--job-dir`
+    (or `--job-log`) uses reading them back."""
     import tempfile
 
     from trnwatch.collectors.job_files import follow_run_dir
     from trnwatch.session import SourceSpec
-    from trnwatch.workloads.sim.job import SimJobWriter
+    from trnwatch.workloads.sim.job import GLOBAL_BATCH, SEQ_LEN, SimJobWriter
 
     run_dir = args.job_dir or Path(tempfile.mkdtemp(prefix="trnwatch-demo-job-"))
-    writer = SimJobWriter(hosts, run_dir)
+    if args.job_format == "job":
+        writer = SimJobWriter(hosts, run_dir)
+        spec = SourceSpec(f"job-dir:{run_dir}", "job", lambda: follow_run_dir(str(run_dir)), relay=True)
+    else:
+        from trnwatch.collectors.job_log import follow_job_log
+        from trnwatch.collectors.log_profiles import profile_registry
+        from trnwatch.workloads.sim.job import run_id
+        from trnwatch.workloads.sim.job_logs import SimLogWriter
+
+        log = run_dir / f"rank0-{args.job_format}.log"
+        writer = SimLogWriter(hosts, log, args.job_format)
+        # The profile is detected from the log's first lines, as for a real one; the batch shape
+        # is passed as a user would with --global-batch / --seq-len.
+        spec = SourceSpec(f"joblog:{log.name}", "job", lambda: follow_job_log(
+            str(log), profile_registry(), None, run_id(hosts[0]), 0, GLOBAL_BATCH, SEQ_LEN))
 
     async def write_ticks():
         start = time.monotonic()
@@ -379,7 +444,6 @@ def _sim_job(args, hosts):
         finally:
             writer.close()
 
-    spec = SourceSpec(f"job-dir:{run_dir}", "job", lambda: follow_run_dir(str(run_dir)), relay=True)
     return spec, write_ticks
 
 
