@@ -169,7 +169,7 @@ def load_profile_file(path: Path, known: dict[str, LogProfile]) -> list[LogProfi
         profiles = _PROFILE_FILE.validate_python(data)["profile"]
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
-        where = ".".join(str(part) for part in first["loc"][1:])
+        where = ".".join(str(part) for part in first["loc"])
         raise LogProfileError(f"{path}: {where}: {first['msg']}") from None
     names = set()
     for profile in profiles:
@@ -327,6 +327,8 @@ class LogTranslator:
         return events
 
     def _detect(self, segment: str) -> LogProfile | None:
+        if prefix := _TORCHRUN_PREFIX.match(segment):
+            segment = segment[prefix.end():]
         for profile, patterns in self._detectors:
             if any(p.search(segment) for p in patterns):
                 return profile

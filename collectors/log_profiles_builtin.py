@@ -9,6 +9,9 @@ from trnwatch.collectors.log_profiles import LogProfile
 _NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 _LOSS = rf"(?:{_NUMBER}|[-+]?nan|[-+]?inf)"
 
+# The library's layout: `[<time>: I <path>:<line>] <message>` (`[I <path>:<line>]` with NXD_LOG_HIDE_TIME).
+_LIBRARY = r"(?:^|\] )"
+
 NXD_LIBRARY = {
     "name": "nxd-library",
     "description": "neuronx-distributed's own logger: checkpoint saves (synced and async) and loads",
@@ -20,20 +23,20 @@ NXD_LIBRARY = {
         # (the write goes on in a background process; steps continue), `completed` (logged only
         # inside the next save's wait, or at exit). So the save is non-blocking, and only the
         # began..requested part is a checkpoint phase that explains a pause in steps.
-        {"pattern": r"async saving of checkpoint (?P<tag>\S+) began",
+        {"pattern": rf"{_LIBRARY}async saving of checkpoint (?P<tag>\S+) began",
          "emit": [{"event": "checkpoint", "action": "save", "state": "begin", "blocking": False},
                   {"event": "phase", "phase": "checkpoint", "state": "begin"}]},
-        {"pattern": r"async saving of checkpoint (?P<tag>\S+) requested",
+        {"pattern": rf"{_LIBRARY}async saving of checkpoint (?P<tag>\S+) requested",
          "emit": [{"event": "phase", "phase": "checkpoint", "state": "end"}]},
-        {"pattern": r"async saving of checkpoint (?P<tag>\S+) completed",
+        {"pattern": rf"{_LIBRARY}async saving of checkpoint (?P<tag>\S+) completed",
          "emit": [{"event": "checkpoint", "action": "save", "state": "end", "blocking": False}]},
-        {"pattern": r"synced saving of checkpoint (?P<tag>\S+) began",
+        {"pattern": rf"{_LIBRARY}synced saving of checkpoint (?P<tag>\S+) began",
          "emit": [{"event": "checkpoint", "action": "save", "state": "begin", "blocking": True}]},
-        {"pattern": r"synced saving of checkpoint (?P<tag>\S+) completed",
+        {"pattern": rf"{_LIBRARY}synced saving of checkpoint (?P<tag>\S+) completed",
          "emit": [{"event": "checkpoint", "action": "save", "state": "end", "blocking": True}]},
-        {"pattern": r"loading checkpoint from (?P<tag>\S+)",
+        {"pattern": rf"{_LIBRARY}loading checkpoint from (?P<tag>\S+)",
          "emit": [{"event": "checkpoint", "action": "load", "state": "begin"}]},
-        {"pattern": r"loading checkpoint done",
+        {"pattern": rf"{_LIBRARY}loading checkpoint done",
          "emit": [{"event": "checkpoint", "action": "load", "state": "end"}]},
     ],
 }
@@ -63,8 +66,8 @@ NXD = {
     "description": "NxD Core training examples (tp_zero1, tp_pp) with the library's own lines",
     "source": "aws-neuron/neuronx-distributed examples/training/llama/tp_zero1_llama_hf_pretrain/logger.py "
               "(Logger.log), examples/training/llama/tp_pp_llama_hf_pretrain/logger.py, run_llama_nxd.py",
-    "detect": [r"\(\d+, \d+\) step_loss : ", r"^step \d+ step_time \S+s throughput ", r"^-+TRAINING CONFIG-+$",
-               r"^\[\d{4}-\d\d-\d\d [\d:.]+: [DIWECF] neuronx_distributed/"],
+    # Not the library's lines: NxD Training prints them too.
+    "detect": [r"\(\d+, \d+\) step_loss : ", r"^step \d+ step_time \S+s throughput ", r"^-+TRAINING CONFIG-+$"],
     "include": ["nxd-library", "neuron-compile"],
     "timestamps": [{"pattern": r"^LOG (?P<ts>[A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d \d{4}) - ",
                     "format": "%a %b %d %H:%M:%S %Y"}],

@@ -373,8 +373,8 @@ def _job_sources(args) -> list:
         sources.append(SourceSpec(f"job-dir:{run_dir}", "job", lambda: follow_run_dir(run_dir), relay=True))
     run = None
     if getattr(args, "job_log", None):
-        run, log_sources = _job_log_sources(args)
-        sources += log_sources
+        run, log_specs = _job_log_sources(args)
+        sources += log_specs
     if getattr(args, "ckpt_dir", None):
         ckpt = str(args.ckpt_dir)
         ckpt_run = run or args.ckpt_dir.resolve().name

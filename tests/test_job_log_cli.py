@@ -1,0 +1,70 @@
+"""Passive logs through the command line: profile options, their errors (exit 2), one log per
+rank, and the demo writing its job as each framework's log and reading it back."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trnwatch.cli import main
+
+FIXTURES = Path(__file__).parent / "fixtures" / "logs"
+TRNWATCH = [sys.executable, "-m", "trnwatch"]
+
+
+def test_a_bad_log_profile_file_exits_2_naming_the_file_and_the_problem(tmp_path, capsys):
+    bad = tmp_path / "profiles.toml"
+    bad.write_text("[[profile]]\nname = 'x'\nrules = [{ pattern = '(?P<speed>\\d+)', emit = [{ event = 'step' }] }]\n")
+    code = main(["watch", "--job-log", str(FIXTURES / "nxd_tp_pp.log"), "--log-profile-file", str(bad), "--headless",
+                 "--duration", "1"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert str(bad) in err and "profile 'x' rule 1: unknown group(s) ['speed']" in err
+
+
+def test_an_unknown_log_profile_exits_2_listing_the_choices(capsys):
+    code = main(["watch", "--job-log", str(FIXTURES / "nxd_tp_pp.log"), "--log-profile", "megatron", "--headless",
+                 "--duration", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and "unknown log profile 'megatron'; choose one of: nxd, nxdt, torchtitan" in err
+    assert main(["watch", "--job-log", "x.log", "--log-profile", "torchrun", "--headless", "--duration", "1"]) == 2
+
+
+def run(args, timeout=120):
+    return subprocess.run(TRNWATCH + args, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_watch_reads_one_log_per_rank_and_the_receipt_names_the_profile(tmp_path):
+    logs = tmp_path / "run7"
+    for rank in (0, 1):
+        (logs / str(rank)).mkdir(parents=True)
+    (logs / "0" / "stdout.log").write_text((FIXTURES / "torchtitan_plain.log").read_text())
+    (logs / "1" / "stdout.log").write_text((FIXTURES / "neuron_runtime_errors.log").read_text().replace("[rank3]:", ""))
+    receipt = tmp_path / "r.json"
+    result = run(["watch", "--headless", "--duration", "3", "--receipt", str(receipt),
+                  "--job-log", str(logs / "0" / "stdout.log"), "--job-log", str(logs / "1" / "stdout.log"),
+                  "--global-batch", "8", "--seq-len", "8192"])
+    assert result.returncode == 0, result.stderr
+    job = json.loads(receipt.read_text())["job"]
+    assert job["log_profiles"] == {"joblog:0/stdout.log": "torchtitan", "joblog:1/stdout.log": None}
+    assert job["throughput"]["tokens_per_s"] > 0
+    sources = {s["id"]: s for s in json.loads(receipt.read_text())["sources"]}
+    assert sources["joblog:1/stdout.log"]["unparsed_lines"] == 4 and sources["joblog:1/stdout.log"]["rejected"] == 0
+    assert "read with log profile torchtitan" in receipt.with_suffix(".md").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("job_format", ["nxd", "nxdt", "torchtitan"])
+def test_demo_writes_the_job_as_a_framework_log_and_reads_it_back_through_its_profile(tmp_path, job_format):
+    receipt = tmp_path / "r.json"
+    result = run(["demo", "--headless", "--topology", "trn2.48xlarge", "--period", "0.2", "--duration", "9",
+                  "--job-format", job_format, "--job-dir", str(tmp_path / "job"), "--receipt", str(receipt)])
+    assert result.returncode == 0, result.stderr
+    job = json.loads(receipt.read_text())["job"]
+    log = f"joblog:rank0-{job_format}.log"
+    assert job["log_profiles"] == {log: job_format}
+    assert job["throughput"]["steps_in_window"] > 0
+    assert job["throughput"]["tokens_per_s"] == pytest.approx(1024 * 4096 / 0.2, rel=0.1)

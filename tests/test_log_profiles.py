@@ -1,0 +1,286 @@
+"""Log profiles on lines written to each framework's real format (tests/fixtures/logs/, each
+naming the public source file its format comes from): steps, loss, throughput, checkpoints,
+errors, carriage-return progress bars, ANSI colours, torchrun prefixes, detection, user profiles."""
+
+import math
+import re
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from trnwatch.collectors.job_events import Checkpoint, Error, Phase, Step
+from trnwatch.collectors.log_profiles import (
+    DETECT_LINES,
+    LogProfileError,
+    LogTranslator,
+    load_profile_file,
+    profile_registry,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures" / "logs"
+RECEIVED_S = 1_900_000_000.0
+PROFILES = profile_registry()
+
+
+def local(text: str, fmt: str = "%Y-%m-%d %H:%M:%S.%f") -> float:
+    return datetime.strptime(text, fmt).timestamp()
+
+
+def translate(name: str, profile: str | None = None, **options) -> tuple[LogTranslator, list]:
+    translator = LogTranslator("run", PROFILES, profile, **options)
+    events = []
+    # As FileTail(split_cr=True) hands them over: \r, \n and \r\n all end a line.
+    for line in re.split(r"\r\n|\r|\n", (FIXTURES / name).read_text(encoding="utf-8")):
+        events += translator.feed(line, RECEIVED_S)
+    return translator, events
+
+
+def of(events, kind):
+    return [event for event in events if isinstance(event, kind)]
+
+
+def test_every_fixture_names_the_public_source_of_its_format():
+    for path in FIXTURES.glob("*.log"):
+        first = path.read_text(encoding="utf-8").splitlines()[0]
+        assert first.startswith("# format: ") and "/" in first, path.name
+
+
+@pytest.mark.parametrize("name, profile", [
+    ("nxd_tp_zero1.log", "nxd"), ("nxd_tp_pp.log", "nxd"), ("nxdt_progress.log", "nxdt"),
+    ("torchtitan_torchrun_color.log", "torchtitan"), ("torchtitan_plain.log", "torchtitan"),
+    ("neuron_runtime_errors.log", None), ("torchrun_sigkill.log", None),
+])
+def test_the_profile_is_detected_from_the_first_lines(name, profile):
+    translator, _ = translate(name)
+    assert translator.profile_name == profile
+
+
+def test_nxd_tp_zero1_steps_with_loss_and_throughput_over_the_global_batch():
+    translator, events = translate("nxd_tp_zero1.log", global_batch=256, seq_len=4096)
+    steps = of(events, Step)
+    assert [s.step for s in steps] == [10, 20, 30, 40, 50]
+    assert [s.loss for s in steps[:4]] == [2.1234, 1.9876, 1.9012, 1.8456] and math.isnan(steps[4].loss)
+    assert steps[0].step_time_s == pytest.approx(256 / 12.34)  # global batch / sequences per second
+    assert steps[0].tokens == 256 * 4096
+    assert steps[0].ts == datetime(2024, 1, 4, 10, 5, 0).timestamp()  # time.asctime() on the LOG line
+    assert translator.unparsed == 10  # the comment, banner, Namespace, dots, removal lines: counted, not errors
+
+
+def test_nxd_tp_zero1_without_batch_shape_times_steps_between_log_lines():
+    _, events = translate("nxd_tp_zero1.log", seq_len=4096)
+    steps = of(events, Step)
+    assert steps[0].step_time_s is None and steps[0].tokens is None
+    assert steps[1].step_time_s == 3.0  # 30 s between the lines / 10 steps
+    assert steps[1].tokens == round(12.80 * 4096 * 3.0)  # sequences/s x sequence length x step time
+
+
+def test_nxd_async_checkpoint_is_non_blocking_and_only_its_staging_is_a_checkpoint_phase():
+    _, events = translate("nxd_tp_zero1.log")
+    saves = [(e.state, e.tag, e.step, e.blocking, e.ts) for e in of(events, Checkpoint)]
+    assert saves == [
+        ("begin", "step_20", 20, False, local("2024-01-04 10:05:31.120")),
+        # "completed" is logged only inside the next save's wait, after steps 30 and 40 went on.
+        ("end", "step_20", 20, False, local("2024-01-04 10:06:34.010")),
+        ("begin", "step_40", 40, False, local("2024-01-04 10:06:34.030")),
+    ]
+    phases = [(e.phase, e.state, e.ts) for e in of(events, Phase) if e.phase == "checkpoint"]
+    assert phases == [("checkpoint", "begin", local("2024-01-04 10:05:31.120")),
+                      ("checkpoint", "end", local("2024-01-04 10:05:33.480")),  # "requested": steps continue
+                      ("checkpoint", "begin", local("2024-01-04 10:06:34.030")),
+                      ("checkpoint", "end", local("2024-01-04 10:06:36.300"))]
+
+
+def test_compile_cache_lines():
+    _, events = translate("nxd_tp_zero1.log")
+    compiles = [(e.state, e.cache, e.ts) for e in of(events, Phase) if e.phase == "compile"]
+    assert compiles == [("begin", "miss", local("2024-01-04 10:00:00.250000")),
+                        ("end", "miss", local("2024-01-04 10:03:20.750000")),
+                        ("end", "hit", local("2024-01-04 10:03:25.000000"))]
+
+
+def test_nxd_tp_pp_through_torchrun_prefix_with_synced_save_and_resume():
+    _, events = translate("nxd_tp_pp.log", global_batch=256)
+    steps = of(events, Step)
+    assert [(s.rank, s.step, s.step_time_s, s.loss) for s in steps] == [
+        (0, 101, 3.2512345, 1.953125), (0, 102, 3.1, 1.94), (0, 103, 3.2, 1.93)]  # the line's own step time wins
+    assert steps[0].ts == RECEIVED_S  # tp_pp lines carry no timestamp
+    checkpoints = [(e.action, e.state, e.step, e.blocking) for e in of(events, Checkpoint)]
+    assert checkpoints == [("load", "begin", 100, None), ("load", "end", 100, None),
+                           ("save", "begin", 102, True), ("save", "end", 102, True)]
+    load_end = of(events, Checkpoint)[1]
+    assert load_end.tag == "/fsx/ckpt/step_100"  # "loading checkpoint done" names no tag: the open load's
+
+
+def test_nxdt_progress_bar_redraws_separated_by_carriage_returns_yield_every_step():
+    translator, events = translate("nxdt_progress.log")
+    steps = of(events, Step)
+    # The bar's counter is the step: tqdm rounds postfix numbers (global_step=1e+3 for 1000).
+    assert [s.step for s in steps] == [1, 2, 3, 999, 1000]
+    # Without the global batch, tqdm's s/it (or 1 / it/s) is the step time.
+    assert [s.step_time_s for s in steps] == [42.0, 22.5, 16.0, 0.8, 0.8]
+    # Lightning redraws the counter before the metrics: a step's first redraw carries the
+    # previous step's loss, and the metrics redraw of the same step is dropped as a repeat.
+    assert [s.loss for s in steps] == [11.20, 11.20, 10.90, 10.70, 2.41]
+    assert translator.lines == 19 and translator.unparsed == 8  # comments, NeMo line, the bar before step 1
+
+
+def test_nxdt_throughput_gives_step_time_and_tokens_with_the_batch_shape():
+    _, events = translate("nxdt_progress.log", global_batch=1024, seq_len=4096)
+    steps = of(events, Step)
+    assert steps[3].step_time_s == pytest.approx(1024 / 320.0)  # NxDT's windowed throughput, seq/s
+    assert steps[3].tokens == 1024 * 4096
+    saves = of(events, Checkpoint)
+    assert [(e.state, e.step, e.blocking) for e in saves] == [("begin", 3, True), ("end", 3, True)]
+
+
+@pytest.mark.parametrize("name", ["torchtitan_torchrun_color.log", "torchtitan_plain.log"])
+def test_torchtitan_steps_keep_tps_per_device_with_or_without_colours_and_prefix(name):
+    _, events = translate(name, global_batch=8, seq_len=8192)
+    steps = of(events, Step)
+    assert [(s.rank, s.step, s.loss) for s in steps] == [
+        (0, 11, 3.21045), (0, 12, 3.18712), (0, 13, 3.15001), (0, 14, 3.12222), (0, 15, 3.1)]
+    assert [s.tokens_per_s_per_device for s in steps] == [7018, 7102, 7123, 6905, 7123]  # "tps: 7,018"
+    assert [s.step_time_s for s in steps[1:3]] == pytest.approx([2.0, 2.0])  # log timestamps, log_freq 1
+    # After a blocking save the next step is timed from the save's end, not across it.
+    assert steps[3].step_time_s == pytest.approx(38.600 - 36.510)
+    assert steps[0].tokens == 8 * 8192
+    begin, end = [e for e in of(events, Checkpoint) if e.action == "save"]
+    assert (begin.blocking, end.blocking, begin.step) == (True, True, 13)
+    assert end.ts - begin.ts == pytest.approx(12.50)  # "Finished saving the checkpoint in 12.50 seconds."
+    load_begin, load_end = [e for e in of(events, Checkpoint) if e.action == "load"]
+    assert (load_begin.tag, load_begin.step) == ("./outputs/checkpoint/step-10", 10)
+    assert load_end.ts - load_begin.ts == pytest.approx(4.25)
+
+
+def test_colour_codes_do_not_change_what_is_read():
+    _, coloured = translate("torchtitan_torchrun_color.log")
+    _, plain = translate("torchtitan_plain.log")
+    assert [e.model_dump() for e in coloured] == [e.model_dump() for e in plain]
+
+
+def test_neuron_runtime_errors_are_runtime_errors_on_the_rank_that_logged_them():
+    _, events = translate("neuron_runtime_errors.log")
+    errors = of(events, Error)
+    assert {e.source for e in errors} == {"runtime"}
+    assert [e.rank for e in errors] == [3, 3, 3, 5, 6, 7]
+    assert "inference timeout (600000 ms) on Neuron Device 0 NC 0" in errors[1].message
+    assert errors[1].ts == local("2023-Jan-09 20:27:41.0593", "%Y-%b-%d %H:%M:%S.%f")
+    assert errors[3].message.startswith("Timeout waiting for RX (waited 120 sec)")
+    assert errors[4].message.startswith("Uncorrectable memory error")
+    assert errors[5].message.startswith("Error notifications found on NC 3")
+
+
+def test_torchrun_failure_summary_gives_one_launcher_error_per_failed_rank_root_cause_first():
+    _, events = translate("torchrun_sigkill.log")
+    root, other = of(events, Error)
+    assert (root.rank, root.source, root.exit_code, root.signal) == (1, "launcher", -9, "SIGKILL")
+    assert root.failed_ts == root.ts == datetime(2026, 12, 1, 10, 0, 50).timestamp()
+    assert root.message == "Signal 9 (SIGKILL) received by PID 13151"
+    assert (other.rank, other.exit_code, other.signal) == (0, -15, "SIGTERM")  # stopped by the agent
+
+
+def test_torchrun_summary_of_a_python_exception_has_the_exit_code_and_no_signal():
+    _, events = translate("torchrun_exception.log")
+    root, _ = of(events, Error)
+    assert (root.rank, root.exit_code, root.signal) == (1, 1, None)
+
+
+def test_a_chosen_profile_skips_detection():
+    translator, events = translate("torchtitan_plain.log", profile="nxd")
+    assert translator.profile_name == "nxd" and of(events, Step) == []
+
+
+def test_lines_before_the_detecting_line_are_read_once_the_profile_is_known():
+    translator = LogTranslator("run", PROFILES)
+    early = translator.feed("[2024-01-04 10:00:00.100: I neuronx_distributed/trainer/checkpoint.py:888] loading checkpoint from step_5", 1.0)
+    assert early == [] and translator.profile_name is None
+    error = translator.feed("[rank0]:2024-Jan-04 10:00:01.0001 1:1 ERROR  NRT:nrt_init  Unable to determine Neuron Driver version.", 2.0)
+    assert [e.source for e in error] == ["runtime"]  # always-on profiles do not wait for detection
+    events = translator.feed("LOG Thu Jan  4 10:05:00 2024 - (0, 6) step_loss : 2.0 learning_rate : 1.5e-04 throughput : 9.0 seq/s", 3.0)
+    assert translator.profile_name == "nxd"
+    assert [type(e).__name__ for e in events] == ["Checkpoint", "Step"]
+
+
+def test_after_the_detection_window_unmatched_lines_are_unparsed_and_detection_still_works():
+    translator = LogTranslator("run", PROFILES)
+    for _ in range(DETECT_LINES + 5):
+        assert translator.feed("hello from the data loader", 1.0) == []
+    assert translator.unparsed == DETECT_LINES + 5 and translator.profile_name is None
+    [step] = translator.feed("step 7 step_time 1.5s throughput 10.0 seq/s step loss 2.5 grad norm 1.0", 2.0)
+    assert translator.profile_name == "nxd" and step.step == 7
+
+
+def test_unmatched_lines_are_counted_as_unparsed_not_rejected():
+    translator = LogTranslator("run", PROFILES, "nxd")
+    for text in ["", "Setting OMP_NUM_THREADS environment variable", "step_loss is fine", "2024-99-99 25:00:00.0: x"]:
+        assert translator.feed(text, 1.0) == []
+    assert (translator.lines, translator.unparsed, translator.events) == (3, 3, 0)  # the empty line is no line
+
+
+def test_a_matched_line_whose_values_cannot_be_valid_raises_for_the_caller_to_count():
+    translator = LogTranslator("run", PROFILES, "nxd")
+    with pytest.raises(ValueError):
+        translator.feed("step 22 step_time 1e999s throughput 1 seq/s step loss 1.0", 1.0)
+
+
+def test_a_user_profile_from_a_file_reads_its_format(tmp_path):
+    path = tmp_path / "profiles.toml"
+    path.write_text(r'''
+[[profile]]
+name = "mytrainer"
+detect = ['^\[mytrainer\] ']
+time_formats = ["%Y-%m-%dT%H:%M:%S"]
+include = ["nxd-library"]
+
+[[profile.timestamps]]
+pattern = '^\[mytrainer\] (?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d) '
+format = "%Y-%m-%dT%H:%M:%S"
+
+[[profile.rules]]
+pattern = 'iter (?P<step>\d+) loss (?P<loss>\S+) (?P<step_time_s>[\d.]+)s/iter'
+emit = [{ event = "step" }]
+
+[[profile.rules]]
+pattern = 'writing checkpoint (?P<tag>\S+)'
+emit = [{ event = "checkpoint", action = "save", state = "begin", blocking = false }]
+''')
+    profiles = profile_registry(load_profile_file(path, profile_registry()))
+    translator = LogTranslator("run", profiles)
+    events = []
+    for text in ["[mytrainer] 2025-05-05T10:00:00 iter 3 loss 1.25 0.5s/iter",
+                 "[mytrainer] 2025-05-05T10:00:01 writing checkpoint ckpt-step_3",
+                 "[2025-05-05 10:00:02.000: I neuronx_distributed/trainer/checkpoint.py:964] loading checkpoint done"]:
+        events += translator.feed(text, 1.0)
+    assert translator.profile_name == "mytrainer"
+    step, save, load = events
+    assert (step.step, step.loss, step.step_time_s, step.ts) == (3, 1.25, 0.5, datetime(2025, 5, 5, 10).timestamp())
+    assert (save.action, save.blocking, save.step) == ("save", False, 3)
+    assert (load.action, load.state) == ("load", "end")
+
+
+@pytest.mark.parametrize("body, message", [
+    ("[[profile]\nname = 1", "not valid TOML"),
+    ("[[profile]]\nname = 'x'\nrules = [{ pattern = '(' }]", "bad regular expression"),
+    ("[[profile]]\nname = 'x'\nrules = [{ pattern = '(?P<speed>\\d+)', emit = [{ event = 'step' }] }]", "unknown group"),
+    ("[[profile]]\nname = 'x'\nrules = [{ pattern = 'a', emit = [{ event = 'stepp' }] }]", "rules.0.emit.0.event"),
+    ("[[profile]]\nname = 'x'\nrules = [{ pattern = 'a', emit = [{ event = 'checkpoint', action = 'save', state = 'start' }] }]",
+     "cannot be valid"),
+    ("[[profile]]\nname = 'x'\nrules = [{ pattern = '(?P<step>\\d+)', emit = [{ event = 'step', colour = 'red' }] }]",
+     "emit field(s) ['colour']"),
+    ("[[profile]]\nname = 'x'\ninclude = ['nope']", "includes unknown profile 'nope'"),
+    ("[[profile]]\nname = 'x'\nrules = [{ pattern = '(?P<failed_ts>\\S+)', emit = [{ event = 'error' }] }]", "time_formats"),
+    ("[[profile]]\nname = 'Bad Name'", "profile.0.name"),
+    ("[[profile]]\nname = 'x'\n[[profile]]\nname = 'x'", "defined twice"),
+    ("[something]\nname = 'x'", "expected only [[profile]] tables"),
+])
+def test_a_bad_user_profile_file_is_refused_with_a_message_saying_where(tmp_path, body, message):
+    path = tmp_path / "bad.toml"
+    path.write_text(body)
+    with pytest.raises(LogProfileError, match=re.escape(message)) as info:
+        load_profile_file(path, profile_registry())
+    assert str(path) in str(info.value)
+
+
+def test_every_builtin_profile_names_its_source():
+    assert all(profile.source for profile in PROFILES.values())
