@@ -9,7 +9,6 @@ UltraServer only by configuration (`--ultraservers` file, or the `instance_info.
 a report carries), and every rollup says how many chips and hosts it covers.
 """
 
-import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal
@@ -21,6 +20,7 @@ from trnwatch.collectors.job_events import JobLineError, decode_job_line
 from trnwatch.collectors.job_log import parse_job_log_stats
 from trnwatch.ledger.hosts import HostState
 from trnwatch.ledger.job import JobDiagnosis, JobLedger
+from trnwatch.ledger.rollups import ClusterRollup, UltraServerRollup, cluster_rollup, source_periods_s, ultraserver_rollup
 
 Evidence = Literal["live", "replayed", "simulated"]
 # connecting / reconnecting / lost-while-retrying come from link events of remote sources (SSH,
@@ -81,38 +81,6 @@ class SourceStats:
         if self.last_s is None:
             return "waiting"
         return "stale" if now_s - self.last_s > stale_after_s(period_s) else "connected"
-
-
-@dataclass(frozen=True, slots=True)
-class UltraServerRollup:
-    """Latest figures of one UltraServer, over the fresh hosts only, with its boundary."""
-
-    ultraserver: str
-    hosts_total: int
-    hosts_fresh: int
-    chips: int
-    hbm_used_bytes: int
-    hbm_capacity_bytes: int | None
-    util_mean_pct: float | None
-    util_min_pct: float | None
-    chips_idle: int
-    chips_with_ecc: int
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterRollup:
-    """The whole cluster now: UltraServer rows, hosts in no UltraServer, and totals over fresh
-    hosts. Each row keeps its own boundary (hosts fresh of total, chips counted)."""
-
-    ultraservers: list[UltraServerRollup]
-    unplaced: UltraServerRollup | None  # hosts mapped to no UltraServer (id ""), if any
-    hosts_total: int
-    hosts_fresh: int
-    chips: int
-    hbm_used_bytes: int
-    hbm_capacity_bytes: int | None  # None when any fresh chip's capacity is unknown
-    util_mean_pct: float | None  # mean over fresh chips (each chip weighs the same)
-    chips_with_ecc: int
 
 
 class Ledger:
@@ -231,10 +199,7 @@ class Ledger:
 
     def source_states(self, now_s: float) -> dict[str, SourceState]:
         """Every source's state now, each judged against the report period of the host(s) it feeds."""
-        periods: dict[str, float] = {}
-        for h in self.hosts.values():
-            if h.period_s:
-                periods[h.source_id] = max(h.period_s, periods.get(h.source_id, 0.0))
+        periods = source_periods_s(self)
         return {sid: s.state(now_s, periods.get(sid)) for sid, s in self.sources.items()}
 
     def end_source(self, source_id: str, t_s: float, error: str | None = None) -> None:
@@ -299,56 +264,12 @@ class Ledger:
         return host.last_s is not None and now_s - host.last_s <= stale_after_s(host.period_s)
 
     def rollup_ultraserver(self, ultraserver: str, hosts: list[HostState], now_s: float) -> UltraServerRollup:
-        """Latest figures of one UltraServer, counting only hosts whose data is fresh."""
-        fresh = [h for h in hosts if self.host_fresh(h, now_s)]
-        chips = [c for h in fresh for c in h.chips]
-        utils = [c.util_pct for c in chips if c.util_pct is not None]
-        capacities = [c.hbm_capacity_bytes for c in chips]
-        return UltraServerRollup(
-            ultraserver=ultraserver,
-            hosts_total=len(hosts),
-            hosts_fresh=len(fresh),
-            chips=len(chips),
-            hbm_used_bytes=sum(c.hbm_bytes or 0 for c in chips),
-            hbm_capacity_bytes=None if None in capacities else sum(capacities),
-            util_mean_pct=sum(utils) / len(utils) if utils else None,
-            util_min_pct=min(utils) if utils else None,
-            chips_idle=sum(1 for u in utils if u == 0.0),
-            chips_with_ecc=sum(1 for c in chips if any(v for v in c.ecc.totals().values())),
-        )
+        """Latest figures of one UltraServer, counting only hosts whose data is fresh (`rollups`)."""
+        return ultraserver_rollup(self, ultraserver, hosts, now_s)
 
-    def rollup_cluster(self, now_s: float) -> "ClusterRollup":
-        """The cluster above the UltraServer: one row per UltraServer (configured or reported),
-        hosts in no UltraServer in a row of their own, and cluster totals; figures over fresh
-        hosts only. A configured member that never reported counts in `hosts_total`, not fresh."""
-        placed = self.ultraservers()
-        configured: dict[str, set[str]] = {}
-        for key, us in self.ultraserver_overrides.items():
-            configured.setdefault(us, set()).add(key)
-        rows = []
-        for us in sorted(set(placed) | set(configured)):
-            hosts = placed.get(us, [])
-            row = self.rollup_ultraserver(us, hosts, now_s)
-            seen = {key for h in hosts for key in (h.host_id, h.source_id)}
-            silent = len(configured.get(us, set()) - seen)
-            rows.append(dataclasses.replace(row, hosts_total=row.hosts_total + silent) if silent else row)
-        loose = [h for h in self.hosts.values() if self.ultraserver_of(h) is None]
-        unplaced = self.rollup_ultraserver("", loose, now_s) if loose else None
-        chips = [c for h in self.hosts.values() if self.host_fresh(h, now_s) for c in h.chips]
-        utils = [c.util_pct for c in chips if c.util_pct is not None]
-        capacities = [c.hbm_capacity_bytes for c in chips]
-        everything = rows + ([unplaced] if unplaced else [])
-        return ClusterRollup(
-            ultraservers=rows,
-            unplaced=unplaced,
-            hosts_total=sum(r.hosts_total for r in everything),
-            hosts_fresh=sum(r.hosts_fresh for r in everything),
-            chips=len(chips),
-            hbm_used_bytes=sum(r.hbm_used_bytes for r in everything),
-            hbm_capacity_bytes=None if None in capacities else sum(capacities),
-            util_mean_pct=sum(utils) / len(utils) if utils else None,
-            chips_with_ecc=sum(r.chips_with_ecc for r in everything),
-        )
+    def rollup_cluster(self, now_s: float) -> ClusterRollup:
+        """Every UltraServer, the hosts in none and the totals, over fresh hosts (`rollups`)."""
+        return cluster_rollup(self, now_s)
 
     @property
     def simulated(self) -> bool:

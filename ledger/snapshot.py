@@ -15,6 +15,7 @@ from typing import Any
 from trnwatch import __version__
 from trnwatch.ledger.hosts import ChipState, HostState, RuntimeState
 from trnwatch.ledger.ledger import Evidence, Ledger
+from trnwatch.ledger.rollups import chip_ecc, hbm_fill_pct, source_periods_s
 from trnwatch.outside import clean, json_safe
 
 SCHEMA = "trnwatch.snapshot/1"
@@ -43,7 +44,7 @@ def build_snapshot(ledger: Ledger, now_s: float, job: dict[str, Any] | None = No
     when no job telemetry is connected (then the section says so instead of holding zeros).
     `written_at_s` is the wall clock when the snapshot is taken."""
     hosts = sorted(ledger.hosts.values(), key=lambda h: h.host_id)
-    period_by_source = {h.source_id: h.period_s for h in hosts}
+    period_by_source = source_periods_s(ledger)
     return {
         "schema": SCHEMA,
         "tool": f"trnwatch {__version__}",
@@ -75,6 +76,7 @@ def _ultraserver(ledger: Ledger, us: str, members: list[HostState], now_s: float
         "hbm_used_bytes": r.hbm_used_bytes, "hbm_capacity_bytes": r.hbm_capacity_bytes,
         "util_mean_pct": _r(r.util_mean_pct), "util_min_pct": _r(r.util_min_pct),
         "chips_idle": r.chips_idle, "chips_with_ecc": r.chips_with_ecc,
+        "chips_with_uncorrected_ecc": r.chips_with_uncorrected_ecc,
     }
 
 
@@ -106,6 +108,7 @@ def _runtime(h: HostState, r: RuntimeState) -> dict[str, Any]:
 
 
 def _chip(h: HostState, c: ChipState, now_s: float) -> dict[str, Any]:
+    ecc = chip_ecc(c)
     return {
         "host": h.host_id, "device": c.index,
         "util_pct": _r(c.util_pct), "util_age_s": _age(now_s, c.util_at_s),
@@ -116,7 +119,9 @@ def _chip(h: HostState, c: ChipState, now_s: float) -> dict[str, Any]:
             for i, s in sorted(c.cores.items())
         },
         "util_mean_pct": _r(c.util_mean_pct), "util_max_pct": _r(c.util_max_pct), "hbm_peak_bytes": c.hbm_peak_bytes,
-        "samples": c.samples, "ecc": {"reading": c.ecc.reading, "totals": c.ecc.totals()},
+        "samples": c.samples,
+        "ecc": {"reading": c.ecc.reading, "totals": c.ecc.totals(), "corrected": ecc.corrected,
+                "uncorrected": ecc.uncorrected},
     }
 
 
@@ -163,7 +168,8 @@ def render_text(snap: dict[str, Any], lowest: int = 5) -> str:
     for us in snap["ultraservers"]:
         b = us["boundary"]
         capacity = us["hbm_capacity_bytes"]
-        share = f" ({100 * us['hbm_used_bytes'] / capacity:.1f}%)" if capacity else ""
+        fill_pct = hbm_fill_pct(us["hbm_used_bytes"], capacity)
+        share = "" if fill_pct is None else f" ({fill_pct:.1f}%)"
         lines += [
             "",
             f"UltraServer {clean(us['id'])} (figures over {b['chips_in_figures']} chips on {b['hosts_fresh']}/{b['hosts']} "
@@ -184,7 +190,7 @@ def render_text(snap: dict[str, Any], lowest: int = 5) -> str:
         for c in sorted(fresh_chips, key=lambda c: (c["util_pct"], c["host"], c["device"]))[:lowest]:
             lines.append(f"  {clean(names[c['host']])} chip {c['device']}: util {_pct(c['util_pct'])}, "
                          f"HBM {_gib(c['hbm_bytes'])} of {_gib(c['hbm_capacity_bytes'])}")
-    ecc = [c for c in chips if any(v for v in c["ecc"]["totals"].values())]
+    ecc = [c for c in chips if c["ecc"]["corrected"] or c["ecc"]["uncorrected"]]
     if ecc:
         lines += ["", "chips with ECC events:"]
         for c in ecc:

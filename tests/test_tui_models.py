@@ -15,7 +15,7 @@ from trnwatch.tui.view_models import (
 )
 from trnwatch.tui.widgets import hbm_glyph, merge_blanks, sparkline, util_glyph
 from tests.tui_fleet import (
-    BASE_S, LAST_TICK, STRAGGLER, fleet_ledger, job_ledger, new_fleet_ledger, now_at, received_s, report_lines,
+    BASE_S, LAST_TICK, STRAGGLER, fleet_ledger, new_fleet_ledger, now_at, received_s, report_lines,
 )
 
 
@@ -68,7 +68,7 @@ def test_themes_default_to_mono_under_no_color_and_cycle_through_all():
 def test_ultraserver_model_states_its_boundary_and_finds_the_straggler():
     ledger = fleet_ledger("straggler")
     m = ultraserver_model(ledger, now_at(LAST_TICK), None)
-    assert (m.hosts_total, m.chips_total, m.rollup.hosts_fresh, m.rollup.chips) == (36, 144, 36, 144)
+    assert (m.rollup.hosts_total, m.rollup.chips_total, m.rollup.hosts_fresh, m.rollup.chips) == (36, 144, 36, 144)
     assert m.rollup.hbm_capacity_bytes == 144 * 144 * 2**30
     host, chip = STRAGGLER
     row = next(r for r in m.rows if r.number == host)
@@ -82,7 +82,7 @@ def test_lost_host_is_stale_and_left_out_of_the_rollup_with_its_age():
     m = ultraserver_model(ledger, now_at(50), None, filter_="not-fresh")
     assert [r.number for r in m.rows] == [7]
     assert m.rows[0].state == "stale" and round(m.rows[0].age_s) == 6
-    assert (m.rollup.hosts_fresh, m.rollup.chips, m.hosts_stale) == (35, 140, 1)
+    assert (m.rollup.hosts_fresh, m.rollup.chips, m.rollup.hosts_stale) == (35, 140, 1)
 
 
 def test_sort_and_filter_by_ecc_and_hbm():
@@ -128,7 +128,8 @@ def test_replay_clock_is_the_latest_line_not_the_wall_clock():
 
 
 def test_job_model_places_ranks_and_gives_device_evidence_for_the_straggler():
-    m = job_model(job_ledger(), fleet_ledger("straggler"), now_at(LAST_TICK))
+    ledger = fleet_ledger("straggler", with_job=True)
+    m = job_model(ledger.job, ledger, now_at(LAST_TICK))
     assert m.diagnosis.verdict == "slow"
     suspect = m.diagnosis.suspects[0]
     assert (suspect.rank, suspect.host, suspect.chip) == (30, "sim-trn3-gen2-us-07", 2)

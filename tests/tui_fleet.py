@@ -64,9 +64,13 @@ def new_fleet_ledger(scenario: str = "straggler", last_tick: int = LAST_TICK, mo
 
 
 @functools.cache
-def fleet_ledger(scenario: str = "straggler", last_tick: int = LAST_TICK) -> Ledger:
-    """The same, built once per test run and shared: views only read it, so tests must not add to it."""
-    return new_fleet_ledger(scenario, last_tick)
+def fleet_ledger(scenario: str = "straggler", last_tick: int = LAST_TICK, with_job: bool = False) -> Ledger:
+    """The same, built once per test run and shared: views only read it, so tests must not add to
+    it; `with_job`: with `job_ledger(last_tick)` as its job scope."""
+    ledger = new_fleet_ledger(scenario, last_tick)
+    if with_job:
+        ledger.job = job_ledger(last_tick)
+    return ledger
 
 
 # The cluster view's fleet: three simulated UltraServers (seed = position) in different scenarios,
@@ -228,7 +232,6 @@ def job_ledger(last_tick: int = LAST_TICK) -> JobLedger:
 def make_app(scenario: str = "straggler", *, last_tick: int = LAST_TICK, with_job: bool = False,
              theme: str = "dark", ledger: Ledger | None = None, **kwargs) -> TrnwatchApp:
     """The app on a filled ledger and a fixed clock (no session, no wall clock)."""
-    ledger = ledger if ledger is not None else fleet_ledger(scenario, last_tick)
-    job = job_ledger(last_tick) if with_job else None
+    ledger = ledger if ledger is not None else fleet_ledger(scenario, last_tick, with_job)
     now_s = now_at(last_tick)
-    return TrnwatchApp(ledger, job=job, clock=lambda: now_s, theme=theme, **kwargs)
+    return TrnwatchApp(ledger, clock=lambda: now_s, theme=theme, **kwargs)

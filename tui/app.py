@@ -75,7 +75,6 @@ class TrnwatchApp(App[None]):
         ledger: Ledger,
         *,
         session: Session | None = None,
-        job: JobLedger | None = None,
         clock: Callable[[], float] = time.time,
         refresh_s: float = 1.0,
         theme: str | None = None,
@@ -87,7 +86,6 @@ class TrnwatchApp(App[None]):
         super().__init__(driver_class=driver_class)
         self.ledger = ledger
         self.session = session
-        self._job = job
         self.clock = clock
         self.refresh_s = refresh_s
         self.theme_name = default_theme(theme)
@@ -105,7 +103,7 @@ class TrnwatchApp(App[None]):
     @property
     def job(self) -> JobLedger | None:
         """The job scope: the ledger's, from the first job telemetry line on (None: not connected)."""
-        return self._job if self._job is not None else self.ledger.job
+        return self.ledger.job
 
     # --- layout and refresh ---------------------------------------------------------------------
 

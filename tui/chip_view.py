@@ -7,6 +7,7 @@ the report did carry core counters.
 
 from rich.text import Text
 
+from trnwatch.ledger.rollups import hbm_high
 from trnwatch.tui import units
 from trnwatch.tui.scope import Frame, ScopeView, outside, styled
 from trnwatch.tui.view_models import ChipModel, chip_model
@@ -52,7 +53,7 @@ class ChipView(ScopeView):
         freshness = (f"host {state}, last report {units.age(m.host.age_s)} ago",
                      pal["dim"] if fresh else (pal["bad"] if state == "lost" else pal["warn"]))
         ecc_style = pal["bad"] if c.ecc_events else pal["text"]
-        full = (c.hbm_pct or 0.0) >= 90.0
+        full = hbm_high(c.hbm_pct)
         return [
             styled(("Chip ", pal["label"]), (f"{c.index}", pal["title"]), (" of host ", pal["label"]),
                    (f"{m.host.number} ", pal["title"]), outside(m.host.name or "", 28, pal["text"]), " ",

@@ -19,12 +19,13 @@ from rich.text import Text
 from textual import events
 from textual.geometry import Region
 
+from trnwatch.ledger.rollups import hbm_high
 from trnwatch.tui import units
 from trnwatch.tui.job_view import VERDICT_ROLE
 from trnwatch.tui.scope import Frame, ScopeView, Selection, styled
 from trnwatch.tui.text import clip
 from trnwatch.tui.view_models import (
-    CLUSTER_SORT_HELP, HBM_HIGH_PCT, NO_GROUP, ClusterModel, UltraServerLine, cluster_model,
+    CLUSTER_SORT_HELP, NO_GROUP, ClusterModel, UltraServerLine, cluster_model,
 )
 from trnwatch.tui.widgets import TextLines
 
@@ -84,7 +85,7 @@ class ClusterView(ScopeView):
         sel = frame.selection
         m = self.model
         if m is None or not frame.selection_only or m.sort != sel.sort:
-            m = self.model = cluster_model(frame.ledger, frame.job, frame.now_s, sel.sort)
+            m = self.model = cluster_model(frame.ledger, frame.now_s, sel.sort)
         self.row_groups = [row.group for row in m.rows]
         if not m.rows:
             return [styled(("No host has reported yet.", frame.palette["warn"]))], [], []
@@ -106,28 +107,28 @@ class ClusterView(ScopeView):
         r = m.rollup
         return styled(("CLUSTER", pal["scope"]),
                       (f" · {units.plural(len(r.ultraservers), 'UltraServer')} · {units.plural(r.hosts_total, 'host')}"
-                       f" · {units.plural(m.chips_total, 'chip')}", pal["text"]))
+                       f" · {units.plural(r.chips_total, 'chip')}", pal["text"]))
 
     def _summary(self, m: ClusterModel, frame: Frame) -> list[Text]:
         pal = frame.palette
         r = m.rollup
-        full = r.hbm_capacity_bytes and r.hbm_used_bytes / r.hbm_capacity_bytes * 100 >= HBM_HIGH_PCT
+        full = hbm_high(r.hbm_fill_pct)
         figures = styled(
             ("HBM ", pal["label"]), (units.used_of(r.hbm_used_bytes if r.chips else None, r.hbm_capacity_bytes),
                                      pal["hbm-full"] if full else pal["text"]),
             ("  util mean ", pal["label"]), (units.pct(r.util_mean_pct), pal["text"]),
-            (" min ", pal["label"]), (units.pct(m.util_min_pct), pal["text"]),
-            ("  idle ", pal["label"]), (f"{m.chips_idle}", pal["warn"] if m.chips_idle else pal["text"]),
+            (" min ", pal["label"]), (units.pct(r.util_min_pct), pal["text"]),
+            ("  idle ", pal["label"]), (f"{r.chips_idle}", pal["warn"] if r.chips_idle else pal["text"]),
             ("  ECC ", pal["label"]),
             (units.plural(r.chips_with_ecc, "chip"), pal["bad"] if r.chips_with_ecc else pal["text"]),
         )
-        not_fresh = r.hosts_total - r.hosts_fresh
+        not_fresh = r.hosts_left_out
         boundary = styled(
             (f"over {units.plural(r.chips, 'chip')} on {r.hosts_fresh}/{units.plural(r.hosts_total, 'fresh host')}",
              pal["dim"]),
-            ("  stale ", pal["label"]), (f"{m.hosts_stale}", pal["warn"] if m.hosts_stale else pal["text"]),
-            ("  lost ", pal["label"]), (f"{m.hosts_lost}", pal["bad"] if m.hosts_lost else pal["text"]),
-            *((("  never reported ", pal["label"]), (f"{m.hosts_silent}", pal["warn"])) if m.hosts_silent else ()),
+            ("  stale ", pal["label"]), (f"{r.hosts_stale}", pal["warn"] if r.hosts_stale else pal["text"]),
+            ("  lost ", pal["label"]), (f"{r.hosts_lost}", pal["bad"] if r.hosts_lost else pal["text"]),
+            *((("  never reported ", pal["label"]), (f"{r.hosts_silent}", pal["warn"])) if r.hosts_silent else ()),
             ("  (left out)" if not_fresh else "", pal["dim"]),
         )
         legend = styled(("sort ", pal["label"]), (CLUSTER_SORT_HELP[m.sort], pal["text"]),
@@ -169,7 +170,7 @@ class ClusterView(ScopeView):
                 hbm = f"{r.hbm_used_bytes / per:.{places}f}/{capacity}"
             out.append((
                 NO_GROUP_LABEL if row.group == NO_GROUP else clip(row.group, id_cols),
-                f"{r.hosts_fresh}/{r.hosts_total}", f"{r.chips}", hbm, units.pct(row.hbm_pct, 0),
+                f"{r.hosts_fresh}/{r.hosts_total}", f"{r.chips}", hbm, units.pct(r.hbm_fill_pct, 0),
                 units.pct(r.util_mean_pct, 0), units.pct(r.util_min_pct, 0), f"{r.chips_idle}", f"{r.chips_with_ecc}",
                 _stalls(row, m),
             ))
@@ -178,7 +179,7 @@ class ClusterView(ScopeView):
     def _styles(self, row: UltraServerLine, m: ClusterModel, frame: Frame) -> list[Style]:
         pal = frame.palette
         r = row.rollup
-        full = pal["hbm-full"] if (row.hbm_pct or 0.0) >= HBM_HIGH_PCT else pal["text"]
+        full = pal["hbm-full"] if hbm_high(r.hbm_fill_pct) else pal["text"]
         verdict = m.diagnosis.verdict if m.diagnosis is not None else ""
         return [
             pal["dim"] if row.group == NO_GROUP else pal["title"],

@@ -12,6 +12,7 @@ from rich.style import Style
 from rich.text import Text
 from textual import events
 
+from trnwatch.ledger.rollups import hbm_high
 from trnwatch.tui import units
 from trnwatch.tui.scope import Frame, ScopeView, Selection, column, outside, styled
 from trnwatch.tui.view_models import (
@@ -91,7 +92,7 @@ class UltraServerView(ScopeView):
         name = "(hosts in no UltraServer)" if m.group == NO_GROUP else m.group
         group = f" ({m.group_number + 1}/{m.group_count})" if m.group_count > 1 else ""
         return styled(("ULTRASERVER ", pal["scope"]), outside(name, 16 if m.group != NO_GROUP else 26, pal["title"]),
-                      (f"{group} · {units.plural(m.hosts_total, 'host')} · {units.plural(m.chips_total, 'chip')}",
+                      (f"{group} · {units.plural(m.rollup.hosts_total, 'host')} · {units.plural(m.rollup.chips_total, 'chip')}",
                        pal["text"]))
 
     def _ensure_selection(self, model: UltraServerModel, frame: Frame) -> None:
@@ -111,8 +112,8 @@ class UltraServerView(ScopeView):
                            (" (no --ultraservers entry, no ultraserver_id in reports)", pal["dim"]))
         else:
             title = styled(("UltraServer ", pal["label"]), outside(m.group, 40, pal["title"]),
-                           (f"  {units.plural(m.hosts_total, 'host')}  {units.plural(m.chips_total, 'chip')}", pal["text"]))
-        full = r.hbm_capacity_bytes and r.hbm_used_bytes / r.hbm_capacity_bytes * 100 >= 90
+                           (f"  {units.plural(r.hosts_total, 'host')}  {units.plural(r.chips_total, 'chip')}", pal["text"]))
+        full = hbm_high(r.hbm_fill_pct)
         figures = styled(
             ("HBM ", pal["label"]), (units.used_of(r.hbm_used_bytes if r.chips else None, r.hbm_capacity_bytes),
                                      pal["hbm-full"] if full else pal["text"]),
@@ -122,12 +123,12 @@ class UltraServerView(ScopeView):
             ("  ECC ", pal["label"]), (f"{r.chips_with_ecc} chip{'s' if r.chips_with_ecc != 1 else ''}",
                                         pal["bad"] if r.chips_with_ecc else pal["text"]),
         )
-        not_fresh = m.hosts_stale + m.hosts_lost
+        not_fresh = r.hosts_left_out
         boundary = styled(
-            (f"over {units.plural(r.chips, 'chip')} on {r.hosts_fresh}/{units.plural(m.hosts_total, 'fresh host')}",
+            (f"over {units.plural(r.chips, 'chip')} on {r.hosts_fresh}/{units.plural(r.hosts_total, 'fresh host')}",
              pal["dim"]),
-            ("  stale ", pal["label"]), (f"{m.hosts_stale}", pal["warn"] if m.hosts_stale else pal["text"]),
-            ("  lost ", pal["label"]), (f"{m.hosts_lost}", pal["bad"] if m.hosts_lost else pal["text"]),
+            ("  stale ", pal["label"]), (f"{r.hosts_stale}", pal["warn"] if r.hosts_stale else pal["text"]),
+            ("  lost ", pal["label"]), (f"{r.hosts_lost}", pal["bad"] if r.hosts_lost else pal["text"]),
             ("  (left out of the figures)" if not_fresh else "", pal["dim"]),
         )
         legend = styled(
@@ -140,7 +141,7 @@ class UltraServerView(ScopeView):
     def _filtered_note(self, m: UltraServerModel, frame: Frame) -> list[Text]:
         if m.filter == "all":
             return []
-        return [styled((f"filter {m.filter}: {FILTER_HELP[m.filter]} — {len(m.rows)} of {m.hosts_total} hosts",
+        return [styled((f"filter {m.filter}: {FILTER_HELP[m.filter]} — {len(m.rows)} of {m.rollup.hosts_total} hosts",
                         frame.palette["dim"]))]
 
     def _blocks(self, m: UltraServerModel, frame: Frame) -> list[Text]:

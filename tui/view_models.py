@@ -15,9 +15,11 @@ from typing import Literal
 
 from trnwatch.ledger.hosts import ChipState, HostState, RuntimeState
 from trnwatch.ledger.job import JobDiagnosis, JobLedger
-from trnwatch.ledger.ledger import ClusterRollup, Ledger, UltraServerRollup
-
-Freshness = Literal["fresh", "stale", "lost"]
+from trnwatch.ledger.ledger import Ledger
+from trnwatch.ledger.rollups import (
+    HBM_HIGH_PCT, ClusterRollup, Freshness, UltraServerRollup, chip_ecc, hbm_fill_pct, hbm_high, host_freshness,
+    source_periods_s, suspects_by_ultraserver,
+)
 
 # Sort keys and filters of the UltraServer grid and host list, in the order `s` / `f` cycle.
 SORTS = ("host", "util", "hbm", "ecc")
@@ -26,10 +28,9 @@ FILTER_HELP = {
     "all": "every host",
     "idle": "hosts with an idle chip (0% utilisation)",
     "ecc": "hosts with a chip that had ECC events",
-    "hbm-high": "hosts with a chip at 90% HBM or more",
+    "hbm-high": f"hosts with a chip at {HBM_HIGH_PCT:.0f}% HBM or more",
     "not-fresh": "hosts that are stale or lost",
 }
-HBM_HIGH_PCT = 90.0
 
 # Display names of the per-core HBM categories neuron-monitor reports; others keep their own name.
 HBM_CATEGORIES = {
@@ -60,9 +61,7 @@ class ChipCell:
 
     @property
     def hbm_pct(self) -> float | None:
-        if self.hbm_bytes is None or not self.hbm_capacity_bytes:
-            return None
-        return 100.0 * self.hbm_bytes / self.hbm_capacity_bytes
+        return hbm_fill_pct(self.hbm_bytes, self.hbm_capacity_bytes)
 
 
 @dataclass(frozen=True)
@@ -79,20 +78,11 @@ class HostRow:
 
 
 def chip_cell(host: HostState, chip: ChipState) -> ChipCell:
-    totals = chip.ecc.totals()
-    events = sum(v for v in totals.values() if v)
-    uncorrected = sum(v for k, v in totals.items() if v and "uncorrected" in k)
+    ecc = chip_ecc(chip)
     return ChipCell(
         host.host_id, chip.index, chip.util_pct, chip.hbm_bytes, chip.hbm_capacity_bytes,
-        events, uncorrected, None in totals.values(),
+        ecc.events, ecc.uncorrected, ecc.undecided,
     )
-
-
-def host_state(ledger: Ledger, host: HostState, now_s: float) -> Freshness:
-    source = ledger.sources.get(host.source_id)
-    if source is not None and source.state(now_s, host.period_s) == "lost":
-        return "lost"
-    return "fresh" if ledger.host_fresh(host, now_s) else "stale"
 
 
 def _natural(text: str) -> tuple:
@@ -104,10 +94,11 @@ def host_rows(ledger: Ledger, hosts: list[HostState], now_s: float) -> list[Host
     """Rows for `hosts`, numbered in natural order of their names (instance name, else stream
     label), so numbers follow the names people use; sorting the grid never renumbers."""
     ordered = sorted(hosts, key=lambda h: (_natural(h.instance_name or h.source_id), h.host_id))
+    periods_s = source_periods_s(ledger)
     return [
         HostRow(
             number=i, host_id=h.host_id, name=h.instance_name, source_id=h.source_id,
-            state=host_state(ledger, h, now_s),
+            state=host_freshness(ledger, h, now_s, periods_s),
             age_s=None if h.last_s is None else max(0.0, now_s - h.last_s),
             chips=tuple(chip_cell(h, c) for c in h.chips),
         )
@@ -141,7 +132,7 @@ def _keep(row: HostRow, filter_: str) -> bool:
     if filter_ == "ecc":
         return any(c.ecc_events for c in row.chips)
     if filter_ == "hbm-high":
-        return any((c.hbm_pct or 0.0) >= HBM_HIGH_PCT for c in row.chips)
+        return any(hbm_high(c.hbm_pct) for c in row.chips)
     raise ValueError(f"unknown filter {filter_!r}")
 
 
@@ -179,7 +170,7 @@ class SourcesModel:
 
 
 def sources_model(ledger: Ledger, now_s: float) -> SourcesModel:
-    period_by_source = {h.source_id: h.period_s for h in ledger.hosts.values()}
+    period_by_source = source_periods_s(ledger)
     lines = []
     for s in sorted(ledger.sources.values(), key=lambda s: s.source_id):
         lines.append(SourceLine(
@@ -212,11 +203,7 @@ class UltraServerModel:
     group: str  # UltraServer id, or NO_GROUP
     group_number: int
     group_count: int
-    rollup: UltraServerRollup  # fresh hosts only
-    hosts_total: int
-    chips_total: int  # on every host of the group, fresh or not
-    hosts_stale: int
-    hosts_lost: int
+    rollup: UltraServerRollup  # figures over fresh hosts, host counts over all of them
     rows: tuple[HostRow, ...]  # sorted and filtered
     sort: str
     filter: str
@@ -236,9 +223,6 @@ def ultraserver_model(ledger: Ledger, now_s: float, group: str | None, sort: str
     return UltraServerModel(
         group=group, group_number=ids.index(group), group_count=len(ids),
         rollup=ledger.rollup_ultraserver(group, hosts, now_s),
-        hosts_total=len(hosts), chips_total=sum(len(h.chips) for h in hosts),
-        hosts_stale=sum(1 for r in rows if r.state == "stale"),
-        hosts_lost=sum(1 for r in rows if r.state == "lost"),
         rows=tuple(sort_and_filter(rows, sort, filter_)), sort=sort, filter=filter_,
     )
 
@@ -260,15 +244,7 @@ class UltraServerLine:
 
     group: str  # UltraServer id, or NO_GROUP
     rollup: UltraServerRollup
-    hosts_reporting: int  # hosts that reported at all (a configured member may never have)
     suspect_ranks: tuple[int, ...]  # the job's suspect ranks on its hosts (empty: none, or no job)
-
-    @property
-    def hbm_pct(self) -> float | None:
-        r = self.rollup
-        if not r.chips or not r.hbm_capacity_bytes:
-            return None
-        return 100.0 * r.hbm_used_bytes / r.hbm_capacity_bytes
 
 
 @dataclass(frozen=True)
@@ -278,12 +254,6 @@ class ClusterModel:
 
     rollup: ClusterRollup
     rows: tuple[UltraServerLine, ...]  # sorted
-    chips_total: int  # on every host that reported, fresh or not
-    hosts_stale: int
-    hosts_lost: int
-    hosts_silent: int  # configured members that never reported
-    util_min_pct: float | None  # over fresh chips
-    chips_idle: int  # fresh chips at exactly 0% utilisation
     diagnosis: JobDiagnosis | None  # None: no job telemetry connected
     suspects_unseen: tuple[int, ...]  # suspect ranks on a host the device telemetry does not show
     sort: str
@@ -295,7 +265,7 @@ def _cluster_sort_key(sort: str):
         return (mean is None, mean or 0.0)  # no figure sorts after every figure
 
     def hbm(row: UltraServerLine) -> tuple:
-        fill = row.hbm_pct
+        fill = row.rollup.hbm_fill_pct
         return (fill is None, -(fill or 0.0))
 
     def ecc(row: UltraServerLine) -> tuple:
@@ -306,42 +276,16 @@ def _cluster_sort_key(sort: str):
     return lambda row: (key(row), row.group == NO_GROUP, row.group)
 
 
-def cluster_model(ledger: Ledger, job: JobLedger | None, now_s: float, sort: str = "host") -> ClusterModel:
+def cluster_model(ledger: Ledger, now_s: float, sort: str = "host") -> ClusterModel:
     """The cluster view's figures: `Ledger.rollup_cluster` rows, sorted, with the job's suspect
-    ranks placed on their UltraServer (rank host -> ledger host -> UltraServer) when job
-    telemetry is connected."""
+    ranks placed on their UltraServer when job telemetry is connected."""
     cluster = ledger.rollup_cluster(now_s)
-    reporting: dict[str, int] = {}
-    states = {"stale": 0, "lost": 0}
-    for host in ledger.hosts.values():
-        group = ledger.ultraserver_of(host) or NO_GROUP
-        reporting[group] = reporting.get(group, 0) + 1
-        state = host_state(ledger, host, now_s)
-        if state != "fresh":
-            states[state] += 1
-    diagnosis = None
-    suspects: dict[str, list[int]] = {}
-    unseen: list[int] = []
-    if job is not None:
-        diagnosis = job.diagnose(now_s, lambda host, chip: ledger.chip_util_pct(host, chip, now_s))
-        for suspect in diagnosis.suspects:
-            host = ledger.host_named(suspect.host) if suspect.host else None
-            if host is None:
-                unseen.append(suspect.rank)
-            else:
-                suspects.setdefault(ledger.ultraserver_of(host) or NO_GROUP, []).append(suspect.rank)
-    rollups = cluster.ultraservers + ([cluster.unplaced] if cluster.unplaced else [])
-    rows = [UltraServerLine(r.ultraserver, r, reporting.get(r.ultraserver, 0),
-                            tuple(sorted(suspects.get(r.ultraserver, ())))) for r in rollups]
-    mins = [r.util_min_pct for r in rollups if r.util_min_pct is not None]
+    diagnosis = ledger.job_diagnosis(now_s)
+    placed, unseen = suspects_by_ultraserver(ledger, diagnosis)
+    rows = [UltraServerLine(r.ultraserver, r, tuple(sorted(placed.get(r.ultraserver, ())))) for r in cluster.rows]
     return ClusterModel(
         rollup=cluster, rows=tuple(sorted(rows, key=_cluster_sort_key(sort))),
-        chips_total=sum(len(h.chips) for h in ledger.hosts.values()),
-        hosts_stale=states["stale"], hosts_lost=states["lost"],
-        hosts_silent=cluster.hosts_total - len(ledger.hosts),
-        util_min_pct=min(mins) if mins else None,
-        chips_idle=sum(r.chips_idle for r in rollups),
-        diagnosis=diagnosis, suspects_unseen=tuple(sorted(unseen)), sort=sort,
+        diagnosis=diagnosis, suspects_unseen=tuple(unseen), sort=sort,
     )
 
 
@@ -538,8 +482,8 @@ class JobModel:
 
 
 def job_model(job: JobLedger, ledger: Ledger, now_s: float) -> JobModel:
-    """The job view's figures; the diagnosis gets each suspect's chip utilisation from the
-    device ledger (fresh hosts only), the join the receipt uses too."""
+    """The job view's figures; the diagnosis is `Ledger.job_diagnosis` (each suspect's chip
+    utilisation from the device ledger, fresh hosts only), the join the receipt uses too."""
     dead = set(job.dead_ranks(now_s))  # the job ledger's own rule, not a second copy of it
     ranks = tuple(
         RankLine(
@@ -551,7 +495,7 @@ def job_model(job: JobLedger, ledger: Ledger, now_s: float) -> JobModel:
     summary = job.summary(now_s)
     collectives = summary["collectives"]
     return JobModel(
-        diagnosis=job.diagnose(now_s, lambda host, chip: ledger.chip_util_pct(host, chip, now_s)),
+        diagnosis=ledger.job_diagnosis(now_s),
         summary=summary,
         ranks=ranks,
         collectives=tuple(

@@ -1,0 +1,214 @@
+"""Derived figures: the one place each is computed, read by every view, receipt and snapshot.
+
+The ledger folds what sources delivered; everything derived from it that more than one reader
+shows is defined here once, so a chip's HBM fill, "this chip had ECC", an UltraServer's sums,
+a host's freshness, the job-device join and the hosts left out of a figure cannot drift apart
+between the screen, the snapshot and the receipt. Pure functions of ledger state and "now".
+"""
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from trnwatch.ledger.hosts import ChipState, HostState
+from trnwatch.ledger.job import JobDiagnosis
+
+if TYPE_CHECKING:
+    from trnwatch.ledger.ledger import Ledger
+
+# A chip (or an UltraServer, a cluster) at this HBM fill or more is drawn as nearly full and
+# passes the `hbm-high` filter.
+HBM_HIGH_PCT = 90.0
+# neuron-monitor's `neuron_hw_counters` fields, split by what they mean for the chip: a
+# corrected error is noted, an uncorrected one is data loss (a fault of its own severity).
+ECC_CORRECTED_FIELDS = ("mem_ecc_corrected", "sram_ecc_corrected")
+ECC_UNCORRECTED_FIELDS = ("mem_ecc_uncorrected", "sram_ecc_uncorrected")
+
+Freshness = Literal["fresh", "stale", "lost"]
+
+
+# --- one chip -----------------------------------------------------------------------------------
+
+
+def hbm_fill_pct(used_bytes: int | None, capacity_bytes: int | None) -> float | None:
+    """HBM in use as a share of capacity; None when either is unknown (or capacity is 0)."""
+    if used_bytes is None or not capacity_bytes:
+        return None
+    return 100.0 * used_bytes / capacity_bytes
+
+
+def hbm_high(fill_pct: float | None) -> bool:
+    return fill_pct is not None and fill_pct >= HBM_HIGH_PCT
+
+
+@dataclass(frozen=True, slots=True)
+class ChipEcc:
+    """A chip's ECC events in the window, under its counter reading (`CounterFamily.totals`)."""
+
+    corrected: int
+    uncorrected: int
+    undecided: bool  # some counter's two readings disagree: its total is unknown
+
+    @property
+    def events(self) -> int:
+        return self.corrected + self.uncorrected
+
+    @property
+    def had_ecc(self) -> bool:
+        return self.events > 0
+
+
+def chip_ecc(chip: ChipState) -> ChipEcc:
+    totals = chip.ecc.totals()
+    return ChipEcc(
+        corrected=sum(totals.get(k) or 0 for k in ECC_CORRECTED_FIELDS),
+        uncorrected=sum(totals.get(k) or 0 for k in ECC_UNCORRECTED_FIELDS),
+        undecided=None in totals.values(),
+    )
+
+
+# --- hosts and sources ----------------------------------------------------------------------------
+
+
+def source_periods_s(ledger: "Ledger") -> dict[str, float]:
+    """Report period per source: the longest of the hosts it feeds (a Prometheus server feeds
+    many), so no host of a slow-reporting source is judged stale by a faster one's period."""
+    periods: dict[str, float] = {}
+    for host in ledger.hosts.values():
+        if host.period_s:
+            periods[host.source_id] = max(host.period_s, periods.get(host.source_id, 0.0))
+    return periods
+
+
+def host_freshness(ledger: "Ledger", host: HostState, now_s: float, periods_s: dict[str, float]) -> Freshness:
+    """fresh (in every figure), stale (reports stopped: last figures shown with their age, left
+    out of rollups) or lost (its source ended with an error or its link is down)."""
+    source = ledger.sources.get(host.source_id)
+    if source is not None and source.state(now_s, periods_s.get(host.source_id)) == "lost":
+        return "lost"
+    return "fresh" if ledger.host_fresh(host, now_s) else "stale"
+
+
+# --- UltraServer and cluster sums -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Rollup:
+    """Latest figures over the fresh hosts of a set of hosts, with its boundary: how many hosts
+    it has, how many are in the figures, and why the others are not."""
+
+    hosts_total: int  # reported, plus configured members that never reported (`hosts_silent`)
+    hosts_fresh: int
+    hosts_stale: int
+    hosts_lost: int
+    hosts_silent: int
+    chips: int  # on fresh hosts: the chips in the figures
+    chips_total: int  # on every host that reported, fresh or not
+    hbm_used_bytes: int
+    hbm_capacity_bytes: int | None  # None when any fresh chip's capacity is unknown
+    util_mean_pct: float | None  # mean over fresh chips (each chip weighs the same)
+    util_min_pct: float | None
+    chips_idle: int  # fresh chips at exactly 0% utilisation
+    chips_with_ecc: int
+    chips_with_uncorrected_ecc: int
+
+    @property
+    def hosts_left_out(self) -> int:
+        """Hosts not in the figures: stale, lost, or never reported."""
+        return self.hosts_total - self.hosts_fresh
+
+    @property
+    def hbm_fill_pct(self) -> float | None:
+        return hbm_fill_pct(self.hbm_used_bytes if self.chips else None, self.hbm_capacity_bytes)
+
+
+@dataclass(frozen=True, slots=True)
+class UltraServerRollup(Rollup):
+    """One UltraServer (or, with id "", the hosts mapped to none)."""
+
+    ultraserver: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterRollup(Rollup):
+    """The whole cluster: its totals, one row per UltraServer, and the hosts in none."""
+
+    ultraservers: list[UltraServerRollup]
+    unplaced: UltraServerRollup | None  # hosts mapped to no UltraServer (id ""), if any
+
+    @property
+    def rows(self) -> list[UltraServerRollup]:
+        return self.ultraservers + ([self.unplaced] if self.unplaced else [])
+
+
+def _figures(hosts: list[HostState], states: list[Freshness], silent: int) -> dict:
+    fresh = [h for h, state in zip(hosts, states, strict=True) if state == "fresh"]
+    chips = [c for h in fresh for c in h.chips]
+    utils = [c.util_pct for c in chips if c.util_pct is not None]
+    capacities = [c.hbm_capacity_bytes for c in chips]
+    ecc = [chip_ecc(c) for c in chips]
+    return dict(
+        hosts_total=len(hosts) + silent,
+        hosts_fresh=len(fresh),
+        hosts_stale=states.count("stale"),
+        hosts_lost=states.count("lost"),
+        hosts_silent=silent,
+        chips=len(chips),
+        chips_total=sum(len(h.chips) for h in hosts),
+        hbm_used_bytes=sum(c.hbm_bytes or 0 for c in chips),
+        hbm_capacity_bytes=None if None in capacities else sum(capacities),
+        util_mean_pct=sum(utils) / len(utils) if utils else None,
+        util_min_pct=min(utils) if utils else None,
+        chips_idle=sum(1 for u in utils if u == 0.0),
+        chips_with_ecc=sum(1 for e in ecc if e.had_ecc),
+        chips_with_uncorrected_ecc=sum(1 for e in ecc if e.uncorrected),
+    )
+
+
+def ultraserver_rollup(ledger: "Ledger", ultraserver: str, hosts: list[HostState], now_s: float,
+                       silent: int = 0, periods_s: dict[str, float] | None = None) -> UltraServerRollup:
+    """Latest figures of `hosts` (one UltraServer), counting only hosts whose data is fresh;
+    `silent`: configured members that never reported."""
+    periods_s = source_periods_s(ledger) if periods_s is None else periods_s
+    states = [host_freshness(ledger, h, now_s, periods_s) for h in hosts]
+    return UltraServerRollup(ultraserver=ultraserver, **_figures(hosts, states, silent))
+
+
+def cluster_rollup(ledger: "Ledger", now_s: float) -> ClusterRollup:
+    """One row per UltraServer (configured or reported), hosts in no UltraServer in a row of
+    their own, and the totals; figures over fresh hosts only. A configured member that never
+    reported counts in `hosts_total` (as silent), never as fresh."""
+    periods_s = source_periods_s(ledger)
+    placed = ledger.ultraservers()
+    configured: dict[str, set[str]] = {}
+    for key, us in ledger.ultraserver_overrides.items():
+        configured.setdefault(us, set()).add(key)
+    rows = []
+    silent_total = 0
+    for us in sorted(set(placed) | set(configured)):
+        hosts = placed.get(us, [])
+        seen = {key for h in hosts for key in (h.host_id, h.source_id)}
+        silent = len(configured.get(us, set()) - seen)
+        silent_total += silent
+        rows.append(ultraserver_rollup(ledger, us, hosts, now_s, silent, periods_s))
+    loose = [h for h in ledger.hosts.values() if ledger.ultraserver_of(h) is None]
+    unplaced = ultraserver_rollup(ledger, "", loose, now_s, 0, periods_s) if loose else None
+    hosts = list(ledger.hosts.values())
+    states = [host_freshness(ledger, h, now_s, periods_s) for h in hosts]
+    return ClusterRollup(ultraservers=rows, unplaced=unplaced, **_figures(hosts, states, silent_total))
+
+
+# --- the job on the devices ---------------------------------------------------------------------------
+
+
+def suspects_by_ultraserver(ledger: "Ledger", diagnosis: JobDiagnosis | None) -> tuple[dict[str, list[int]], list[int]]:
+    """Where the suspect ranks run: UltraServer id ("" for hosts in none) -> ranks, and the ranks
+    on a host the device telemetry does not show (rank host -> ledger host -> UltraServer)."""
+    placed: dict[str, list[int]] = {}
+    unseen: list[int] = []
+    for suspect in diagnosis.suspects if diagnosis is not None else ():
+        host = ledger.host_named(suspect.host) if suspect.host else None
+        if host is None:
+            unseen.append(suspect.rank)
+        else:
+            placed.setdefault(ledger.ultraserver_of(host) or "", []).append(suspect.rank)
+    return placed, sorted(unseen)
