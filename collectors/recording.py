@@ -1,26 +1,38 @@
-"""Recordings `trnwatch.recording/1`: every raw line a session ingested, replayable exactly.
+"""Recordings: every raw line a session ingested, kept so a replay gives the same receipt.
 
-A recording is JSON lines. The first line is a header; each following line is one ingested
-`Line`: `{"t": received unix seconds, "src": source id, "kind": parser, "line": raw text}` (or
-`"oversize": N` instead of `line` for a line that was discarded for its length), or one
-`SourceEvent`: `{"t", "src", "kind", "event": "open" | "end", "error": null | text}`. The writer
-flushes at least once a second, so a crash loses at most the last second; the reader takes
-whole lines only, so a recording cut mid-line replays up to its last complete line.
+`trnwatch.recording/2` (written here; the on-disk form is in recording_frames.py): zstd frames
+of about a second of entries each (or FRAME_MAX_RAW_BYTES), each frame written with one append
+and indexed in `FILE.idx` after it, so a SIGKILL loses at most the frame being collected. A
+recorder writes one file (`--record PATH`) or a rotated set in a folder (`trnwatch record DIR`),
+each file named `trnwatch-<session start, UTC>-<part>.trnrec`. `trnwatch.recording/1` (JSON
+lines, the first format) is still read (recording_reader.py).
+
+A write that fails (disk full, I/O error) stops only the recording: the recorder keeps the
+error and the time, writes nothing more, and the session says so once and marks the receipt.
+Files are created 0600 and folders 0700 whatever the umask, by the rule every output follows
+(trnwatch/output.py); recordings are appended, not replaced: a recording holds raw telemetry.
 """
 
-import asyncio
-import json
+import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
 from trnwatch import __version__
 from trnwatch.collectors.lines import Line, SourceEvent
+from trnwatch.collectors.recording_frames import FrameEncoder, header_frame
+from trnwatch.output import FILE_MODE, OutputError, make_dirs, os_error_reason
 
-SCHEMA = "trnwatch.recording/1"
-FLUSH_EVERY_S = 1.0
+SCHEMA = "trnwatch.recording/2"
+SCHEMA_V1 = "trnwatch.recording/1"
+FLUSH_EVERY_S = 1.0  # the session cuts a frame at least this often
+FRAME_SPAN_S = 1.0  # a frame holds at most this much receive time ...
+FRAME_MAX_RAW_BYTES = 4 * 1024 * 1024  # ... and about this many bytes of entries
+PART_GLOB = "trnwatch-*.trnrec"
+INDEX_SUFFIX = ".idx"
 
 
 class RecordingHeader(BaseModel):
@@ -31,113 +43,208 @@ class RecordingHeader(BaseModel):
     started: float
     evidence: str  # the recorded session's evidence mode (live / simulated / replayed)
     ultraservers: dict[str, str] = {}
+    session: str = ""  # /2: the recording session's id (its start, UTC), the same in every part
+    part: int = 0  # /2: the file's place in a rotated set, from 0
 
 
 class RecordingError(ValueError):
     """The file is not a trnwatch recording (or not one this version reads)."""
 
 
+@dataclass(frozen=True)
+class Rotation:
+    """When a recorder starts its next file, and how many files it keeps."""
+
+    max_bytes: int | None = None
+    max_age_s: float | None = None
+    retain: int | None = None
+
+
+def index_path(path: Path) -> Path:
+    return path.with_name(path.name + INDEX_SUFFIX)
+
+
+def _open_private(path: Path) -> int:
+    """Create (or empty) `path` for appending, mode 0600 (the output rule, trnwatch/output.py)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, FILE_MODE)
+    os.fchmod(fd, FILE_MODE)
+    return fd
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 class Recorder:
-    """Appends every ingested line to a recording file."""
+    """Appends every ingested line and source event to a /2 recording.
 
-    def __init__(self, path: Path, evidence: str, ultraservers: dict[str, str]):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self._file = open(path, "w", encoding="utf-8")
-        header = RecordingHeader(recording=SCHEMA, tool=f"trnwatch {__version__}", started=time.time(),
-                                 evidence=evidence, ultraservers=ultraservers)
-        self._file.write(header.model_dump_json() + "\n")
-        self._file.flush()
-        self._last_flush_s = time.monotonic()
-
-    def write(self, item: Line | SourceEvent) -> None:
-        if isinstance(item, SourceEvent):
-            entry = {"t": item.t_s, "src": item.source_id, "kind": item.kind, "event": item.event, "error": item.error}
-        elif item.oversize_bytes:
-            entry = {"t": item.received_s, "src": item.source_id, "kind": item.kind, "oversize": item.oversize_bytes}
-        else:
-            entry = {"t": item.received_s, "src": item.source_id, "kind": item.kind, "line": item.text}
-        self._file.write(json.dumps(entry, ensure_ascii=False) + "\n")
-        if time.monotonic() - self._last_flush_s >= FLUSH_EVERY_S:
-            self.flush()
-
-    def flush(self) -> None:
-        """Push buffered lines to the OS (the session also calls this on a 1 s timer)."""
-        if not self._file.closed:
-            self._file.flush()
-            self._last_flush_s = time.monotonic()
-
-    def close(self) -> None:
-        if not self._file.closed:
-            self._file.flush()
-            self._file.close()
-
-
-def read_header(path: Path) -> RecordingHeader:
-    """The header of a recording; `RecordingError` with a clear message if it is not one."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            first = f.readline()
-    except OSError as exc:
-        raise RecordingError(f"cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise RecordingError(f"{path} is not a trnwatch recording (not text)") from None
-    try:
-        header = RecordingHeader.model_validate_json(first)
-    except ValueError:
-        raise RecordingError(f"{path} is not a trnwatch recording (no {SCHEMA} header)") from None
-    if header.recording != SCHEMA:
-        raise RecordingError(f"{path} is a {header.recording!r} recording; this trnwatch reads {SCHEMA}")
-    return header
-
-
-class RecordingReader:
-    """Streams the whole, well-formed entries of a recording, never holding it in memory.
-
-    `bad` counts unreadable entries; a final line cut by a crash is not counted (it was never a
-    whole line). `progress` is the fraction of the file read so far.
+    `to_file` writes one file; `to_folder` writes parts into a folder, starting the next when
+    `rotation` says, and deleting the oldest parts beyond `rotation.retain`. `known_hosts`
+    (the ledger's host ids) is read when a frame is cut, for the catalog `--info` shows.
     """
 
-    def __init__(self, path: Path):
-        self.path = path
-        self.header = read_header(path)
-        self.size_bytes = path.stat().st_size
-        self.read_bytes = 0
-        self.bad = 0
+    def __init__(self, target: Path, folder: bool, evidence: str, ultraservers: dict[str, str],
+                 rotation: Rotation | None = None, known_hosts: Callable[[], Collection[str]] | None = None,
+                 on_file: Callable[[Path], None] | None = None):
+        self.target = target
+        self.folder = folder
+        self.rotation = rotation or Rotation()
+        self.known_hosts = known_hosts or (lambda: ())
+        self.on_file = on_file
+        self.started_s = time.time()
+        self.session_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(self.started_s))
+        self._header = dict(recording=SCHEMA, tool=f"trnwatch {__version__}", started=self.started_s,
+                            evidence=evidence, ultraservers=ultraservers, session=self.session_id)
+        self.files: list[Path] = []
+        self.frames = 0
+        self.bytes_written = 0
+        self.raw_bytes = 0
+        self.error: str | None = None
+        self.stopped_at_s: float | None = None
+        self._encoder = FrameEncoder()
+        self._fd = self._index_fd = -1
+        self._offset = 0
+        self._file_opened_s = 0.0
+        self._open_events: dict[str, SourceEvent] = {}  # sources open and not ended: repeated in each part
+        self._sources_cataloged: dict[str, str] = {}
+        self._sources_seen: dict[str, str] = {}
+        self._hosts_cataloged: set[str] = set()
+        self._guard(self._open_part)
+
+    @classmethod
+    def to_file(cls, path: Path, evidence: str, ultraservers: dict[str, str], **kw) -> "Recorder":
+        return cls(path, False, evidence, ultraservers, **kw)
+
+    @classmethod
+    def to_folder(cls, folder: Path, evidence: str, ultraservers: dict[str, str], **kw) -> "Recorder":
+        return cls(folder, True, evidence, ultraservers, **kw)
 
     @property
-    def progress(self) -> float:
-        return self.read_bytes / self.size_bytes if self.size_bytes else 1.0
+    def path(self) -> Path | None:
+        """The file being written (None once stopped)."""
+        return self.files[-1] if self.files and self.error is None and self._fd >= 0 else None
 
-    def __iter__(self):
-        with open(self.path, "rb") as f:
-            self.read_bytes = len(f.readline())  # header
-            for raw in f:
-                self.read_bytes += len(raw)
-                if not raw.endswith(b"\n"):
-                    break  # cut short by a crash
-                try:
-                    e = json.loads(raw)
-                    if "event" in e:
-                        yield SourceEvent(e["src"], e["kind"], float(e["t"]), e["event"], e.get("error"))
-                    else:
-                        yield Line(e["src"], e["kind"], float(e["t"]), e.get("line", ""), int(e.get("oversize", 0)))
-                except (ValueError, KeyError, TypeError, AttributeError):
-                    self.bad += 1
+    def write(self, item: Line | SourceEvent) -> None:
+        if self.error is None and self._fd >= 0:
+            self._guard(self._write, item)
 
+    def flush(self) -> None:
+        """Cut the frame being collected (the session calls this every FLUSH_EVERY_S)."""
+        if self.error is None and self._fd >= 0 and self._encoder.entries:
+            self._guard(self._cut_and_rotate)
 
-async def replay_lines(reader: RecordingReader, speed: float) -> AsyncIterator[Line | SourceEvent]:
-    """Yield recorded lines and source events with their recorded times, paced at `speed` x
-    real time (0 = as fast as possible)."""
-    start_wall = start_rec = None
-    for i, line in enumerate(reader):
-        t = line.t_s if isinstance(line, SourceEvent) else line.received_s
-        if start_rec is None:
-            start_wall, start_rec = time.monotonic(), t
-        if speed > 0:
-            delay = start_wall + (t - start_rec) / speed - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-        elif i % 256 == 0:
-            await asyncio.sleep(0)  # stay responsive to signals and the screen
-        yield line
+    def close(self) -> None:
+        if self.error is None and self._fd >= 0:
+            self._guard(self._close_part)
+
+    def _guard(self, step, *args) -> None:
+        try:
+            step(*args)
+        except (OSError, OutputError) as exc:
+            self._stop(exc)
+
+    def _stop(self, exc: OSError | OutputError) -> None:
+        self.error = os_error_reason(exc) if isinstance(exc, OSError) else str(exc)
+        self.stopped_at_s = time.time()
+        for fd, keep in ((self._fd, self._offset), (self._index_fd, None)):
+            if fd < 0:
+                continue
+            try:
+                if keep is not None:
+                    os.ftruncate(fd, keep)  # drop a partly written frame, if the disk lets us
+            except OSError:
+                pass
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._fd = self._index_fd = -1
+
+    def _write(self, item: Line | SourceEvent) -> None:
+        encoder = self._encoder
+        t = item.t_s if isinstance(item, SourceEvent) else item.received_s
+        if encoder.entries and t - encoder.t_first_s >= FRAME_SPAN_S:
+            self._cut_and_rotate()
+        if isinstance(item, SourceEvent):
+            if item.event == "open":
+                self._open_events[item.source_id] = item
+            elif item.event == "end":
+                self._open_events.pop(item.source_id, None)
+        if item.source_id not in self._sources_seen:
+            self._sources_seen[item.source_id] = item.kind
+        encoder.add(item)
+        if len(encoder.buffer) >= FRAME_MAX_RAW_BYTES:
+            self._cut_and_rotate()
+
+    def _cut_and_rotate(self) -> None:
+        self._cut()
+        if self.folder and self._rotation_due():
+            self._close_part()
+            self._open_part()
+
+    def _cut(self) -> None:
+        encoder = self._encoder
+        hosts = self.known_hosts()
+        new_sources = {} if len(self._sources_seen) == len(self._sources_cataloged) else {
+            k: v for k, v in self._sources_seen.items() if k not in self._sources_cataloged}
+        new_hosts = [] if len(hosts) == len(self._hosts_cataloged) else sorted(set(hosts) - self._hosts_cataloged)
+        if new_sources or new_hosts:
+            encoder.add_catalog(new_sources, new_hosts)
+            self._sources_cataloged.update(new_sources)
+            self._hosts_cataloged.update(new_hosts)
+        frame, info = encoder.take(self._offset)
+        _write_all(self._fd, frame)
+        self._offset += len(frame)
+        _write_all(self._index_fd, info.index_record())
+        self.frames += 1
+        self.bytes_written += len(frame)
+        self.raw_bytes += info.raw_bytes
+
+    def _rotation_due(self) -> bool:
+        r = self.rotation
+        return bool((r.max_bytes and self._offset >= r.max_bytes)
+                    or (r.max_age_s and time.monotonic() - self._file_opened_s >= r.max_age_s))
+
+    def _open_part(self) -> None:
+        part = len(self.files)
+        if self.folder:
+            make_dirs(self.target)
+            path = self.target / f"trnwatch-{self.session_id}-{part:04d}.trnrec"
+        else:
+            make_dirs(self.target.parent)
+            path = self.target
+        self._fd = _open_private(path)
+        self._index_fd = _open_private(index_path(path))
+        self.files.append(path)
+        self._file_opened_s = time.monotonic()
+        header = RecordingHeader(**self._header, part=part).model_dump_json()
+        frame = header_frame(header, time.time())
+        _write_all(self._fd, frame)
+        self._offset = len(frame)
+        self.bytes_written += len(frame)
+        # A part read without the ones before it still knows its sources and hosts (an "open"
+        # again is harmless to a replay of the whole set: registering a source is idempotent).
+        self._sources_cataloged, self._hosts_cataloged = {}, set()
+        now_s = time.time()
+        for event in self._open_events.values():
+            self._encoder.add(SourceEvent(event.source_id, event.kind, now_s, "open"))
+        if self.rotation.retain:
+            self._drop_old_parts(self.rotation.retain)
+        if self.on_file is not None:
+            self.on_file(path)
+
+    def _close_part(self) -> None:
+        if self._encoder.entries:
+            self._cut()
+        fd, index_fd = self._fd, self._index_fd
+        self._fd = self._index_fd = -1
+        os.close(fd)
+        os.close(index_fd)
+
+    def _drop_old_parts(self, retain: int) -> None:
+        parts = sorted(self.target.glob(PART_GLOB))
+        for old in parts[:max(0, len(parts) - retain)]:
+            old.unlink(missing_ok=True)
+            index_path(old).unlink(missing_ok=True)

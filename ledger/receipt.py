@@ -128,6 +128,28 @@ class OutputFailure(_Section):
     at: float  # unix seconds
 
 
+class RecordingEntry(_Section):
+    """The recording this session wrote; a write failure stopped only the recording."""
+
+    path: str  # the file, or the folder of a rotated set
+    files: list[str]
+    frames: int
+    bytes: int
+    error: str | None  # e.g. "No space left on device (ENOSPC)"; null: recorded to the end
+    stopped_at: float | None  # unix s when the recording stopped on that error
+
+
+class ReplayEntry(_Section):
+    """What a replay read: the recording, the window asked for, frames read and skipped."""
+
+    recording: str
+    schema_: str = Field(alias="schema")
+    window_from: float | None  # unix s; null: from the recording's start
+    window_to: float | None  # unix s; null: to its end
+    frames_read: int
+    frames_skipped: dict[str, int]  # by reason: truncated, corrupt, entry (an unreadable entry)
+
+
 class Receipt(_Section):
     # `schema` is a BaseModel attribute, so the field is `schema_` with the JSON key `schema`.
     schema_: str = Field(alias="schema")
@@ -145,6 +167,8 @@ class Receipt(_Section):
     ultraservers: list[UltraServerEntry]
     job: dict[str, Any] | None
     output_failures: list[OutputFailure] = []
+    recording: RecordingEntry | None = None
+    replay: ReplayEntry | None = None
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -163,7 +187,8 @@ def _r(value: float | None, places: int = 3) -> float | None:
 
 
 def build_receipt(ledger: Ledger, exit_reason: ExitReason, recorded_evidence: Evidence | None = None, *,
-                  written_at_s: float, output_failures: list[OutputFailure] = ()) -> Receipt:
+                  written_at_s: float, output_failures: list[OutputFailure] = (),
+                  recording: RecordingEntry | None = None, replay: ReplayEntry | None = None) -> Receipt:
     """Assemble the receipt from the ledger's current state, written at `written_at_s` (wall clock,
     passed in). The job section is judged at the window's end (the last line received), so a
     replay gives the same job figures."""
@@ -187,6 +212,8 @@ def build_receipt(ledger: Ledger, exit_reason: ExitReason, recorded_evidence: Ev
         ultraservers=_ultraserver_entries(ledger),
         job=job,
         output_failures=list(output_failures),
+        recording=recording,
+        replay=replay,
     )
 
 
@@ -272,6 +299,25 @@ def _md_text(s: object) -> str:
     return clean(s).replace("\\", "\\\\").replace("|", "\\|").replace("`", "'").replace("<", "&lt;")
 
 
+def _md_recording(r: Receipt) -> list[str]:
+    lines = []
+    if r.recording is not None:
+        rec = r.recording
+        state = (f"**stopped** at {time.strftime('%H:%M:%S', time.gmtime(rec.stopped_at))} UTC: {_md_text(rec.error)}"
+                 if rec.error else "to the end")
+        lines.append(f"- Recording: {_md_text(rec.path)}, {len(rec.files)} file(s), {rec.frames} frames, "
+                     f"{rec.bytes} bytes; recorded {state}")
+    if r.replay is not None:
+        p = r.replay
+        window = "whole recording" if p.window_from is None and p.window_to is None else (
+            f"window {p.window_from if p.window_from is not None else 'start'} .. "
+            f"{p.window_to if p.window_to is not None else 'end'} (unix s)")
+        skipped = ", ".join(f"{n} {reason}" for reason, n in p.frames_skipped.items()) or "none"
+        lines.append(f"- Replayed: {_md_text(p.recording)} ({p.schema_}), {window}; {p.frames_read} frames read, "
+                     f"skipped: {skipped}")
+    return lines
+
+
 def render_markdown(r: Receipt) -> str:
     """The receipt for people: same figures, each section with its boundary in words."""
     n_chips, n_hosts, n_us = len(r.chips), len(r.hosts), len(r.ultraservers)
@@ -284,6 +330,7 @@ def render_markdown(r: Receipt) -> str:
         f"- Coverage: {n_chips} chips on {n_hosts} hosts; {n_us} UltraServer(s) configured or reported",
         *[f"- Output failed: {f.output} to {_md_text(f.path)}: {_md_text(f.error)} (the session went on without it)"
           for f in r.output_failures],
+        *_md_recording(r),
         "",
         "## Sources",
         "",

@@ -1,4 +1,4 @@
-"""The `trnwatch` command line: watch, replay, demo, sim, schema."""
+"""The `trnwatch` command line: watch, record, replay, demo, sim, snapshot, schema."""
 
 import argparse
 import asyncio
@@ -19,6 +19,8 @@ examples:
   neuron-monitor | trnwatch watch --stdin         one host's stream from a pipe
   trnwatch watch --record run.trnrec              run the local neuron-monitor, keep a recording
   trnwatch replay run.trnrec --headless           the recorded session again, to the same receipt
+  trnwatch replay run.trnrec --from -60 --headless   only its last minute (seconds or ISO-8601 times)
+  trnwatch record /var/lib/trnwatch --rotate 1G --retain 48   headless recorder for long runs
   trnwatch sim --scenario straggler --no-wait --count 60 | trnwatch watch --stdin --headless
 
 Every session ends with a receipt (JSON + Markdown) saying what was measured, at which
@@ -41,12 +43,59 @@ def _non_negative(value: str) -> float:
     return number
 
 
+def _time_arg(value: str):
+    from trnwatch.collectors.recording_reader import TimeArg
+    try:
+        return TimeArg.parse(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+AGE_UNITS = {"s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def _rotate_arg(value: str) -> tuple[str, float]:
+    """`--rotate`: ("bytes", N) for a size (K/M/G/T, optionally with B or iB) or ("s", N) for an age."""
+    number = value.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    unit = value[len(number):]
+    try:
+        amount = float(number)
+    except ValueError:
+        amount = -1.0
+    size_unit = unit[:-2] if unit.endswith("iB") else unit[:-1] if unit.endswith("B") else unit
+    if amount > 0 and unit in AGE_UNITS:
+        return "s", amount * AGE_UNITS[unit]
+    if amount > 0 and size_unit in SIZE_UNITS and (unit or number.isdigit()):
+        return "bytes", amount * SIZE_UNITS[size_unit]
+    raise argparse.ArgumentTypeError(f"not a size (e.g. 512M, 1G) or an age (e.g. 30m, 6h, 1d): {value!r}")
+
+
+def _retain_arg(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of files, at least 1: {value!r}")
+    return int(value)
+
+
+def _watch_sources(p: argparse.ArgumentParser) -> None:
+    """The source options of `watch` (and `record`)."""
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--stdin", action="store_true", help="read one neuron-monitor stream (one JSON report per line) from stdin until EOF")
+    src.add_argument("--neuron-monitor", metavar="PATH", help="run this executable instead of neuron-monitor, with the same arguments")
+    from trnwatch import scaleout
+    scaleout.add_watch_options(p, src)
+    p.add_argument("--period", type=_positive, default=1.0, metavar="SECONDS", help="neuron-monitor report period; poll interval of --scrape / --prometheus (default 1)")
+    p.add_argument("--label", default=None, help="stream label used as host id when a report has no instance id "
+                   "(default: 'stdin' or 'local')")
+
+
 def _session_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("session")
     g.add_argument("--headless", action="store_true", help="no screen: collect, then write the receipt and print its path")
     g.add_argument("--duration", type=_positive, metavar="SECONDS", help="stop after this many seconds (default: until EOF or Ctrl-C)")
     g.add_argument("--receipt", type=Path, metavar="PATH", help="where to write the receipt JSON (Markdown goes beside it as .md)")
-    g.add_argument("--record", type=Path, metavar="PATH", help="record every raw line ingested, for `trnwatch replay`")
+    g.add_argument("--record", type=Path, metavar="PATH", help="record every raw line ingested (trnwatch.recording/2, "
+                   "index in PATH.idx), for `trnwatch replay`")
     g.add_argument("--ultraservers", type=Path, metavar="FILE",
                    help="map hosts to UltraServers: lines of '<host id or stream label> <ultraserver id>'")
     g.add_argument("--refresh", type=_positive, default=1.0, metavar="SECONDS", help="screen refresh interval (default 1)")
@@ -110,23 +159,41 @@ def build_parser() -> argparse.ArgumentParser:
     watch = sub.add_parser("watch", help="watch neuron-monitor streams (local child process or stdin)",
                            description="Watch a live neuron-monitor stream. With no source option, runs the local "
                            "neuron-monitor (PATH or /opt/aws/neuron/bin) with a generated config.")
-    src = watch.add_mutually_exclusive_group()
-    src.add_argument("--stdin", action="store_true", help="read one neuron-monitor stream (one JSON report per line) from stdin until EOF")
-    src.add_argument("--neuron-monitor", metavar="PATH", help="run this executable instead of neuron-monitor, with the same arguments")
-    from trnwatch import scaleout
-    scaleout.add_watch_options(watch, src)
-    watch.add_argument("--period", type=_positive, default=1.0, metavar="SECONDS", help="neuron-monitor report period; poll interval of --scrape / --prometheus (default 1)")
-    watch.add_argument("--label", default=None, help="stream label used as host id when a report has no instance id "
-                       "(default: 'stdin' or 'local')")
+    _watch_sources(watch)
     _session_options(watch)
     _job_options(watch, demo=False)
+
+    record = sub.add_parser("record", help="headless recorder for long runs: every source of `watch`, no screen",
+                            description="Record every line the sources of `watch` deliver into a folder of "
+                            "trnwatch.recording/2 files, rotated by size or age, until SIGTERM, SIGHUP, Ctrl-C or "
+                            "--duration. No screen, and no receipt unless --receipt is given. `trnwatch replay DIR` "
+                            "replays the folder as one recording.")
+    record.add_argument("folder", type=Path, metavar="DIR", help="where the recording files go (created 0700)")
+    _watch_sources(record)
+    rec = record.add_argument_group("recording")
+    rec.add_argument("--rotate", type=_rotate_arg, action="append", default=[], metavar="SIZE|AGE",
+                     help="start the next file after SIZE bytes (K, M, G, T: powers of 1024, e.g. 1G) or AGE "
+                     "(s, m, h, d, e.g. 6h); repeat to give both")
+    rec.add_argument("--retain", type=_retain_arg, metavar="N", help="keep at most N recording files in DIR (oldest deleted)")
+    rec.add_argument("--duration", type=_positive, metavar="SECONDS", help="stop after this many seconds")
+    rec.add_argument("--receipt", type=Path, metavar="PATH", help="also write a receipt at the end")
+    rec.add_argument("--ultraservers", type=Path, metavar="FILE", help="host -> UltraServer map, as for `watch`")
+    _job_options(record, demo=False)
+    record.set_defaults(headless=True, record=None, default_receipt=False)
 
     replay = sub.add_parser("replay", help="replay a recording to the same figures and receipt",
                             description="Replay a recording made with --record. Figures and receipt match the recorded "
                             "session; the receipt's evidence is 'replayed'.")
-    replay.add_argument("recording", type=Path, metavar="RECORDING")
+    replay.add_argument("recording", type=Path, metavar="RECORDING",
+                        help="a recording file (/1 or /2), or a folder of rotated files made by `trnwatch record`")
     replay.add_argument("--speed", type=_non_negative, default=None, metavar="X",
                         help="replay rate: 1 = real time, 0 = as fast as possible (default: 1 with the screen, 0 with --headless)")
+    replay.add_argument("--from", dest="from_t", type=_time_arg, metavar="T",
+                        help="start at T: seconds from the recording's start (negative: before its end) or an ISO-8601 "
+                        "time (UTC unless it says); only the frames needed are read")
+    replay.add_argument("--to", dest="to_t", type=_time_arg, metavar="T", help="stop before T (same forms as --from)")
+    replay.add_argument("--info", action="store_true",
+                        help="print span, sources, hosts, evidence, size and compression ratio, and exit")
     _session_options(replay)
 
     demo = sub.add_parser("demo", help="the whole simulated Trn3 UltraServer through the live parsing path",
@@ -186,6 +253,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "snapshot":
             return _run_snapshot(args)
+        if args.command == "replay" and args.info:
+            return _print_recording_info(args.recording)
+        if args.command == "record":
+            return _run_record(args)
         return _run_session(args)
     except UsageError as exc:
         _warn(str(exc))
@@ -268,6 +339,61 @@ def _say_if_nothing_valid(session) -> bool:
         if s.last_rejection:
             _warn(f"{s.source_id}: last rejected line: {s.last_rejection}")
     return True
+
+
+def _run_record(args) -> int:
+    """`trnwatch record`: the sources of `watch` into a rotated recording, headless, until a
+    signal or --duration; a receipt only when asked."""
+    session, _ = _make_session(args)
+    reason = asyncio.run(_headless(session, RECORD_PROGRESS_EVERY_S))
+    rec = session.recorder
+    _say(f"recorded {rec.frames} frames, {rec.bytes_written} bytes in {len(rec.files)} file(s) in {args.folder}"
+         + (f"; stopped: {rec.error}" if rec.error else ""))
+    path = _write_receipt(session, args.receipt) if args.receipt is not None else None
+    _report_receipt(session, path)
+    return 1 if reason == "error" or rec.error or (args.receipt is not None and path is None) else 0
+
+
+RECORD_PROGRESS_EVERY_S = 300.0  # a recorder runs for days: a progress line every 5 minutes
+
+
+def _print_recording_info(path: Path) -> int:
+    from trnwatch.collectors.recording import RecordingError
+    from trnwatch.collectors.recording_reader import Recording, describe
+    try:
+        recording = Recording(path)
+        info = describe(recording)
+    except (RecordingError, OSError) as exc:
+        raise UsageError(str(exc)) from None
+    recording.close()
+    from trnwatch.outside import clean
+
+    def iso(t: float) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
+
+    def names(items, limit: int = 8) -> str:
+        items = [clean(x) for x in items]
+        return ", ".join(items[:limit]) + (f", ... ({len(items) - limit} more)" if len(items) > limit else "")
+
+    kinds = Counter(info.sources.values())
+    span = (f"{iso(info.span[0])} .. {iso(info.span[1])} ({info.span[1] - info.span[0]:.1f} s)"
+            if info.span else "empty")
+    ratio = f"{info.raw_bytes / info.size_bytes:.1f}x" if info.size_bytes else "-"
+    lines = [
+        f"recording:   {clean(str(path))} ({info.schema}, {info.files} file{'s' if info.files != 1 else ''})",
+        f"evidence:    {info.evidence}",
+        f"span:        {span}",
+        f"sources:     {len(info.sources)} (" + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) + ")"
+        + (f": {names(info.sources)}" if info.sources else ""),
+        "hosts:       " + ("not recorded by /1 (replay it to see them)" if info.hosts is None
+                          else f"{len(info.hosts)}" + (f": {names(info.hosts)}" if info.hosts else "")),
+        f"frames:      {info.frames}" + (", skipped: " + ", ".join(f"{n} {r}" for r, n in sorted(info.skipped.items()))
+                                         if info.skipped else ""),
+        f"size:        {info.size_bytes:,} bytes on disk, {info.raw_bytes:,} bytes of entries, "
+        f"compression {ratio}",
+    ]
+    _say("\n".join(lines))
+    return 0
 
 
 SNAPSHOT_PERIODS = 3  # default collection time of `trnwatch snapshot`, in report periods
@@ -453,6 +579,8 @@ def _check_outputs(args) -> None:
     directory instead (and fail if that is not writable either)."""
     from trnwatch.output import OutputError, check_writable, default_receipt_dir
     named = [("--receipt", args.receipt), ("--record", getattr(args, "record", None))]
+    if args.command == "record":
+        named.append(("DIR", args.folder / "trnwatch-probe.trnrec"))
     if getattr(args, "snapshot_dir", None) is not None:
         named.append(("--snapshot-dir", args.snapshot_dir / "snapshot.json"))
     for option, path in named:
@@ -477,10 +605,18 @@ def _check_outputs(args) -> None:
         _warn(f"the default receipt folder cannot be written ({exc}); the receipt will go to the current directory")
 
 
+def _replay_entry(path: Path, recording, from_s: float | None, to_s: float | None):
+    from trnwatch.ledger.receipt import ReplayEntry
+    stats = recording.stats
+    return ReplayEntry(recording=str(path), schema=recording.schema, window_from=from_s, window_to=to_s,
+                       frames_read=stats.frames_read, frames_skipped=dict(sorted(stats.skipped.items())))
+
+
 def _make_session(args):
     """Sources, ledger and recorder for the chosen command; raises UsageError for bad input."""
     from trnwatch.collectors import streams
-    from trnwatch.collectors.recording import Recorder, RecordingError, RecordingReader, replay_lines
+    from trnwatch.collectors.recording import Recorder, RecordingError, Rotation
+    from trnwatch.collectors.recording_reader import Recording, replay_lines
     from trnwatch.ledger.ledger import Ledger
     from trnwatch.session import Session, SourceSpec
 
@@ -489,7 +625,7 @@ def _make_session(args):
     recorded_evidence = None
     progress_every_s = 10.0
     remote = False
-    if args.command == "watch":
+    if args.command in ("watch", "record"):
         mode = "live"
         from trnwatch import scaleout
         remote = scaleout.requested(args)
@@ -519,13 +655,15 @@ def _make_session(args):
     elif args.command == "replay":
         mode = "replayed"
         try:
-            reader = RecordingReader(args.recording)
+            recording = Recording(args.recording)
+            from_s, to_s = recording.window(getattr(args, "from_t", None), getattr(args, "to_t", None))
         except (RecordingError, OSError) as exc:
             raise UsageError(str(exc)) from None
-        recorded_evidence = reader.header.evidence
-        ultraservers = {**reader.header.ultraservers, **ultraservers}
+        recorded_evidence = recording.header.evidence
+        ultraservers = {**recording.header.ultraservers, **ultraservers}
         speed = args.speed if args.speed is not None else (0.0 if args.headless else 1.0)
-        sources = [SourceSpec("replay", "neuron-monitor", lambda: replay_lines(reader, speed), relay=True)]
+        sources = [SourceSpec("replay", "neuron-monitor", lambda: replay_lines(recording, speed, from_s, to_s),
+                              relay=True)]
         progress_every_s = 2.0
     else:  # demo
         from trnwatch.collectors.simulated import host_source_id, sim_host_lines
@@ -540,18 +678,28 @@ def _make_session(args):
             for i, h in enumerate(hosts)
         ]
     background = []
-    if args.command == "watch":
+    if args.command in ("watch", "record"):
         sources += _job_sources(args)
     elif args.command == "demo":
         job_spec, job_writer = _sim_job(args, hosts)
         sources.append(job_spec)
         background.append(job_writer)
-    try:
-        recorder = Recorder(args.record, mode, ultraservers) if args.record else None
-    except OSError as exc:
-        raise UsageError(f"--record {args.record}: {exc.strerror or exc}") from None
-    session = Session(Ledger(mode, ultraservers), sources, recorder, args.duration, recorded_evidence)
+    ledger = Ledger(mode, ultraservers)
+    recorder = None
+    if args.command == "record":
+        rotation = Rotation(max_bytes=next((int(n) for unit, n in args.rotate if unit == "bytes"), None),
+                            max_age_s=next((n for unit, n in args.rotate if unit == "s"), None), retain=args.retain)
+        recorder = Recorder.to_folder(args.folder, mode, ultraservers, rotation=rotation,
+                                      known_hosts=lambda: ledger.hosts.keys(),
+                                      on_file=lambda path: _say(f"recording to {path}"))
+    elif args.record:
+        recorder = Recorder.to_file(args.record, mode, ultraservers, known_hosts=lambda: ledger.hosts.keys())
+    if recorder is not None and recorder.error is not None:
+        raise UsageError(f"cannot record to {args.record or args.folder}: {recorder.error}")
+    session = Session(ledger, sources, recorder, args.duration, recorded_evidence)
     session.background = background
+    if args.command == "replay":
+        session.replay = lambda: _replay_entry(args.recording, recording, from_s, to_s)
     session.receipt_path = args.receipt
     session.remote_sources = remote  # SSH hosts or Prometheus endpoints: headless shows their links
     return session, progress_every_s

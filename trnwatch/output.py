@@ -29,7 +29,8 @@ class OutputError(Exception):
     """A file could not be written; the message says which and why."""
 
 
-def _reason(exc: OSError) -> str:
+def os_error_reason(exc: OSError) -> str:
+    """What went wrong, in words (ENOSPC: "no space left on the device")."""
     if exc.errno == errno.ENOSPC:
         return "no space left on the device"
     if exc.errno == errno.EROFS:
@@ -56,7 +57,7 @@ def make_dirs(folder: Path) -> None:
         except FileExistsError:
             continue  # made meanwhile by someone else: theirs to keep as it is
         except OSError as exc:
-            raise OutputError(f"cannot create folder {path}: {_reason(exc)}") from None
+            raise OutputError(f"cannot create folder {path}: {os_error_reason(exc)}") from None
         os.chmod(path, DIR_MODE)  # mkdir's mode is narrowed by the umask, never widened back
 
 
@@ -66,7 +67,7 @@ def write_atomic(path: Path, text: str) -> Path:
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     except OSError as exc:
-        raise OutputError(f"cannot write {path}: {_reason(exc)}") from None
+        raise OutputError(f"cannot write {path}: {os_error_reason(exc)}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             os.fchmod(f.fileno(), FILE_MODE)
@@ -76,7 +77,7 @@ def write_atomic(path: Path, text: str) -> Path:
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
-        raise OutputError(f"cannot write {path}: {_reason(exc)}") from None
+        raise OutputError(f"cannot write {path}: {os_error_reason(exc)}") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -89,7 +90,7 @@ def open_new_file(path: Path) -> TextIO:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
     except OSError as exc:
-        raise OutputError(f"cannot write {path}: {_reason(exc)}") from None
+        raise OutputError(f"cannot write {path}: {os_error_reason(exc)}") from None
     os.fchmod(fd, FILE_MODE)
     return os.fdopen(fd, "w", encoding="utf-8")
 

@@ -19,7 +19,10 @@ from trnwatch.collectors.lines import Line, SourceEvent
 from trnwatch.collectors.recording import FLUSH_EVERY_S, Recorder
 from trnwatch.collectors.streams import SourceLost
 from trnwatch.ledger.ledger import Ledger
-from trnwatch.ledger.receipt import ExitReason, OutputFailure, Receipt, build_receipt, render_markdown
+from trnwatch.ledger.receipt import (
+    ExitReason, OutputFailure, Receipt, RecordingEntry, ReplayEntry, build_receipt, render_markdown,
+)
+from trnwatch.outside import clean
 from trnwatch.output import OutputError, default_receipt_name, receipt_places, write_atomic
 
 SIGNAL_REASONS: dict[int, ExitReason] = {
@@ -69,6 +72,10 @@ class Session:
         self._stop = asyncio.Event()
         # Workloads that run beside the sources for the session's length (the demo's simulated job).
         self.background: list[Callable[[], Awaitable[None]]] = []
+        # What a replay read (set by the replay command; the receipt says it).
+        self.replay: Callable[[], ReplayEntry] | None = None
+        # Where a message for people goes once (the screen replaces it with a notification).
+        self.notice: Callable[[str], None] = _stderr_notice
 
     def stop(self, reason: ExitReason) -> None:
         """Ask the session to end; the first reason given is the one the receipt keeps."""
@@ -102,11 +109,22 @@ class Session:
             await asyncio.gather(*tasks, *helpers, return_exceptions=True)
             if self.recorder is not None:
                 self.recorder.close()
+                self._check_recording()
         return self.exit_reason or "eof"
 
+    def _check_recording(self) -> None:
+        """A recording write failed: mark it for the receipt and say so once; monitoring goes on."""
+        rec = self.recorder
+        if rec.error is not None:
+            path = rec.files[-1] if rec.files else rec.target
+            if self.output_failed("recording", path, rec.error):
+                self.notice(f"recording stopped: {path}: {rec.error}; monitoring goes on, "
+                            "the receipt says where the recording ends")
+
     def _apply(self, item: Line | SourceEvent) -> None:
-        if self.recorder is not None:
+        if self.recorder is not None and self.recorder.error is None:
             self.recorder.write(item)
+            self._check_recording()
         if isinstance(item, Line):
             self.ledger.ingest(item)
         elif item.event == "open":
@@ -142,6 +160,7 @@ class Session:
         while True:
             await asyncio.sleep(FLUSH_EVERY_S)
             self.recorder.flush()
+            self._check_recording()
 
     @property
     def job(self):
@@ -157,8 +176,13 @@ class Session:
         return True
 
     def receipt(self) -> Receipt:
+        rec = self.recorder
+        recording = None if rec is None else RecordingEntry(
+            path=str(rec.target), files=[str(p) for p in rec.files], frames=rec.frames, bytes=rec.bytes_written,
+            error=rec.error, stopped_at=rec.stopped_at_s)
+        replay = self.replay() if self.replay is not None else None
         return build_receipt(self.ledger, self.exit_reason or "error", self.recorded_evidence, written_at_s=time.time(),
-                             output_failures=self.output_failures)
+                             output_failures=self.output_failures, recording=recording, replay=replay)
 
     def write_receipt(self, path: Path | None) -> Path:
         """Write the receipt (JSON + Markdown beside it) to `path`, or the default folder; when that
@@ -201,6 +225,13 @@ class Session:
         except OutputError:
             pass
         return None
+
+
+def _stderr_notice(text: str) -> None:
+    try:
+        print(f"trnwatch: {clean(text)}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 async def progress_lines(session: Session, every_s: float, out=sys.stderr) -> None:

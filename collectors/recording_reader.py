@@ -1,0 +1,354 @@
+"""Reading recordings back: a /1 file, a /2 file, or a folder of /2 parts, as one recording.
+
+A /2 reader finds frames through the index (checking each against its meta and CRC), scans
+for frames the index lacks, and reads only the frames a window needs: frames before it only
+when they hold source events (so every source is registered, ended or linked as it was at
+the window's start), frames inside it whole. An unreadable frame (cut by a crash, corrupt)
+is skipped and counted by reason in `skipped`; the rest replays.
+"""
+
+import asyncio
+import json
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from trnwatch.collectors.lines import Line, SourceEvent
+from trnwatch.collectors.recording import (
+    PART_GLOB, SCHEMA, SCHEMA_V1, RecordingError, RecordingHeader, index_path,
+)
+from trnwatch.collectors.recording_frames import (
+    CATALOG, EVENTS, MAGIC_BYTES, META_BYTES, CatalogEntry, FrameError, FrameInfo, decompress_frame, frame_entries,
+    parse_meta, read_index,
+)
+
+RESYNC_CHUNK_BYTES = 1 << 20
+
+
+class _V1File:
+    """A `trnwatch.recording/1` file: JSON lines, read whole (it has no index)."""
+
+    schema = SCHEMA_V1
+
+    def __init__(self, path: Path, header: RecordingHeader, stats: "ReadStats"):
+        self.path, self.header, self.stats = path, header, stats
+        self.size_bytes = path.stat().st_size
+
+    def items(self, from_s: float | None, to_s: float | None) -> Iterator[Line | SourceEvent]:
+        with open(self.path, "rb") as f:
+            self.stats.bytes_read += len(f.readline())  # header
+            for raw in f:
+                self.stats.bytes_read += len(raw)
+                if not raw.endswith(b"\n"):
+                    break  # cut short by a crash: never a whole line, not counted
+                try:
+                    e = json.loads(raw)
+                    if "event" in e:
+                        item = SourceEvent(e["src"], e["kind"], float(e["t"]), e["event"], e.get("error"))
+                    else:
+                        item = Line(e["src"], e["kind"], float(e["t"]), e.get("line", ""), int(e.get("oversize", 0)))
+                except (ValueError, KeyError, TypeError, AttributeError):
+                    self.stats.skipped["entry"] += 1
+                    continue
+                if _in_window(item, from_s, to_s):
+                    yield item
+
+    def span(self) -> tuple[float, float] | None:
+        first = last = None
+        for item in self.items(None, None):
+            t = _time_of(item)
+            first, last = (t, t) if first is None else (min(first, t), max(last, t))
+        return None if first is None else (first, last)
+
+
+class _V2File:
+    """One `trnwatch.recording/2` file and its index."""
+
+    schema = SCHEMA
+
+    def __init__(self, path: Path, stats: "ReadStats"):
+        self.path, self.stats = path, stats
+        self.size_bytes = path.stat().st_size
+        self._file = open(path, "rb")
+        head = self._read(0, META_BYTES)
+        try:
+            info = parse_meta(head, 0)
+            raw = decompress_frame(head + self._read(META_BYTES, info.frame_bytes - META_BYTES), info)
+            self.header = RecordingHeader.model_validate_json(raw)
+        except (FrameError, ValueError):
+            self._file.close()
+            raise RecordingError(f"{path} is not a trnwatch recording (its header frame is unreadable)") from None
+        self.frames = self._find_frames(info.end)
+
+    def close(self) -> None:
+        self._file.close()
+
+    def _read(self, offset: int, n: int) -> bytes:
+        self._file.seek(offset)
+        data = self._file.read(n)
+        self.stats.bytes_read += len(data)
+        return data
+
+    def _find_frames(self, data_start: int) -> list[FrameInfo]:
+        """The index's records while they chain frame after frame inside the file, then
+        whatever frames follow them, found by scanning metas."""
+        frames: list[FrameInfo] = []
+        try:
+            index_bytes = index_path(self.path).read_bytes()
+        except OSError:
+            index_bytes = b""
+        self.stats.index_bytes_read += len(index_bytes)
+        index = read_index(index_bytes)
+        pos = data_start
+        for info in index:
+            if info.offset != pos or info.end > self.size_bytes:
+                break
+            frames.append(info)
+            pos = info.end
+        while pos < self.size_bytes:
+            try:
+                info = parse_meta(self._read(pos, META_BYTES), pos)
+                if info.end > self.size_bytes:
+                    raise FrameError("truncated", f"frame at byte {pos} runs past the end of the file")
+            except FrameError as exc:
+                self.stats.skipped[exc.reason] += 1
+                if exc.reason == "truncated":
+                    break
+                # Resync from just after the previous meta: if a frame starts before `pos`, the
+                # previous frame's length was damaged, and it is dropped too.
+                found = self._resync(frames[-1].offset + META_BYTES if frames and frames[-1].offset >= data_start
+                                     else pos + 1)
+                if found < pos and frames:
+                    frames.pop()
+                pos = found
+                continue
+            frames.append(info)
+            pos = info.end
+        return frames
+
+    def _resync(self, pos: int) -> int:
+        """The offset of the next frame meta's magic at or after `pos` (the file's end if none)."""
+        while pos < self.size_bytes:
+            chunk = self._read(pos, RESYNC_CHUNK_BYTES + len(MAGIC_BYTES) - 1)
+            found = chunk.find(MAGIC_BYTES)
+            if found >= 0:
+                return pos + found
+            pos += RESYNC_CHUNK_BYTES
+        return self.size_bytes
+
+    def entries(self, info: FrameInfo) -> Iterator[Line | SourceEvent | CatalogEntry]:
+        try:
+            raw = decompress_frame(self._read(info.offset, info.frame_bytes), info)
+        except FrameError as exc:
+            self.stats.skipped[exc.reason] += 1
+            return
+        self.stats.frames_read += 1
+        yield from frame_entries(raw, self.stats.skipped)
+
+    def items(self, from_s: float | None, to_s: float | None) -> Iterator[Line | SourceEvent]:
+        for info in self.frames:
+            if to_s is not None and info.t_first_s >= to_s:
+                continue
+            before = from_s is not None and info.t_last_s < from_s
+            if before and not info.flags & EVENTS:
+                continue
+            for item in self.entries(info):
+                if isinstance(item, CatalogEntry):
+                    continue
+                if _in_window(item, from_s, to_s):
+                    yield item
+
+    def span(self) -> tuple[float, float] | None:
+        if not self.frames:
+            return None
+        return min(f.t_first_s for f in self.frames), max(f.t_last_s for f in self.frames)
+
+
+def _time_of(item: Line | SourceEvent) -> float:
+    return item.t_s if isinstance(item, SourceEvent) else item.received_s
+
+
+def _in_window(item: Line | SourceEvent, from_s: float | None, to_s: float | None) -> bool:
+    """Lines inside [from, to); source events up to `to` (those before the window included)."""
+    t = _time_of(item)
+    if to_s is not None and t >= to_s:
+        return False
+    return isinstance(item, SourceEvent) or from_s is None or t >= from_s
+
+
+@dataclass
+class ReadStats:
+    """What reading cost and what it could not use."""
+
+    frames_read: int = 0
+    bytes_read: int = 0  # of recording files (headers, metas, frames)
+    index_bytes_read: int = 0
+    skipped: Counter = field(default_factory=Counter)  # by reason: truncated, corrupt, entry
+
+
+def _open_file(path: Path, stats: ReadStats) -> _V1File | _V2File:
+    try:
+        with open(path, "rb") as f:
+            first = f.read(4)
+            if first == MAGIC_BYTES:
+                return _V2File(path, stats)
+            f.seek(0)
+            line = f.readline()
+    except IsADirectoryError:
+        raise RecordingError(f"{path} is a folder") from None
+    except OSError as exc:
+        raise RecordingError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        header = RecordingHeader.model_validate_json(line)
+    except ValueError:
+        raise RecordingError(f"{path} is not a trnwatch recording (no {SCHEMA} or {SCHEMA_V1} header)") from None
+    if header.recording != SCHEMA_V1:
+        raise RecordingError(f"{path} is a {header.recording!r} recording; this trnwatch reads {SCHEMA} and {SCHEMA_V1}")
+    return _V1File(path, header, stats)
+
+
+class Recording:
+    """A recording to replay: one file (/1 or /2), or a folder of /2 parts (a rotated set, made
+    by `trnwatch record DIR`) read as one, its parts in order of session start and part."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.stats = ReadStats()
+        if path.is_dir():
+            names = sorted(path.glob(PART_GLOB))
+            if not names:
+                raise RecordingError(f"{path} holds no recording parts ({PART_GLOB})")
+        else:
+            names = [path]
+        files = [_open_file(p, self.stats) for p in names]
+        if len(files) > 1 and any(isinstance(f, _V1File) for f in files):
+            raise RecordingError(f"{path}: a /1 recording cannot be part of a set")
+        self.files = sorted(files, key=lambda f: (f.header.started, f.header.part))
+        self.header = self.files[0].header
+
+    @property
+    def schema(self) -> str:
+        return self.files[0].schema
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(f.size_bytes for f in self.files)
+
+    def span(self) -> tuple[float, float] | None:
+        """(first, last) receive time recorded, or None for an empty recording."""
+        spans = [s for s in (f.span() for f in self.files) if s is not None]
+        return (min(s[0] for s in spans), max(s[1] for s in spans)) if spans else None
+
+    def window(self, start: "TimeArg | None", end: "TimeArg | None") -> tuple[float | None, float | None]:
+        """Unix times of a `--from` / `--to` pair (None: the recording's start / end)."""
+        if start is None and end is None:
+            return None, None
+        span = self.span()
+        if span is None:
+            return None, None
+        return (None if start is None else start.resolve(span), None if end is None else end.resolve(span))
+
+    def items(self, from_s: float | None = None, to_s: float | None = None) -> Iterator[Line | SourceEvent]:
+        """Every recorded line in [from_s, to_s) and every source event before `to_s`, in order."""
+        for f in self.files:
+            yield from f.items(from_s, to_s)
+
+    def close(self) -> None:
+        for f in self.files:
+            if isinstance(f, _V2File):
+                f.close()
+
+
+@dataclass(frozen=True)
+class TimeArg:
+    """A `--from` / `--to` value: seconds from the recording's start (negative: before its end)
+    or an ISO-8601 time (UTC when it names no offset)."""
+
+    offset_s: float | None = None
+    at_s: float | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> "TimeArg":
+        try:
+            return cls(offset_s=float(text))
+        except ValueError:
+            pass
+        try:
+            when = datetime.fromisoformat(text)
+        except ValueError:
+            raise ValueError(f"not seconds or an ISO-8601 time: {text!r}") from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        return cls(at_s=when.timestamp())
+
+    def resolve(self, span: tuple[float, float]) -> float:
+        if self.at_s is not None:
+            return self.at_s
+        return span[0] + self.offset_s if self.offset_s >= 0 else span[1] + self.offset_s
+
+
+async def replay_lines(recording: Recording, speed: float, from_s: float | None = None,
+                       to_s: float | None = None) -> AsyncIterator[Line | SourceEvent]:
+    """Yield recorded lines and source events with their recorded times, paced at `speed` x
+    real time from the first line on (0 = as fast as possible)."""
+    start_wall = start_rec = None
+    for i, item in enumerate(recording.items(from_s, to_s)):
+        if start_rec is None and isinstance(item, Line):
+            start_wall, start_rec = time.monotonic(), item.received_s
+        if speed > 0 and start_rec is not None:
+            delay = start_wall + (_time_of(item) - start_rec) / speed - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+        elif i % 256 == 0:
+            await asyncio.sleep(0)  # stay responsive to signals and the screen
+        yield item
+
+
+@dataclass
+class RecordingInfo:
+    """What `trnwatch replay R --info` prints."""
+
+    schema: str
+    files: int
+    evidence: str
+    span: tuple[float, float] | None
+    sources: dict[str, str]  # id -> kind
+    hosts: list[str] | None  # None: a /1 recording does not say (replay it to see them)
+    frames: int
+    size_bytes: int
+    raw_bytes: int  # the entries uncompressed
+    skipped: Counter
+
+
+def describe(recording: Recording) -> RecordingInfo:
+    """Span, sources, hosts, size and compression of a recording. A /2 recording answers from
+    its index and the frames that hold source events or catalog entries; a /1 recording is read
+    whole (and names no hosts: they are known only once its lines are decoded)."""
+    sources: dict[str, str] = {}
+    hosts: set[str] = set()
+    frames = raw_bytes = 0
+    for f in recording.files:
+        if isinstance(f, _V1File):
+            for item in f.items(None, None):
+                sources.setdefault(item.source_id, item.kind)
+            raw_bytes += f.size_bytes
+            continue
+        frames += len(f.frames)
+        for info in f.frames:
+            raw_bytes += info.raw_bytes
+            if not info.flags & (EVENTS | CATALOG):
+                continue
+            for item in f.entries(info):
+                if isinstance(item, CatalogEntry):
+                    for source_id, kind in item.sources.items():
+                        sources.setdefault(source_id, kind)
+                    hosts.update(item.hosts)
+                elif isinstance(item, SourceEvent):
+                    sources.setdefault(item.source_id, item.kind)
+    v1 = recording.schema == SCHEMA_V1
+    return RecordingInfo(recording.schema, len(recording.files), recording.header.evidence, recording.span(),
+                         dict(sorted(sources.items())), None if v1 else sorted(hosts), frames,
+                         recording.size_bytes, raw_bytes, Counter(recording.stats.skipped))

@@ -1,0 +1,206 @@
+"""Recordings /2 (frames, index, windows, damage, rotation, permissions) and /1 compatibility,
+through the recorder and reader directly."""
+
+import os
+import stat
+
+import pytest
+import zstandard
+
+from trnwatch.collectors.lines import Line, SourceEvent
+from trnwatch.collectors.recording import FRAME_MAX_RAW_BYTES, Recorder, RecordingError, Rotation, index_path
+from trnwatch.collectors.recording_frames import INDEX_RECORD_BYTES, META_BYTES, read_index
+from trnwatch.collectors.recording_reader import Recording, TimeArg, describe
+from tests.recordings import T0, read_all, synthetic_items, write_synthetic, write_v1
+
+
+def _frames(path):
+    return read_index(index_path(path).read_bytes())
+
+
+def test_entries_round_trip_exactly_raw_not_reescaped(tmp_path):
+    items = [
+        SourceEvent("host-a", "neuron-monitor", T0, "open"),
+        Line("host-a", "neuron-monitor", T0 + 0.123456789, '{"a": "q\\"uote\\\\ \u00e9 \u202e"}'),
+        Line("host-a", "neuron-monitor", T0 + 0.2, ""),
+        Line("host-a", "neuron-monitor", T0 + 0.3, "", oversize_bytes=5_000_000),
+        Line("job:rank-00001.jsonl", "job", T0 + 0.4, "control \x1b[2J \x00 and a lone surrogate \udc80"),
+        SourceEvent("ssh-1", "neuron-monitor", T0 + 0.5, "down", "ssh: connect refused\nsecond line"),
+        SourceEvent("host-a", "neuron-monitor", T0 + 0.6, "end", None),
+    ]
+    path = tmp_path / "r.trnrec"
+    recorder = Recorder.to_file(path, "live", {"host-a": "us-1"})
+    for item in items:
+        recorder.write(item)
+    recorder.close()
+    got, recording = read_all(path)
+    assert got == items
+    assert recording.header.evidence == "live" and recording.header.ultraservers == {"host-a": "us-1"}
+    assert recording.stats.skipped == {}
+    # stored raw: the line's bytes appear as they are, not as a JSON string with escapes; and
+    # the file is one zstd stream (`zstd -dc` reads it: metas are skippable frames)
+    with open(path, "rb") as f:
+        plain = zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True).read()
+    assert b'\n{"a": "q\\"uote\\\\ \xc3\xa9 \xe2\x80\xae"}\n' in plain
+
+
+def test_a_frame_holds_about_a_second_of_data(tmp_path):
+    path = tmp_path / "r.trnrec"
+    write_synthetic(path, 10)
+    frames = _frames(path)
+    assert len(frames) == 10
+    assert all(f.t_last_s - f.t_first_s < 1.0 for f in frames)
+    # the first frame has the open and the catalog (sources first seen) too, the last the end
+    assert [f.entries for f in frames] == [3] + [1] * 8 + [2]
+
+
+def test_a_frame_is_cut_at_its_size_cap(tmp_path):
+    path = tmp_path / "r.trnrec"
+    recorder = Recorder.to_file(path, "live", {})
+    line = "x" * (FRAME_MAX_RAW_BYTES // 3)
+    for i in range(7):
+        recorder.write(Line("h", "neuron-monitor", T0, line))  # all at one time: only the cap cuts
+    recorder.close()
+    frames = _frames(path)
+    assert [f.raw_bytes // len(line) for f in frames] == [3, 3, 1]
+    assert len(read_all(path)[0]) == 7 and all(f.t_first_s == f.t_last_s == T0 for f in frames)
+
+
+def test_last_minute_of_a_day_reads_only_the_frames_it_needs(tmp_path):
+    path = tmp_path / "day.trnrec"
+    write_synthetic(path, 86_400)
+    size = path.stat().st_size
+    recording = Recording(path)
+    from_s, to_s = recording.window(TimeArg.parse("-60"), None)
+    items = list(recording.items(from_s, to_s))
+    lines = [i for i in items if isinstance(i, Line)]
+    assert len(lines) == 60 and all(line.received_s >= from_s for line in lines)
+    assert [i.event for i in items if isinstance(i, SourceEvent)] == ["open", "end"]
+    # the first frame (it holds the source's open), then about a minute of frames
+    assert recording.stats.frames_read <= 63
+    per_frame = max(f.frame_bytes for f in recording.files[0].frames)
+    assert recording.stats.bytes_read <= 64 * per_frame + 4096 < size / 1000
+    assert recording.stats.index_bytes_read == 86_400 * INDEX_RECORD_BYTES
+
+
+def test_windows_by_offset_and_iso_time(tmp_path):
+    path = tmp_path / "r.trnrec"
+    write_synthetic(path, 600)
+    recording = Recording(path)
+    from_s, to_s = recording.window(TimeArg.parse("100"), TimeArg.parse("160"))
+    assert (from_s, to_s) == (T0 + 100, T0 + 160)
+    lines = [i for i in recording.items(from_s, to_s) if isinstance(i, Line)]
+    assert [line.received_s for line in lines] == [T0 + i + 0.5 for i in range(100, 160)]
+    iso = TimeArg.parse("2026-09-21T14:15:00Z")  # unix 1790000100 = T0 + 100
+    naive = TimeArg.parse("2026-09-21T14:15:00")  # no offset: UTC
+    assert iso.resolve((T0, T0 + 600)) == naive.resolve((0, 0)) == T0 + 100
+    with pytest.raises(ValueError):
+        TimeArg.parse("yesterday")
+
+
+@pytest.mark.parametrize("damage_at", [META_BYTES + 5, 0], ids=["data", "meta-magic"])
+@pytest.mark.parametrize("with_index", [True, False], ids=["index", "no-index"])
+def test_a_corrupt_frame_is_skipped_and_counted_and_the_rest_replays(tmp_path, damage_at, with_index):
+    path = tmp_path / "r.trnrec"
+    write_synthetic(path, 20)
+    info = _frames(path)[7]
+    data = bytearray(path.read_bytes())
+    data[info.offset + damage_at] ^= 0xFF  # a flipped byte in its zstd data (CRC) or its meta's magic
+    path.write_bytes(bytes(data))
+    if not with_index:
+        index_path(path).unlink()  # found by scanning metas, resynchronised on the next magic
+    items, recording = read_all(path)
+    lines = [i for i in items if isinstance(i, Line)]
+    assert len(lines) == 19 and T0 + 7.5 not in [line.received_s for line in lines]
+    assert recording.stats.skipped == {"corrupt": 1}
+    assert items[-1].event == "end"
+
+
+def test_a_recording_cut_mid_frame_replays_every_whole_frame(tmp_path):
+    path = tmp_path / "r.trnrec"
+    write_synthetic(path, 20)
+    last = _frames(path)[-1]
+    os.truncate(path, last.offset + last.frame_bytes // 2)  # the index still lists the cut frame
+    items, recording = read_all(path)
+    assert len([i for i in items if isinstance(i, Line)]) == 19
+    assert recording.stats.skipped == {"truncated": 1}
+
+
+def test_frames_written_after_the_last_index_record_are_found(tmp_path):
+    path = tmp_path / "r.trnrec"
+    write_synthetic(path, 20)
+    os.truncate(index_path(path), 3 * INDEX_RECORD_BYTES + 7)  # a crash between the two appends
+    items, recording = read_all(path)
+    assert len([i for i in items if isinstance(i, Line)]) == 20 and recording.stats.skipped == {}
+
+
+def test_v1_recording_still_reads(tmp_path):
+    path = tmp_path / "old.trnrec"
+    items = list(synthetic_items(5))
+    write_v1(path, items)
+    got, recording = read_all(path)
+    assert got == items and recording.schema == "trnwatch.recording/1"
+    with open(path, "ab") as f:
+        f.write(b'{"t": 1, "src": "host-a", "kind": "neuron-mon')  # cut by a crash: not an entry
+    assert read_all(path)[0] == items
+
+
+def test_not_a_recording_is_a_clear_error(tmp_path):
+    for content in (b"hello\n", b"\x5e\x2a\x4d\x18garbage", b""):
+        path = tmp_path / "x.trnrec"
+        path.write_bytes(content)
+        with pytest.raises(RecordingError, match="not a trnwatch recording"):
+            Recording(path)
+    with pytest.raises(RecordingError, match="holds no recording parts"):
+        Recording(tmp_path)
+
+
+def test_rotation_by_size_keeps_the_newest_parts_and_replays_them_as_one(tmp_path):
+    folder = tmp_path / "rec"
+    recorder = Recorder.to_folder(folder, "live", {}, rotation=Rotation(max_bytes=8_000, retain=3),
+                                  known_hosts=lambda: ["i-0synthetic0000001"])
+    items = list(synthetic_items(120))
+    for item in items:
+        recorder.write(item)
+    recorder.close()
+    parts = sorted(folder.glob("trnwatch-*.trnrec"))
+    assert len(recorder.files) > 3 and len(parts) == 3 and parts == recorder.files[-3:]
+    assert sorted(folder.iterdir()) == sorted(parts + [index_path(p) for p in parts])
+    recording = Recording(folder)
+    got = list(recording.items())
+    lines = [i for i in got if isinstance(i, Line)]
+    # the retained parts hold the last lines, in order, with none missing
+    assert lines == [i for i in items if isinstance(i, Line)][-len(lines):]
+    # each part says its sources: a replay of the retained parts still registers the source first
+    assert isinstance(got[0], SourceEvent) and got[0].event == "open" and got[-1].event == "end"
+    info = describe(recording)
+    assert info.files == 3 and info.sources == {"host-a": "neuron-monitor"} and info.hosts == ["i-0synthetic0000001"]
+
+
+def test_a_whole_rotated_set_replays_the_same_items(tmp_path):
+    folder = tmp_path / "rec"
+    recorder = Recorder.to_folder(folder, "live", {}, rotation=Rotation(max_bytes=8_000))
+    items = list(synthetic_items(60))
+    for item in items:
+        recorder.write(item)
+    recorder.close()
+    got = read_all(folder)[0]
+    # parts after the first repeat the open of the source still open (harmless: registering is idempotent)
+    repeated = [i for i in got if isinstance(i, SourceEvent) and i.event == "open"]
+    assert len(repeated) == len(recorder.files)
+    assert [i for i in got if i not in repeated[1:]] == items
+
+
+def test_recording_files_are_0600_and_new_folders_0700_whatever_the_umask(tmp_path):
+    old = os.umask(0)
+    try:
+        write_synthetic(tmp_path / "a" / "b" / "r.trnrec", 3)
+        recorder = Recorder.to_folder(tmp_path / "set", "live", {})
+        recorder.close()
+    finally:
+        os.umask(old)
+    mode = lambda p: stat.S_IMODE(p.stat().st_mode)  # noqa: E731
+    files = [tmp_path / "a" / "b" / "r.trnrec", tmp_path / "a" / "b" / "r.trnrec.idx", *recorder.files,
+             index_path(recorder.files[0])]
+    assert [mode(p) for p in files] == [0o600] * len(files)
+    assert [mode(p) for p in (tmp_path / "a", tmp_path / "a" / "b", tmp_path / "set")] == [0o700] * 3

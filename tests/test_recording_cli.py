@@ -1,0 +1,197 @@
+"""Recordings through the command line, as real child processes: exact replay of /1 and /2,
+SIGKILL, `record` with rotation, retention and signals, a full disk, windows and --info."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from trnwatch.collectors.lines import Line, SourceEvent
+from trnwatch.collectors.recording import index_path
+from tests.recordings import read_all, write_v1
+from tests.test_cli import SIM, TRNWATCH, figures, load_receipt, run
+
+
+def sim_lines(count: int, host: int = 2) -> list[str]:
+    out = subprocess.run(SIM + ["--no-wait", "--count", str(count), "--host", str(host)],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    return out.splitlines()
+
+
+def wait_for(condition, what: str, timeout_s: float = 30.0):
+    """Poll `condition` until it returns something true; fail naming `what` after the timeout."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def recorded_lines(path: Path) -> int:
+    try:
+        return sum(isinstance(i, Line) for i in read_all(path)[0])
+    except Exception:  # the header frame not written yet
+        return 0
+
+
+def test_v1_and_v2_recordings_replay_to_the_live_receipt(tmp_path):
+    rec, live = tmp_path / "s.trnrec", tmp_path / "live.json"
+    result = run(["watch", "--stdin", "--headless", "--record", str(rec), "--receipt", str(live)],
+                 input="\n".join(sim_lines(12)) + "\n")
+    assert result.returncode == 0, result.stderr
+    v1 = tmp_path / "s-v1.trnrec"
+    write_v1(v1, read_all(rec)[0], evidence="simulated")  # the same entries in the first format
+    for path in (rec, v1):
+        replayed = tmp_path / f"{path.stem}.json"
+        result = run(["replay", str(path), "--headless", "--receipt", str(replayed)])
+        assert result.returncode == 0, result.stderr
+        a, b = load_receipt(live), load_receipt(replayed)
+        assert figures(a) == figures(b) and b["sources"][0]["reports"] == 12
+        assert b["replay"]["frames_skipped"] == {}
+    assert load_receipt(tmp_path / "s.json")["replay"]["schema"] == "trnwatch.recording/2"
+    assert load_receipt(tmp_path / "s-v1.json")["replay"]["schema"] == "trnwatch.recording/1"
+
+
+@pytest.mark.slow
+def test_sigkill_loses_at_most_the_frame_being_collected(tmp_path):
+    rec = tmp_path / "s.trnrec"
+    lines = sim_lines(7)
+    proc = subprocess.Popen(TRNWATCH + ["watch", "--stdin", "--headless", "--record", str(rec), "--receipt",
+                                        str(tmp_path / "never.json")], stdin=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        sent = 0
+        for batch in (3, 2):
+            for line in lines[sent:sent + batch]:
+                proc.stdin.write(line.encode() + b"\n")
+            proc.stdin.flush()
+            sent += batch
+            wait_for(lambda: recorded_lines(rec) == sent, f"{sent} lines in whole frames")
+        for line in lines[sent:]:
+            proc.stdin.write(line.encode() + b"\n")
+        proc.stdin.flush()
+        proc.kill()  # SIGKILL: no handler runs, the frame being collected is lost
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    items, recording = read_all(rec)
+    kept = sum(isinstance(i, Line) for i in items)
+    assert kept in (5, 7)  # every whole frame; the last 2 lines only if their frame was cut in time
+    assert recording.stats.skipped in ({}, {"truncated": 1})
+    result = run(["replay", str(rec), "--headless", "--receipt", str(tmp_path / "b.json")])
+    assert result.returncode == 0, result.stderr
+    assert load_receipt(tmp_path / "b.json")["sources"][0]["reports"] == kept
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum, rotate", [(signal.SIGTERM, "20K"), (signal.SIGHUP, "1s")])
+def test_record_rotates_keeps_retain_files_and_ends_cleanly_on_a_signal(tmp_path, signum, rotate):
+    folder = tmp_path / "rec"
+    proc = subprocess.Popen(TRNWATCH + ["record", str(folder), "--stdin", "--rotate", rotate, "--retain", "2"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = sim_lines(300)
+    try:
+        for batch in range(60):  # 5 reports every 0.3 s (input pacing) until four files were made
+            proc.stdin.write("".join(line + "\n" for line in lines[5 * batch:5 * batch + 5]))
+            proc.stdin.flush()
+            if _parts_made(folder) >= 4:
+                break
+            time.sleep(0.3)
+        wait_for(lambda: _parts_made(folder) >= 4, "four files made")
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    written = [line.removeprefix("recording to ") for line in out.splitlines() if line.startswith("recording to ")]
+    assert len(written) >= 4 and all(p.startswith(str(folder)) for p in written)
+    parts = sorted(folder.glob("*.trnrec"))
+    assert [str(p) for p in parts] == written[-2:]  # --retain 2: the two newest
+    assert not list(tmp_path.glob("*.json")) and "receipt" not in out  # no receipt unless asked
+    items, recording = read_all(folder)
+    assert recording.stats.skipped == {}  # closed cleanly: the last frame is whole
+    assert isinstance(items[0], SourceEvent) and items[0].event == "open"  # the retained parts say their source
+    result = run(["replay", str(folder), "--headless", "--receipt", str(tmp_path / "r.json")])
+    assert result.returncode == 0, result.stderr
+    receipt = load_receipt(tmp_path / "r.json")
+    assert receipt["sources"][0]["reports"] == sum(isinstance(i, Line) for i in items) > 0
+
+
+def _parts_made(folder: Path) -> int:
+    """How many files the recorder has started (their part numbers run on after retention)."""
+    parts = sorted(folder.glob("*.trnrec"))
+    return int(parts[-1].stem.rsplit("-", 1)[1]) + 1 if parts else 0
+
+
+@pytest.mark.slow
+def test_a_full_disk_stops_only_the_recording(tmp_path):
+    """ENOSPC for real: the recording goes to a 16 KiB tmpfs mounted in a private mount
+    namespace (unshare), the receipt to a healthy folder."""
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("needs root and unshare to mount a tiny tmpfs")
+    small = tmp_path / "small"
+    small.mkdir()
+    receipt = tmp_path / "r.json"
+    command = " ".join(TRNWATCH + ["watch", "--stdin", "--headless", "--record", str(small / "r.trnrec"),
+                                   "--receipt", str(receipt)])
+    probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"unshare --mount is not allowed here: {probe.stderr.decode().strip()}")
+    result = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                             f"mount -t tmpfs -o size=16k tmpfs {small} && exec {command}"],
+                            input="\n".join(sim_lines(200)) + "\n", capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("recording stopped") == 1 and "no space left on the device" in result.stderr
+    r = load_receipt(receipt)
+    assert r["sources"][0]["reports"] == 200  # monitoring went on after the recording stopped
+    rec = r["recording"]
+    assert rec["error"] == "no space left on the device" and rec["stopped_at"] is not None
+    (failure,) = r["output_failures"]
+    assert (failure["output"], failure["error"]) == ("recording", rec["error"]) and failure["path"] == rec["files"][-1]
+    assert "Traceback" not in result.stderr
+    assert "Recording:" in receipt.with_suffix(".md").read_text()
+
+
+def test_replay_window_and_info_from_the_command_line(tmp_path):
+    rec = tmp_path / "s.trnrec"
+    lines = sim_lines(6)
+    proc = subprocess.Popen(TRNWATCH + ["watch", "--stdin", "--headless", "--record", str(rec), "--receipt",
+                                        str(tmp_path / "live.json")], stdin=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    for i, line in enumerate(lines):  # three frames of two reports, a second or more apart
+        proc.stdin.write(line.encode() + b"\n")
+        proc.stdin.flush()
+        if i % 2:
+            wait_for(lambda: recorded_lines(rec) == i + 1, f"{i + 1} lines recorded")
+            time.sleep(1.0)
+    proc.stdin.close()
+    assert proc.wait(timeout=30) == 0
+    items = [i for i in read_all(rec)[0] if isinstance(i, Line)]
+    t0, t_cut = items[0].received_s, items[4].received_s
+    result = run(["replay", str(rec), "--headless", "--from", f"{t_cut - t0 - 0.001:.3f}", "--receipt",
+                  str(tmp_path / "tail.json")])
+    assert result.returncode == 0, result.stderr
+    tail = load_receipt(tmp_path / "tail.json")
+    assert tail["sources"][0]["reports"] == 2 and tail["window"]["start"] == t_cut
+    iso_to = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t_cut)) + f".{int(t_cut % 1 * 1e6):06d}+00:00"
+    result = run(["replay", str(rec), "--headless", "--to", iso_to, "--receipt", str(tmp_path / "head.json")])
+    assert result.returncode == 0, result.stderr
+    assert load_receipt(tmp_path / "head.json")["sources"][0]["reports"] == 4
+    info = run(["replay", str(rec), "--info"])
+    assert info.returncode == 0, info.stderr
+    assert "trnwatch.recording/2" in info.stdout and "evidence:    live" in info.stdout
+    assert "sources:     1 (1 neuron-monitor): stdin" in info.stdout and "hosts:       1: " in info.stdout
+    assert "compression" in info.stdout
+    bad = run(["replay", str(rec), "--from", "noon"])
+    assert bad.returncode == 2 and "not seconds or an ISO-8601 time" in bad.stderr
