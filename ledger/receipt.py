@@ -7,6 +7,7 @@ boundary in words so an UltraServer figure never passes for a chip's, and the ev
 (live / replayed / simulated) heads both files.
 """
 
+from datetime import datetime, timezone
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -303,7 +304,8 @@ def _md_recording(r: Receipt) -> list[str]:
     lines = []
     if r.recording is not None:
         rec = r.recording
-        state = (f"**stopped** at {time.strftime('%H:%M:%S', time.gmtime(rec.stopped_at))} UTC: {_md_text(rec.error)}"
+        stopped = datetime.fromtimestamp(rec.stopped_at, timezone.utc).strftime("%Y-%m-%d %H:%M:%S") if rec.error else ""
+        state = (f"**stopped** at {stopped} UTC: {_md_text(rec.error)}"
                  if rec.error else "to the end")
         lines.append(f"- Recording: {_md_text(rec.path)}, {len(rec.files)} file(s), {rec.frames} frames, "
                      f"{rec.bytes} bytes; recorded {state}")

@@ -55,7 +55,7 @@ def test_v1_and_v2_recordings_replay_to_the_live_receipt(tmp_path):
         assert result.returncode == 0, result.stderr
         a, b = load_receipt(live), load_receipt(replayed)
         assert figures(a) == figures(b) and b["sources"][0]["reports"] == 12
-        assert b["replay"]["frames_skipped"] == {}
+        assert b["replay"]["frames_skipped"] == {} and "- Replayed: " in replayed.with_suffix(".md").read_text()
     assert load_receipt(tmp_path / "s.json")["replay"]["schema"] == "trnwatch.recording/2"
     assert load_receipt(tmp_path / "s-v1.json")["replay"]["schema"] == "trnwatch.recording/1"
 
