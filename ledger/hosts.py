@@ -59,12 +59,18 @@ class ChipState:
     util_sum_pct: float = 0.0
     util_max_pct: float | None = None
     hbm_peak_bytes: int | None = None
+    flops_sum: float = 0.0  # FLOP/s summed over the chip's cores, per utilisation sample with flops
+    flops_samples: int = 0
     ecc: CounterFamily = field(default_factory=CounterFamily)
     history: deque = field(default_factory=lambda: deque(maxlen=HISTORY_SAMPLES))
 
     @property
     def util_mean_pct(self) -> float | None:
         return self.util_sum_pct / self.samples if self.samples else None
+
+    @property
+    def flops_mean_per_s(self) -> float | None:
+        return self.flops_sum / self.flops_samples if self.flops_samples else None
 
 
 @dataclass(slots=True)
@@ -280,6 +286,10 @@ class HostState:
                 chip.util_sum_pct += util
                 chip.util_max_pct = util if chip.util_max_pct is None else max(chip.util_max_pct, util)
                 chip.cores = {c: s for c, s in core_util.items() if c // self.cores_per_chip == chip.index}
+                flops = [s.flops for s in chip.cores.values() if s.flops is not None]
+                if flops or (not chip.cores and chip.flops_samples):  # idle counts 0 once flops were seen
+                    chip.flops_sum += sum(flops)
+                    chip.flops_samples += 1
             if chip_hbm is not None:
                 chip.hbm_bytes = chip_hbm
                 chip.hbm_at_s = t_s

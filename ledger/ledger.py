@@ -18,6 +18,7 @@ from trnwatch.collectors.neuron_monitor import Report, ReportRejected, parse_rep
 from trnwatch.collectors.prometheus import PROMETHEUS_KINDS, parse_prometheus_line
 from trnwatch.collectors.job_events import JobLineError, decode_job_line
 from trnwatch.collectors.job_log import parse_job_log_stats
+from trnwatch.ledger.goodput import GoodputClock
 from trnwatch.ledger.hosts import HostState
 from trnwatch.ledger.job import JobDiagnosis, JobLedger
 from trnwatch.ledger.rollups import ClusterRollup, UltraServerRollup, cluster_rollup, source_periods_s, ultraserver_rollup
@@ -95,6 +96,7 @@ class Ledger:
         self.last_s: float | None = None
         # The job scope, from the first job telemetry line on (None: no job source connected).
         self.job: JobLedger | None = None
+        self.goodput: GoodputClock | None = None  # the job window's time accounting, from the first job event
 
     # --- ingest -------------------------------------------------------------------------------
 
@@ -148,12 +150,15 @@ class Ledger:
             return
         if self.job is None:
             self.job = JobLedger()
+        if self.goodput is None:
+            self.goodput = GoodputClock()
         self.job.dropped_fields.update(decoded.dropped_fields)
         if stats.first_s is None:
             stats.first_s = line.received_s
         stats.last_s = line.received_s
         stats.reports += 1
         self.job.ingest(decoded.event, line.received_s)
+        self.goodput.ingest(decoded.event)
 
     def _ingest_job_log(self, stats: SourceStats, line: Line) -> None:
         try:

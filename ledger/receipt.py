@@ -1,26 +1,44 @@
 """Receipt `trnwatch.receipt/1`: what was measured, at which boundary, from which source.
 
 Built from the ledger (pure: the write time is passed in) and written by the session on every exit
-path (trnwatch/output.py) as JSON plus a Markdown rendering beside it. Chip, host,
-UltraServer and job figures live in separate sections; the Markdown states each section's
-boundary in words so an UltraServer figure never passes for a chip's, and the evidence state
-(live / replayed / simulated) heads both files.
+path (trnwatch/output.py) as JSON plus a Markdown rendering (ledger/receipt_markdown.py) and an SVG
+timeline (ledger/timeline_svg.py) beside it. Chip, host, UltraServer and job figures live in
+separate sections; the `boundary` says what the figures cover, so `trnwatch compare` can refuse a
+comparison across boundaries, and the evidence state (live / replayed / simulated) heads every file.
 """
 
-from datetime import datetime, timezone
+from statistics import median
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from trnwatch import __version__
+from trnwatch.ledger.boundary import COMPILER_KEYS, FRAMEWORK_KEYS, one_value, parallel_text, version_of
 from trnwatch.ledger.counters import Reading
-from trnwatch.ledger.hosts import HostState
+from trnwatch.ledger.goodput import THROUGHPUT_POINTS, GoodputClock
+from trnwatch.ledger.hosts import HISTORY_SAMPLES, HostState
+from trnwatch.ledger.job import percentile
 from trnwatch.ledger.ledger import Evidence, Ledger
-from trnwatch.outside import clean, json_safe
+from trnwatch.outside import json_safe
 
 SCHEMA = "trnwatch.receipt/1"
 
 ExitReason = Literal["eof", "duration", "interrupt", "sigterm", "sighup", "quit", "terminal-lost", "error"]
+
+# Dense BF16 peak of one chip, from AWS's published chip tables (no Trainium hardware ran here):
+# Trainium3 671 TFLOPS (the chip table; 8 x 79 = 632 from the NeuronCore-v4 Tensor Engine figure),
+# Trainium2 667 TFLOPS, Trainium 190 TFLOPS. MFU = mean achieved FLOP/s / this peak; absent for
+# other device types and for jobs whose precision is not BF16.
+PEAK_BF16_FLOPS_PER_CHIP = {"trainium3": 671e12, "trainium2": 667e12, "trainium": 190e12}
+PEAK_FLOPS_ASSUMPTION = ("dense BF16 peak per chip from AWS's chip tables: trainium3 671 TFLOPS, trainium2 667, "
+                         "trainium 190; unknown device types and non-BF16 jobs get no MFU")
+GOODPUT_METHOD = ("Timeline rank's events (the lowest rank) attribute every second from the first to the last job "
+                  "event to one bucket: steady steps are productive; init, warm-up and time before a process's first "
+                  "step are startup; compile phases compile; checkpoint phases and blocking saves checkpoint_save; "
+                  "restart from the last event before a restart to the first step after it, plus the steps redone "
+                  "at the median steady step time; gaps between steps up to the late threshold data_loading, longer "
+                  "ones stalled; the rest unexplained. Modelled on ml-goodput-measurement's badput breakdown.")
+TIMELINE_POINTS = 120
 
 COUNTER_RULE = (
     "Counts of execution_stats (per runtime) and neuron_hw_counters (per chip) are read from "
@@ -80,6 +98,17 @@ class Ecc(_Section):
     sram_uncorrected: int | None
 
 
+class Percentiles(_Section):
+    p50: float | None
+    p90: float | None
+    p99: float | None
+
+
+class LatencyPercentiles(_Section):
+    p50: float | None
+    p99: float | None
+
+
 class ChipEntry(_Section):
     host: str
     device: int
@@ -88,6 +117,11 @@ class ChipEntry(_Section):
     util_mean_pct: float | None
     util_max_pct: float | None
     samples: int
+    # Latest percentiles (s) the chip's runtimes reported (worst runtime if several); null when none did.
+    device_latency_s: LatencyPercentiles | None
+    flops_mean_per_s: float | None  # mean over the window of the chip's cores' FLOP/s; null when not reported
+    peak_flops_per_s: float | None  # assumed peak (PEAK_FLOPS_ASSUMPTION), null when unknown
+    mfu_pct: float | None  # flops_mean_per_s / peak_flops_per_s
     ecc: Ecc
     ecc_reading: Reading
     ecc_readings: dict[str, dict[str, int]] | None  # both readings, only where they disagree
@@ -123,10 +157,130 @@ class UltraServerEntry(_Section):
 class OutputFailure(_Section):
     """An output that stopped during the session (the session itself went on)."""
 
-    output: Literal["recording", "snapshot", "receipt", "receipt-markdown"]
+    output: Literal["recording", "snapshot", "receipt", "receipt-markdown", "receipt-svg"]
     path: str
     error: str
     at: float  # unix seconds
+
+
+Scope = Literal["job", "cluster", "ultraserver", "host", "hosts", "none"]
+
+
+class Boundary(_Section):
+    """What the figures cover: the fields `trnwatch compare` requires equal before comparing."""
+
+    scope: Scope
+    chips: int | None
+    hosts: int | None
+    ultraservers: int | None
+    ranks: int | None  # the job's world size
+    fabric: str | None
+    instance_type: str | None
+    device_type: str | None
+    lnc: int | None
+    compiler_version: str | None
+    framework_version: str | None
+    versions: dict[str, str] | None
+    model: str | None
+    params: int | None
+    precision: str | None
+    global_batch: int | None
+    micro_batch: int | None
+    seq_len: int | None
+    sequence_lengths: str | None  # the per-step distribution in words, when steps carry seq_len
+    parallel: str | None
+    evidence: Evidence
+    inferred_from: dict[str, str]  # field -> how it was obtained, where it is not read directly
+
+
+class ColdCompile(_Section):
+    start: float | None  # unix s (job clock) of the first compile phase
+    end: float | None
+    seconds: float | None  # time in compile phases that were not persistent-cache hits
+    compiles: int
+    cache_hits: int
+
+
+class SteadySegment(_Section):
+    start: float  # unix s (job clock): start of the first steady step
+    end: float  # end of the last steady step
+    first_step: int
+    last_step: int
+    steps: int
+    tokens_per_s: float | None
+    step_time_s: Percentiles
+    inferred: bool  # true when the job emits no phases and every step was taken as steady
+    from_rank: int
+    step_time_samples_s: list[float]  # the latest steady step times (at most 1,024), for compare's noise interval
+
+
+class RestartSegment(_Section):
+    restart: int
+    checkpoint_step: int | None
+    load_s: float | None
+    time_to_first_step_s: float | None
+    steps_lost: int | None
+
+
+class Segments(_Section):
+    cold_compile: ColdCompile | None
+    steady: SteadySegment | None
+    restarts: list[RestartSegment]
+
+
+class Badput(_Section):
+    startup: float
+    compile: float
+    data_loading: float
+    checkpoint_save: float
+    stalled: float
+    restart: float
+    unexplained: float
+
+
+class Goodput(_Section):
+    from_rank: int | None
+    window: Window  # job clock: first to last job event
+    productive_s: float
+    goodput_pct: float | None
+    badput_s: Badput
+    late_threshold_s: float
+    method: str
+
+
+class FailureRate(_Section):
+    window_hours: float | None
+    rank_failures: int
+    rank_failures_per_hour: float | None
+    restarts: int
+    restarts_per_hour: float | None
+    executions: int | None  # Neuron executions counted by neuron-monitor over every runtime
+    execution_errors: int | None
+    execution_errors_per_1000: float | None
+
+
+class SequenceLengths(_Section):
+    steps: int
+    min: int
+    max: int
+    mean: float
+    p50: int
+    p90: int
+    counts: dict[str, int]  # seq_len -> steps (the first 64 distinct lengths)
+    other: int  # steps with a length beyond those
+
+
+class TimelinePoint(_Section):
+    t: float  # unix s, middle of the bucket
+    tokens_per_s: float | None
+    util_mean_pct: float | None
+    hbm_used_pct: float | None
+
+
+class Timeline(_Section):
+    bucket_s: float
+    points: list[TimelinePoint]
+    note: str
 
 
 class RecordingEntry(_Section):
@@ -166,6 +320,12 @@ class Receipt(_Section):
     chips: list[ChipEntry]
     runtimes: list[RuntimeEntry]
     ultraservers: list[UltraServerEntry]
+    boundary: Boundary
+    segments: Segments | None  # null without job telemetry
+    goodput: Goodput | None
+    failure_rate: FailureRate
+    sequence_lengths: SequenceLengths | None  # null unless steps carry seq_len
+    timeline: Timeline
     job: dict[str, Any] | None
     output_failures: list[OutputFailure] = []
     recording: RecordingEntry | None = None
@@ -195,8 +355,12 @@ def build_receipt(ledger: Ledger, exit_reason: ExitReason, recorded_evidence: Ev
     replay gives the same job figures."""
     job = ledger.job.summary(ledger.last_s) if ledger.job is not None and ledger.last_s is not None else None
     hosts = sorted(ledger.hosts.values(), key=lambda h: h.host_id)
-    chips = [_chip_entry(h, c) for h in hosts for c in h.chips]
+    precision = job.get("precision") if job else None
+    chips = [_chip_entry(h, c, precision) for h in hosts for c in h.chips]
+    runtimes = [_runtime_entry(h, r) for h in hosts for r in sorted(h.runtimes.values(), key=lambda r: r.order)]
     start, end = ledger.first_s, ledger.last_s
+    clock = ledger.goodput
+    goodput = _goodput(clock)
     return Receipt(
         schema=SCHEMA,
         tool=f"trnwatch {__version__}",
@@ -209,8 +373,14 @@ def build_receipt(ledger: Ledger, exit_reason: ExitReason, recorded_evidence: Ev
         sources=[_source_entry(s) for s in sorted(ledger.sources.values(), key=lambda s: s.source_id)],
         hosts=[_host_entry(ledger, h) for h in hosts],
         chips=chips,
-        runtimes=[_runtime_entry(h, r) for h in hosts for r in sorted(h.runtimes.values(), key=lambda r: r.order)],
+        runtimes=runtimes,
         ultraservers=_ultraserver_entries(ledger),
+        boundary=boundary_of(ledger, job, clock),
+        segments=None if job is None else _segments(job, clock),
+        goodput=goodput,
+        failure_rate=_failure_rate(job, goodput, runtimes),
+        sequence_lengths=_sequence_lengths(clock),
+        timeline=_timeline(ledger, clock),
         job=job,
         output_failures=list(output_failures),
         recording=recording,
@@ -239,12 +409,37 @@ def _host_entry(ledger: Ledger, h: HostState) -> HostEntry:
     )
 
 
-def _chip_entry(h: HostState, c) -> ChipEntry:
+def peak_flops_per_s(device_type: str | None, precision: str | None) -> float | None:
+    """The assumed dense peak of one chip (PEAK_FLOPS_ASSUMPTION), or None when unknown: a
+    device type not in the table, or a job precision other than BF16."""
+    if precision is not None and "bf16" not in precision.lower():
+        return None
+    return PEAK_BF16_FLOPS_PER_CHIP.get((device_type or "").lower())
+
+
+def _device_latency(h: HostState, chip: int) -> LatencyPercentiles | None:
+    """Latest device latency percentiles of the runtimes on a chip (the worst if several)."""
+    if not h.cores_per_chip:
+        return None
+    found = [r.device_latency_s for r in h.runtimes.values()
+             if r.device_latency_s and any(core // h.cores_per_chip == chip for core in r.cores)]
+    p50 = [d["p50"] for d in found if "p50" in d]
+    p99 = [d["p99"] for d in found if "p99" in d]
+    if not p50 and not p99:
+        return None
+    return LatencyPercentiles(p50=max(p50) if p50 else None, p99=max(p99) if p99 else None)
+
+
+def _chip_entry(h: HostState, c, precision: str | None) -> ChipEntry:
     totals = c.ecc.totals()
     reading = c.ecc.reading
+    flops = c.flops_mean_per_s
+    peak = peak_flops_per_s(h.device_type, precision)
     return ChipEntry(
         host=h.host_id, device=c.index, hbm_capacity_bytes=c.hbm_capacity_bytes, hbm_peak_bytes=c.hbm_peak_bytes,
         util_mean_pct=_r(c.util_mean_pct), util_max_pct=_r(c.util_max_pct), samples=c.samples,
+        device_latency_s=_device_latency(h, c.index), flops_mean_per_s=None if flops is None else round(flops),
+        peak_flops_per_s=peak, mfu_pct=None if flops is None or not peak else _r(100 * flops / peak),
         ecc=Ecc(
             mem_corrected=totals.get("mem_ecc_corrected"), mem_uncorrected=totals.get("mem_ecc_uncorrected"),
             sram_corrected=totals.get("sram_ecc_corrected"), sram_uncorrected=totals.get("sram_ecc_uncorrected"),
@@ -284,146 +479,193 @@ def _ultraserver_entries(ledger: Ledger) -> list[UltraServerEntry]:
     return out
 
 
-# --- rendering and writing ----------------------------------------------------------------------
+# --- boundary, segments, goodput, rates -----------------------------------------------------------
+
+def _fabric(hosts: int, ultraservers: set[str], unplaced: int, device_type: str | None) -> tuple[str | None, str]:
+    """The fabric the figures crossed, and what that is inferred from."""
+    switch = "NeuronSwitch-v1" if device_type == "trainium3" else "NeuronLink"
+    why = (f"{hosts} host(s); UltraServer membership from the --ultraservers file or the reports' ultraserver_id; "
+           f"{switch} inside an UltraServer from the device type ({device_type or 'unknown'}), EFA between")
+    if hosts == 0:
+        return None, "no host"
+    if hosts == 1:
+        return "intra-host", why
+    if unplaced and not ultraservers:
+        return "EFA", why + "; no host is in an UltraServer"
+    if unplaced:
+        return None, why + f"; {unplaced} host(s) in no UltraServer: fabric unknown"
+    if len(ultraservers) == 1:
+        return switch, why
+    return f"{switch} within each of {len(ultraservers)} UltraServers, EFA between", why
 
 
-def _gib(n: int | None) -> str:
-    return "unknown" if n is None else f"{n / 2**30:.2f} GiB"
+def boundary_of(ledger: Ledger, job: dict[str, Any] | None, clock: GoodputClock | None) -> Boundary:
+    """The receipt's boundary: the job's ranks and where they ran when job telemetry is connected,
+    else every host the session saw."""
+    inferred: dict[str, str] = {}
+    if job is not None and ledger.job is not None:
+        ranks = list(ledger.job.ranks.values())
+        rank_hosts = {r.host for r in ranks if r.host}
+        matched = {name: ledger.host_named(name) for name in rank_hosts}
+        hosts = [h for h in matched.values() if h is not None]
+        unmatched = len(rank_hosts) - len(hosts)
+        chips = {(r.host, r.chip) for r in ranks if r.host and r.chip is not None}
+        scope, n_hosts, n_chips = "job", len(rank_hosts), len(chips) or None
+        inferred["chips"] = "distinct (host, chip) of the ranks' run_start" if chips else "ranks report no chip"
+        inferred["hosts"] = "distinct hosts of the ranks' run_start" + (
+            f"; {unmatched} not matched to a device stream" if unmatched else "")
+        us = {ledger.ultraserver_of(h) for h in hosts} - {None}
+        unplaced = sum(1 for h in hosts if ledger.ultraserver_of(h) is None) + unmatched
+    else:
+        hosts = list(ledger.hosts.values())
+        us = {ledger.ultraserver_of(h) for h in hosts} - {None}
+        unplaced = sum(1 for h in hosts if ledger.ultraserver_of(h) is None)
+        n_hosts, n_chips = len(hosts), sum(len(h.chips) for h in hosts) or None
+        scope = ("none" if not hosts else "host" if len(hosts) == 1 else
+                 ("ultraserver" if len(us) == 1 else "cluster") if us and not unplaced else "hosts")
+    device_type = one_value(h.device_type for h in hosts)
+    fabric, inferred["fabric"] = _fabric(n_hosts, us, unplaced, device_type)
+    inferred["ultraservers"] = "UltraServer ids of those hosts (configuration first, then the reports)"
+    info = job or {}
+    versions = info.get("versions")
+    model = info.get("model") or {}
+    parallel = info.get("parallel")
+    lnc = info.get("lnc")
+    if lnc is None:
+        lnc_text = one_value(h.lnc for h in hosts)
+        lnc = int(lnc_text) if lnc_text and lnc_text.isdigit() else None
+        if lnc is not None:
+            inferred["lnc"] = "neuron_hardware_info.logical_neuroncore_config of the hosts"
+    seq = _sequence_lengths(clock)
+    return Boundary(
+        scope=scope, chips=n_chips, hosts=n_hosts, ultraservers=len(us),
+        ranks=(info.get("ranks") or {}).get("world_size"), fabric=fabric,
+        instance_type=one_value(h.instance_type for h in hosts), device_type=device_type, lnc=lnc,
+        compiler_version=version_of(versions, COMPILER_KEYS), framework_version=version_of(versions, FRAMEWORK_KEYS),
+        versions=versions, model=model.get("name"), params=model.get("params"), precision=info.get("precision"),
+        global_batch=info.get("global_batch"), micro_batch=info.get("micro_batch"), seq_len=info.get("seq_len"),
+        sequence_lengths=None if seq is None else (
+            f"{seq.min}" if seq.min == seq.max else f"{seq.min}-{seq.max}, p50 {seq.p50}, p90 {seq.p90}"),
+        parallel=parallel_text(parallel),
+        evidence=ledger.evidence, inferred_from=inferred,
+    )
 
 
-def _pct(p: float | None) -> str:
-    return "n/a" if p is None else f"{p:.1f}%"
+def _percentiles(values) -> Percentiles:
+    values = list(values)
+    return Percentiles(p50=percentile(values, 50), p90=percentile(values, 90), p99=percentile(values, 99))
 
 
-def _md_text(s: object) -> str:
-    """Outside strings in Markdown: no markup, no control characters, no table breaks."""
-    return clean(s).replace("\\", "\\\\").replace("|", "\\|").replace("`", "'").replace("<", "&lt;")
-
-
-def _md_recording(r: Receipt) -> list[str]:
-    lines = []
-    if r.recording is not None:
-        rec = r.recording
-        stopped = datetime.fromtimestamp(rec.stopped_at, timezone.utc).strftime("%Y-%m-%d %H:%M:%S") if rec.error else ""
-        state = (f"**stopped** at {stopped} UTC: {_md_text(rec.error)}"
-                 if rec.error else "to the end")
-        lines.append(f"- Recording: {_md_text(rec.path)}, {len(rec.files)} file(s), {rec.frames} frames, "
-                     f"{rec.bytes} bytes; recorded {state}")
-    if r.replay is not None:
-        p = r.replay
-        window = "whole recording" if p.window_from is None and p.window_to is None else (
-            f"window {p.window_from if p.window_from is not None else 'start'} .. "
-            f"{p.window_to if p.window_to is not None else 'end'} (unix s)")
-        skipped = ", ".join(f"{n} {reason}" for reason, n in p.frames_skipped.items()) or "none"
-        lines.append(f"- Replayed: {_md_text(p.recording)} ({p.schema_}), {window}; {p.frames_read} frames read, "
-                     f"skipped: {skipped}")
-    return lines
-
-
-def render_markdown(r: Receipt) -> str:
-    """The receipt for people: same figures, each section with its boundary in words."""
-    n_chips, n_hosts, n_us = len(r.chips), len(r.hosts), len(r.ultraservers)
-    lines = [
-        f"# trnwatch receipt ({r.evidence.upper()})",
-        "",
-        f"- Schema: `{SCHEMA}`; tool: {r.tool}",
-        f"- Evidence: **{r.evidence}**" + (f" (recorded session was {r.recorded_evidence})" if r.recorded_evidence else ""),
-        f"- Window: {r.window.seconds:.1f} s of data, first to last line received; exit reason: {r.exit_reason}",
-        f"- Coverage: {n_chips} chips on {n_hosts} hosts; {n_us} UltraServer(s) configured or reported",
-        *[f"- Output failed: {f.output} to {_md_text(f.path)}: {_md_text(f.error)} (the session went on without it)"
-          for f in r.output_failures],
-        *_md_recording(r),
-        "",
-        "## Sources",
-        "",
-        f"Boundary: {len(r.sources)} stream(s); counts are per stream.",
-        "",
-        "| source | kind | reports | rejected | gaps | state |",
-        "|---|---|---|---|---|---|",
+def _segments(job: dict[str, Any], clock: GoodputClock | None) -> Segments:
+    compiles = [p for p in job.get("phases", []) if p["phase"] == "compile"]
+    ended = [p["end_ts"] for p in compiles if p["end_ts"] is not None]
+    cold = ColdCompile(
+        start=compiles[0]["begin_ts"] if compiles else None, end=max(ended) if ended else None,
+        seconds=_r(job.get("cold_compile_s")), compiles=job.get("cold_compiles", 0),
+        cache_hits=job.get("compile_cache_hits", 0),
+    )
+    steady = None
+    s = clock.steady if clock is not None else None
+    if s is not None and s.steps:
+        steady = SteadySegment(
+            start=s.start_ts, end=s.end_ts, first_step=s.first_step, last_step=s.last_step, steps=s.steps,
+            tokens_per_s=_r(s.tokens / s.tokens_seconds) if s.tokens_seconds > 0 else None,
+            step_time_s=_percentiles(s.samples_s), inferred=not clock.phases_seen, from_rank=clock.rank,
+            step_time_samples_s=[round(v, 6) for v in s.samples_s],
+        )
+    restarts = [
+        RestartSegment(restart=r["restart"], checkpoint_step=r["from_step"], load_s=_r(r["checkpoint_load_s"]),
+                       time_to_first_step_s=_r(r["restart_to_first_step_s"]), steps_lost=r["steps_redone"])
+        for r in job.get("restarts", [])
     ]
-    for s in r.sources:
-        reasons = ", ".join(f"{k} {v}" for k, v in s.rejected_by_reason.items())
-        state = "lost: " + _md_text(s.end_error) if s.end_error else ("ended" if s.ended else "open at exit")
-        lines.append(f"| {_md_text(s.id)} | {s.kind}{' (simulated)' if s.simulated else ''} | {s.reports} | "
-                     f"{s.rejected}{f' ({reasons})' if reasons else ''} | {s.gaps} ({s.gap_seconds:.1f} s) | {state} |")
-    lines += ["", "## Hosts", "", f"Boundary: {n_hosts} host(s), one neuron-monitor stream each; host figures, not chip figures.", "",
-              "| host | UltraServer | instance type | device type | chips | reports |", "|---|---|---|---|---|---|"]
-    for h in r.hosts:
-        us = f"{_md_text(h.ultraserver)} ({h.ultraserver_from})" if h.ultraserver else "none"
-        lines.append(f"| {_md_text(h.host)} | {us} | {_md_text(h.instance_type or '?')} | {_md_text(h.device_type or 'unknown')} | "
-                     f"{h.chips} | {h.reports} |")
-    lines += ["", "## Chips", "",
-              f"Boundary: each row is one chip ({n_chips} chips on {n_hosts} host(s)); not an UltraServer figure. "
-              "HBM is the sum of the per-core memory categories over all runtimes; utilisation is the mean over the chip's "
-              "logical cores, idle cores counting 0.", "",
-              "| host | chip | HBM peak | HBM capacity | util mean | util max | samples | ECC mem c/u | ECC sram c/u | ECC reading |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
-    for c in r.chips:
-        e = c.ecc
-        lines.append(f"| {_md_text(c.host)} | {c.device} | {_gib(c.hbm_peak_bytes)} | {_gib(c.hbm_capacity_bytes)} | "
-                     f"{_pct(c.util_mean_pct)} | {_pct(c.util_max_pct)} | {c.samples} | {e.mem_corrected}/{e.mem_uncorrected} | "
-                     f"{e.sram_corrected}/{e.sram_uncorrected} | {c.ecc_reading} |")
-    lines += ["", "## Runtimes", "", "Boundary: one Neuron process each (keyed by pid and tag); execution counts are per process.", "",
-              "| host | pid | tag | cores | reading | completed | errors |", "|---|---|---|---|---|---|---|"]
-    for rt in r.runtimes:
-        t = rt.executions.totals
-        errors = [v for k, v in t.items() if k.startswith("error.")]
-        err_total = None if None in errors else sum(errors)
-        lines.append(f"| {_md_text(rt.host)} | {'n/a' if rt.pid is None else rt.pid} | {_md_text(rt.tag)} | {len(rt.cores)} | {rt.executions.reading} | "
-                     f"{t.get('status.completed')} | {err_total} |")
-    lines += ["", "## UltraServers", ""]
-    if r.ultraservers:
-        lines += ["Boundary: each row aggregates the hosts mapped to that UltraServer; these are UltraServer figures, "
-                  "never a property of any one chip. HBM peak sum adds each chip's own peak (not a simultaneous total).", "",
-                  "| UltraServer | hosts | chips | HBM capacity | HBM peak sum | util mean of chip means |", "|---|---|---|---|---|---|"]
-        for u in r.ultraservers:
-            lines.append(f"| {_md_text(u.id)} | {u.hosts} | {u.chips} | {_gib(u.hbm_capacity_bytes)} | {_gib(u.hbm_peak_sum_bytes)} | "
-                         f"{_pct(u.util_mean_pct)} |")
-    else:
-        lines.append("No host was mapped to an UltraServer (no `--ultraservers` file, no `ultraserver_id` in reports): "
-                     "no UltraServer figure is given.")
-    lines += ["", "## Job", ""]
-    lines += ["No job telemetry was connected: no step, throughput or collective figures."] if r.job is None else _job_markdown(r.job)
-    lines += ["", "## Counter semantics", "", r.counter_rule, ""]
-    # Every line passes the sanitiser, whatever field it was built from (one outside string never
-    # carries a control character or a line break into the file).
-    return "\n".join(clean(line) for line in lines)
+    return Segments(cold_compile=cold if compiles or cold.cache_hits else None, steady=steady, restarts=restarts)
 
 
-def _seconds(p: dict | None) -> str:
-    if not p or p.get("p50") is None:
-        return "n/a"
-    return ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in p.items() if v is not None)
+def _goodput(clock: GoodputClock | None) -> Goodput | None:
+    g = clock.breakdown() if clock is not None else None
+    if g is None:
+        return None
+    return Goodput(from_rank=g["from_rank"], window=Window(**g["window"]), productive_s=g["productive_s"],
+                   goodput_pct=g["goodput_pct"], badput_s=Badput(**g["badput_s"]),
+                   late_threshold_s=g["late_threshold_s"], method=GOODPUT_METHOD)
 
 
-def _job_markdown(job: dict[str, Any]) -> list[str]:
-    ranks = job["ranks"]
-    lines = [f"Boundary: the whole job: {ranks['seen']} rank(s) seen of world size {ranks['world_size']}, "
-             f"on {ranks['hosts']} host(s); job figures, not chip or UltraServer figures.", "",
-             f"- Verdict at the window's end: **{job['verdict']}** ({_md_text(job['reason'])})",
-             f"- Ranks: {ranks['running']} running, {ranks['finished']} finished, {ranks['failed']} failed, {ranks['dead']} dead"]
-    if job.get("model"):
-        p = job["parallel"]
-        lines += [f"- Model: {_md_text(job['model']['name'])}, {job['model']['params']:,} parameters, {_md_text(job['precision'])}, "
-                  f"backend {job['backend']}",
-                  f"- Batch: global {job['global_batch']}, micro {job['micro_batch']}, sequence {job['seq_len']}; "
-                  f"parallel tp {p['tp']} pp {p['pp']} dp {p['dp']}"]
-    if job.get("cold_compile_s") is not None:
-        lines.append(f"- Cold compile: {job['cold_compile_s']:.1f} s over {job['cold_compiles']} compile(s)")
-    t = job.get("throughput")
-    lines.append("- Throughput: no steady steps observed" if t is None else
-                 f"- Throughput: {t['tokens_per_s'] or 0:,.0f} tokens/s (rank {t['from_rank']}, {t['steps_in_window']} steps); "
-                 f"step time {_seconds(t['step_time_s'])}")
-    for source, profile in job.get("log_profiles", {}).items():
-        lines.append(f"- Passive log {_md_text(source)}: read with log profile {_md_text(profile or 'none detected')}")
-    coll = job.get("collectives")
-    if isinstance(coll, dict):
-        for op, c in coll.items():
-            lines.append(f"- Collective {_md_text(op)}: {c['count']} timed, latency {_seconds(c['latency_s'])}")
-    else:
-        lines.append(f"- Collectives: {_md_text(coll)}")
-    for r in job.get("restarts", []):
-        lines.append(f"- Restart {r['restart']} from step {r['from_step']}: first step after "
-                     f"{'n/a' if r['restart_to_first_step_s'] is None else format(r['restart_to_first_step_s'], '.1f') + ' s'}")
-    lines.append(f"- Failures: {len(job.get('failures', []))}; stalls: {len(job.get('stalls', []))}")
-    return lines
+EXECUTION_ERROR_STATUSES = ("completed_with_err", "completed_with_num_err", "timed_out", "incorrect_input",
+                            "failed_to_queue")
+
+
+def _failure_rate(job: dict[str, Any] | None, goodput: Goodput | None, runtimes: list[RuntimeEntry]) -> FailureRate:
+    hours = goodput.window.seconds / 3600 if goodput is not None and goodput.window.seconds > 0 else None
+    failed_ranks = {f["rank"] for f in (job or {}).get("failures", [])}
+    rank_failures = len(failed_ranks) + (job or {}).get("ranks", {}).get("dead", 0)
+    restarts = len((job or {}).get("restarts", []))
+    executions = errors = 0
+    known = bool(runtimes)
+    for rt in runtimes:
+        statuses = {k.removeprefix("status."): v for k, v in rt.executions.totals.items() if k.startswith("status.")}
+        if not statuses or None in statuses.values():
+            known = False
+            continue
+        executions += sum(statuses.values())
+        errors += sum(statuses.get(k, 0) for k in EXECUTION_ERROR_STATUSES)
+    return FailureRate(
+        window_hours=_r(hours, 6), rank_failures=rank_failures,
+        rank_failures_per_hour=_r(rank_failures / hours) if hours else None,
+        restarts=restarts, restarts_per_hour=_r(restarts / hours) if hours else None,
+        executions=executions if known else None, execution_errors=errors if known else None,
+        execution_errors_per_1000=_r(1000 * errors / executions) if known and executions else None,
+    )
+
+
+def _sequence_lengths(clock: GoodputClock | None) -> SequenceLengths | None:
+    seq = clock.sequence_lengths if clock is not None else None
+    if seq is None or not seq.steps:
+        return None
+    ordered = sorted(seq.counts.elements())
+    return SequenceLengths(
+        steps=seq.steps, min=seq.smallest, max=seq.largest, mean=_r(seq.total / seq.steps),
+        p50=percentile(ordered, 50), p90=percentile(ordered, 90),
+        counts={str(k): v for k, v in sorted(seq.counts.items())}, other=seq.other,
+    )
+
+
+def _timeline(ledger: Ledger, clock: GoodputClock | None) -> Timeline:
+    """Throughput, mean chip utilisation and HBM fill over the window, in TIMELINE_POINTS buckets
+    (the receipt's picture is drawn from these)."""
+    starts = [t for t in (ledger.first_s, clock.first_ts if clock else None) if t is not None]
+    ends = [t for t in (ledger.last_s, clock.last_ts if clock else None) if t is not None]
+    note = (f"bucket means; throughput from the timeline rank's latest {THROUGHPUT_POINTS} steps, chip figures from "
+            f"each chip's latest {HISTORY_SAMPLES} samples")
+    if not starts or max(ends) <= min(starts):
+        return Timeline(bucket_s=0.0, points=[], note=note)
+    t0, t1 = min(starts), max(ends)
+    # A bucket is never shorter than the sampling interval, so one missing sample is not drawn as a gap.
+    steps = [b - a for (a, _), (b, _) in zip(clock.throughput_points, list(clock.throughput_points)[1:])] if clock else []
+    sampling_s = max([h.period_s or 1.0 for h in ledger.hosts.values()] + ([median(steps)] if steps else []), default=1.0)
+    n = max(1, min(TIMELINE_POINTS, int((t1 - t0) / sampling_s)))
+    width = (t1 - t0) / n
+    sums = [[0.0, 0, 0.0, 0, 0.0, 0] for _ in range(n)]  # tokens/s, n, util, n, hbm %, n
+
+    def bucket(t: float) -> list:
+        return sums[min(n - 1, max(0, int((t - t0) / width)))]
+
+    for t, tokens_per_s in clock.throughput_points if clock else ():
+        b = bucket(t)
+        b[0] += tokens_per_s
+        b[1] += 1
+    for h in ledger.hosts.values():
+        for c in h.chips:
+            for sample in c.history:
+                b = bucket(sample.t_s)
+                if sample.util_pct is not None:
+                    b[2] += sample.util_pct
+                    b[3] += 1
+                if sample.hbm_bytes is not None and c.hbm_capacity_bytes:
+                    b[4] += 100 * sample.hbm_bytes / c.hbm_capacity_bytes
+                    b[5] += 1
+    points = [
+        TimelinePoint(t=round(t0 + (i + 0.5) * width, 3), tokens_per_s=_r(b[0] / b[1]) if b[1] else None,
+                      util_mean_pct=_r(b[2] / b[3]) if b[3] else None, hbm_used_pct=_r(b[4] / b[5]) if b[5] else None)
+        for i, b in enumerate(sums)
+    ]
+    return Timeline(bucket_s=round(width, 6), points=points, note=note)

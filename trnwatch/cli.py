@@ -22,6 +22,7 @@ examples:
   trnwatch replay run.trnrec --from -60 --headless   only its last minute (seconds or ISO-8601 times)
   trnwatch record /var/lib/trnwatch --rotate 1G --retain 48   headless recorder for long runs
   trnwatch sim --scenario straggler --no-wait --count 60 | trnwatch watch --stdin --headless
+  trnwatch compare base.json new.json --fail-if-slower 2    refuses (exit 3) unless the boundaries match
 
 Every session ends with a receipt (JSON + Markdown) saying what was measured, at which
 boundary, from which source; without --receipt it goes to ~/.local/state/trnwatch/receipts/.
@@ -237,6 +238,20 @@ def build_parser() -> argparse.ArgumentParser:
     _job_options(snap, demo=False)
     snap.set_defaults(headless=True, record=None, speed=0.0)
 
+    compare = sub.add_parser("compare", help="compare two receipts, refusing mismatched boundaries",
+                             description="Compare two receipts figure by figure. The boundary (scope, chips, hosts, "
+                             "UltraServers, ranks, fabric, instance and device type, LNC, versions, model, precision, "
+                             "batch, sequence length, parallelism, evidence) is checked first: any difference refuses "
+                             "the comparison (exit 3). Exit 1 with --fail-if-slower when steady tokens/s fell by more "
+                             "than PCT beyond noise; 0 otherwise.")
+    compare.add_argument("baseline", type=Path, metavar="BASELINE", help="receipt JSON of the reference run")
+    compare.add_argument("candidate", type=Path, metavar="CANDIDATE", help="receipt JSON of the run being judged")
+    compare.add_argument("--json", action="store_true", help="print the comparison as JSON instead of Markdown")
+    compare.add_argument("--allow-mismatch", default="", metavar="FIELD[,FIELD]",
+                         help="boundary fields allowed to differ; the output is labelled 'not like for like'")
+    compare.add_argument("--fail-if-slower", type=_non_negative, metavar="PCT",
+                         help="exit 1 when steady tokens/s fell by more than PCT percent beyond noise")
+
     schema = sub.add_parser("schema", help="print the JSON Schema of a contract",
                             description="Print the JSON Schema exported from the model of a versioned contract.")
     schema.add_argument("contract", choices=["receipt", "job"], help="receipt: trnwatch.receipt/1; job: trnwatch.job/1")
@@ -250,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
         return sim_cli.run(args)
     if args.command == "schema":
         return _print_schema(args.contract)
+    if args.command == "compare":
+        return _run_compare(args)
     try:
         if args.command == "snapshot":
             return _run_snapshot(args)
@@ -276,6 +293,36 @@ def _print_schema(contract: str) -> int:
         schema = job_event_json_schema()
     error = _emit(json.dumps(schema, indent=2))
     return 0 if error in (None, "the reader closed the pipe") else 1  # `| head` is a normal end
+
+
+def _run_compare(args) -> int:
+    """`trnwatch compare`: read two receipt files, print the comparison (ledger/compare.py decides)."""
+    from trnwatch.ledger import compare
+
+    receipts = []
+    for path in (args.baseline, args.candidate):
+        try:
+            receipts.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            print(f"trnwatch: cannot read receipt {path}: {exc}", file=sys.stderr)
+            return 2
+    try:
+        allow = {name for name in args.allow_mismatch.split(",") if name.strip()}
+        result = compare.compare(*receipts, allow=allow)
+    except compare.CompareError as exc:
+        print(f"trnwatch: {exc}", file=sys.stderr)
+        return 2
+    if result.refused:
+        if args.json:
+            _say(json.dumps(result.to_json(), indent=2))
+        print(compare.refusal_message(result), file=sys.stderr)
+        return 3
+    _say(json.dumps(result.to_json(), indent=2) if args.json
+         else compare.render_markdown(result, str(args.baseline), str(args.candidate)).rstrip("\n"))
+    if args.fail_if_slower is not None and compare.slower_beyond(result, args.fail_if_slower):
+        print(f"trnwatch: steady tokens/s fell by more than {args.fail_if_slower:g}% beyond noise", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _load_ultraservers(path: Path | None) -> dict[str, str]:

@@ -19,9 +19,9 @@ from trnwatch.collectors.lines import Line, SourceEvent
 from trnwatch.collectors.recording import FLUSH_EVERY_S, Recorder
 from trnwatch.collectors.streams import SourceLost
 from trnwatch.ledger.ledger import Ledger
-from trnwatch.ledger.receipt import (
-    ExitReason, OutputFailure, Receipt, RecordingEntry, ReplayEntry, build_receipt, render_markdown,
-)
+from trnwatch.ledger.receipt import ExitReason, OutputFailure, Receipt, RecordingEntry, ReplayEntry, build_receipt
+from trnwatch.ledger.receipt_markdown import render_markdown
+from trnwatch.ledger.timeline_svg import render_timeline_svg
 from trnwatch.outside import clean
 from trnwatch.output import OutputError, default_receipt_name, receipt_places, write_atomic
 
@@ -209,10 +209,25 @@ class Session:
         self.receipt_notes.append("the receipt could not be written anywhere")
         raise OutputError("; ".join(self.receipt_notes))
 
+    def _write_svg(self, json_path: Path) -> str | None:
+        """The receipt's timeline picture beside it; its file name for the Markdown's link, or None."""
+        svg_path = json_path.with_suffix(".svg")
+        try:
+            write_atomic(svg_path, render_timeline_svg(self.receipt()))
+            return svg_path.name
+        except OutputError as exc:
+            error = str(exc)
+        except Exception as exc:  # a drawing defect must not cost the Markdown
+            error = f"cannot draw the timeline: {type(exc).__name__}: {exc}"
+        self.receipt_notes.append(f"receipt timeline SVG not written: {error}")
+        self.output_failed("receipt-svg", svg_path, error)
+        return None
+
     def _write_markdown(self, json_path: Path) -> Path | None:
         markdown_path = json_path.with_suffix(".md")
+        svg_name = self._write_svg(json_path)
         try:
-            write_atomic(markdown_path, render_markdown(self.receipt()))
+            write_atomic(markdown_path, render_markdown(self.receipt(), svg_name))
             return markdown_path
         except OutputError as exc:
             error = str(exc)

@@ -43,6 +43,8 @@ GLOBAL_BATCH = 1024
 MICRO_BATCH = 1
 GRADIENT_BYTES = 16 << 30  # bf16 gradients of an ~8B-parameter model
 MODEL = {"name": "llama3-8b (simulated)", "params": 8_030_261_248}
+# Named like the packages a real job reports (train_neuron.py), valued "simulated": never a real version.
+SIM_VERSIONS = {"neuron_sdk": "simulated", "neuronx-cc": "simulated", "torch-neuronx": "simulated", "trnwatch_sim": "1"}
 
 
 def run_id(host: SimHost) -> str:
@@ -70,7 +72,7 @@ def rank_events(host: SimHost, chip: int, tick: int, ts: float) -> list[dict]:
              local_rank=chip, backend="neuron", core=chip * topology.cores_per_chip, chip=chip, model=MODEL,
              precision="bf16", global_batch=GLOBAL_BATCH, micro_batch=MICRO_BATCH, seq_len=SEQ_LEN,
              parallel={"tp": topology.chips_per_host, "pp": 1, "dp": topology.hosts},
-             versions={"neuron_sdk": "simulated", "trnwatch_sim": "1"}, restart=0, lnc=topology.lnc)
+             versions=SIM_VERSIONS, restart=0, lnc=topology.lnc)
         emit("phase", phase="init", state="begin")
         emit("phase", phase="init", state="end")
         emit("phase", phase="compile", state="begin")
@@ -105,7 +107,7 @@ def rank_events(host: SimHost, chip: int, tick: int, ts: float) -> list[dict]:
         emit("collective", op="all_reduce", bytes=GRADIENT_BYTES, latency_s=round(wait_s + transfer_s, 6),
              wait_s=wait_s, step=step)
         emit("step", step=step, step_time_s=step_s, compute_s=round(step_s * compute_share, 6),
-             tokens=GLOBAL_BATCH * SEQ_LEN, loss=loss)
+             tokens=GLOBAL_BATCH * SEQ_LEN, loss=loss, seq_len=SEQ_LEN)
 
     if tick % HEARTBEAT_EVERY_TICKS == 0:
         if tick < COMPILE_TICKS:

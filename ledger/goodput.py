@@ -1,0 +1,260 @@
+"""Goodput: the job's observed window split into productive step time and badput by cause.
+
+Modelled on the goodput / badput breakdown of Google's ml-goodput-measurement (accelerator
+initialisation, training preparation, program startup, data loading, checkpoint save and restore,
+wasted progress from disruption, other), mapped onto what `trnwatch.job/1` events can show.
+
+Pure logic, no clock: the clock folds the events of the timeline rank (the lowest rank seen, as
+the job ledger's phase timeline does) and attributes every second of the window
+[first job event, last job event] to exactly one bucket, so the buckets sum to the window:
+
+- `productive`: inside a step (`[ts - step_time_s, ts]`) taken in steady state (a `steady` phase
+  open and no start-up, compile or blocking checkpoint open; a job that never emits phases has
+  every step counted steady, and the steady segment says `inferred`);
+- `startup`: before the first step of a process, and inside `init` / `warmup` (steps included);
+- `compile`: inside a `compile` phase (cache hits are instant and cost nothing here);
+- `checkpoint_save`: inside a `checkpoint` phase or a save that blocks steps (`blocking` absent or
+  true); a background save (`blocking: false`) costs nothing, steps go on;
+- `restart`: from the last event before a process restart (`run_start` with `restart > 0`) to the
+  first step after it, checkpoint load included, plus the wasted progress: the steps redone after
+  the restart (last step before it minus the first step after it, plus one) at the median steady
+  step time, moved out of `productive`;
+- `data_loading`: gaps between one step's end and the next step's start no longer than the late
+  threshold (max(3 x p99 of recent steady step times, 5 s)); a data loader timed inside the step
+  (as the reference workload does) cannot be told apart and counts as step time;
+- `stalled`: such gaps longer than that threshold;
+- `unexplained`: the rest: `eval` / `probe` phases, and what no event explains.
+"""
+
+import math
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from statistics import median
+
+from trnwatch.collectors.job_events import Checkpoint, JobEvent, Phase, RunStart, Step
+
+CAUSES = ("startup", "compile", "data_loading", "checkpoint_save", "stalled", "restart", "unexplained")
+LATE_FACTOR = 3.0  # x p99 of recent steady step times: a longer gap between steps is a stall
+LATE_MIN_S = 5.0
+RECENT_STEPS = 64  # steady step times the late threshold is judged from
+STEP_SAMPLES = 1024  # steady step times kept for the receipt (compare's noise interval uses them)
+THROUGHPUT_POINTS = 4096  # (step end, tokens/s) of the timeline rank's latest steps, for the receipt's picture
+SEQ_LEN_VALUES = 64  # distinct sequence lengths counted one by one; more are counted as "other"
+UNEXPLAINED_PHASES = ("eval", "probe")
+
+
+def _nearest_rank(ordered: list[float], q: float) -> float:
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+@dataclass
+class SteadySteps:
+    """The steady steps of the timeline rank over the whole window (bounded samples)."""
+
+    first_step: int | None = None
+    last_step: int | None = None
+    start_ts: float | None = None
+    end_ts: float | None = None
+    steps: int = 0
+    seconds: float = 0.0
+    tokens: int = 0
+    tokens_seconds: float = 0.0  # step time of the steps that reported tokens
+    samples_s: deque = field(default_factory=lambda: deque(maxlen=STEP_SAMPLES))
+
+    def add(self, step: int, begin_ts: float, end_ts: float, step_time_s: float | None, tokens: int | None) -> None:
+        if self.first_step is None:
+            self.first_step, self.start_ts = step, begin_ts
+        self.last_step, self.end_ts = step, end_ts
+        self.steps += 1
+        seconds = step_time_s if step_time_s is not None else end_ts - begin_ts
+        self.seconds += seconds
+        if tokens is not None:
+            self.tokens += tokens
+            self.tokens_seconds += seconds
+        if step_time_s is not None:
+            self.samples_s.append(step_time_s)
+
+
+@dataclass
+class SequenceLengths:
+    """Distribution of the optional per-step `seq_len` (timeline rank, every step)."""
+
+    steps: int = 0
+    total: int = 0
+    smallest: int | None = None
+    largest: int | None = None
+    counts: Counter = field(default_factory=Counter)
+    other: int = 0  # steps whose length was not among the first SEQ_LEN_VALUES distinct values
+
+    def add(self, seq_len: int) -> None:
+        self.steps += 1
+        self.total += seq_len
+        self.smallest = seq_len if self.smallest is None else min(self.smallest, seq_len)
+        self.largest = seq_len if self.largest is None else max(self.largest, seq_len)
+        if seq_len in self.counts or len(self.counts) < SEQ_LEN_VALUES:
+            self.counts[seq_len] += 1
+        else:
+            self.other += 1
+
+
+class GoodputClock:
+    """Attributes the job's window to productive time and badput causes, one event at a time."""
+
+    def __init__(self, late_factor: float = LATE_FACTOR, late_min_s: float = LATE_MIN_S):
+        self.late_factor = late_factor
+        self.late_min_s = late_min_s
+        self.run: str | None = None
+        self.rank: int | None = None  # the timeline rank
+        self.first_ts: float | None = None
+        self.last_ts: float | None = None
+        self.cursor_ts: float | None = None  # the window is attributed up to here
+        self.seconds: dict[str, float] = dict.fromkeys(("productive",) + CAUSES, 0.0)
+        self.steady = SteadySteps()
+        self.sequence_lengths = SequenceLengths()
+        self.phases_seen = False
+        self._open: set[str] = set()
+        self._blocking_save = False
+        self._background_save = False
+        self._stepped = False  # this process has taken a step
+        self._steady_seen = False  # this process has opened a steady phase
+        self._restarting = False
+        self._last_step_before_restart: int | None = None
+        self._last_step: int | None = None
+        self._recent_s: deque = deque(maxlen=RECENT_STEPS)
+        self.throughput_points: deque = deque(maxlen=THROUGHPUT_POINTS)  # (step end ts, tokens/s)
+
+    def ingest(self, event: JobEvent) -> None:
+        """Fold one event (any rank; only the timeline rank's events move the attribution)."""
+        if self.run is None:
+            self.run = event.run
+        elif event.run != self.run:
+            return
+        self.first_ts = event.ts if self.first_ts is None else min(self.first_ts, event.ts)
+        self.last_ts = event.ts if self.last_ts is None else max(self.last_ts, event.ts)
+        if self.rank is None or event.rank < self.rank:
+            self.rank = event.rank
+        if event.rank != self.rank:
+            return
+        if self.cursor_ts is None:
+            self.cursor_ts = self.first_ts
+        if isinstance(event, Step):
+            self._step(event)
+        elif isinstance(event, RunStart):
+            if event.restart > 0:
+                self._attribute_until(event.ts, "restart")
+                self._restarting = True
+                self._last_step_before_restart = self._last_step
+            else:
+                self._attribute_until(event.ts)
+            self._open.clear()
+            self._blocking_save = self._background_save = self._stepped = self._steady_seen = False
+        elif isinstance(event, Phase):
+            if event.phase == "compile" and event.cache == "hit":
+                return
+            self._attribute_until(event.ts)
+            self.phases_seen = True
+            (self._open.add if event.state == "begin" else self._open.discard)(event.phase)
+            self._steady_seen = self._steady_seen or event.phase == "steady"
+        elif isinstance(event, Checkpoint) and event.action == "save":
+            self._attribute_until(event.ts)
+            blocking = event.blocking is not False
+            if blocking:
+                self._blocking_save = event.state == "begin"
+            else:
+                self._background_save = event.state == "begin"
+
+    # ---- attribution -------------------------------------------------------------------------
+
+    def _state_cause(self) -> str | None:
+        """The cause of time outside steps in the current state; None: between steps."""
+        if self._restarting:
+            return "restart"
+        if "compile" in self._open:
+            return "compile"
+        if self._blocking_save or ("checkpoint" in self._open and not self._background_save):
+            return "checkpoint_save"
+        if not self._stepped or "init" in self._open or "warmup" in self._open:
+            return "startup"
+        if any(phase in self._open for phase in UNEXPLAINED_PHASES):
+            return "unexplained"
+        if self.phases_seen and "steady" not in self._open:
+            # Steps before the steady phase are warm-up; after it ended, nothing says what runs.
+            return "unexplained" if self._steady_seen else "startup"
+        return None
+
+    def late_threshold_s(self) -> float:
+        """Longest gap between steps still counted as data loading."""
+        if not self._recent_s:
+            return self.late_min_s
+        return max(self.late_factor * _nearest_rank(sorted(self._recent_s), 99), self.late_min_s)
+
+    def _gap_cause(self, seconds: float) -> str:
+        return "stalled" if seconds > self.late_threshold_s() else "data_loading"
+
+    def _attribute_until(self, ts: float, cause: str | None = None) -> None:
+        if ts <= self.cursor_ts:
+            return
+        cause = cause or self._state_cause()
+        seconds = ts - self.cursor_ts
+        self.seconds[cause or self._gap_cause(seconds)] += seconds
+        self.cursor_ts = ts
+
+    def _step(self, event: Step) -> None:
+        if event.seq_len is not None:
+            self.sequence_lengths.add(event.seq_len)
+        begin_ts = event.ts - event.step_time_s if event.step_time_s is not None else self.cursor_ts
+        if event.tokens is not None and event.step_time_s:
+            self.throughput_points.append((event.ts, event.tokens / event.step_time_s))
+        self._attribute_until(max(begin_ts, self.cursor_ts))
+        if self._restarting:
+            # Time to first step: the restart ends with this step; the steps it redoes are waste.
+            self._attribute_until(event.ts, "restart")
+            self._restarting = False
+            self._stepped = True
+            if self._last_step_before_restart is not None:
+                self._waste(self._last_step_before_restart - event.step + 1)
+            self._last_step = event.step
+            return
+        self._stepped = True
+        cause = self._state_cause()  # None: steady ("steady" open, or a job that emits no phases)
+        steady = cause is None
+        self._attribute_until(event.ts, cause or "productive")
+        self._last_step = event.step
+        if steady:
+            self.steady.add(event.step, begin_ts, event.ts, event.step_time_s, event.tokens)
+            if event.step_time_s is not None:
+                self._recent_s.append(event.step_time_s)
+
+    def _waste(self, steps_lost: int) -> None:
+        """Wasted progress: steps redone after a restart leave productive time for restart."""
+        if steps_lost <= 0 or not self.steady.samples_s:
+            return
+        seconds = min(steps_lost * median(self.steady.samples_s), self.seconds["productive"])
+        self.seconds["productive"] -= seconds
+        self.seconds["restart"] += seconds
+
+    # ---- figures -----------------------------------------------------------------------------
+
+    def breakdown(self) -> dict | None:
+        """Productive seconds and badput seconds by cause over [first event, last event]; None
+        before any event. The parts sum to the window; `unexplained` takes float residue."""
+        if self.first_ts is None or self.cursor_ts is None:
+            return None
+        seconds = dict(self.seconds)
+        pending = self.last_ts - self.cursor_ts
+        if pending > 0:
+            cause = self._state_cause() or self._gap_cause(pending)
+            seconds[cause] += pending
+        window_s = self.last_ts - self.first_ts
+        explained = {k: v for k, v in seconds.items() if k != "unexplained"}
+        badput = {cause: round(explained.get(cause, 0.0), 6) for cause in CAUSES if cause != "unexplained"}
+        productive_s = round(explained["productive"], 6)
+        badput["unexplained"] = round(window_s - productive_s - sum(badput.values()), 6)
+        return {
+            "from_rank": self.rank,
+            "window": {"start": self.first_ts, "end": self.last_ts, "seconds": round(window_s, 6)},
+            "productive_s": productive_s,
+            "goodput_pct": round(100 * productive_s / window_s, 3) if window_s > 0 else None,
+            "badput_s": badput,
+            "late_threshold_s": round(self.late_threshold_s(), 6),
+        }

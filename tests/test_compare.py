@@ -1,0 +1,151 @@
+"""`trnwatch compare`: like-for-like figures, refusals naming the field, labelled exceptions, and
+receipts written before the boundary existed (ledger/compare.py, trnwatch/cli.py)."""
+
+import json
+
+import pytest
+
+from tests import job_story as js
+from tests import reports as R
+from trnwatch import cli
+from trnwatch.collectors.lines import Line
+from trnwatch.ledger.compare import bootstrap_pct_change, compare
+from trnwatch.ledger.ledger import Ledger
+from trnwatch.ledger.receipt import build_receipt
+from trnwatch.ledger.receipt_markdown import render_markdown
+
+T0 = 1000.0
+STEPS = 30
+
+
+def device_lines(chips: int, seconds: int, host: str = "trn-a") -> list[Line]:
+    """One neuron-monitor stream for `host` with `chips` chips (LNC=2: 4 logical cores each)."""
+    out = []
+    for t in range(seconds):
+        cores = range(4 * chips)
+        report = R.report([R.runtime(7, "train", list(cores), util={c: 80.0 for c in cores}, executions=R.executions())],
+                          hardware=R.hardware_trn3(chips=chips), system_data=R.system(chips=chips),
+                          instance_info=R.instance(instance_id=host))
+        out.append(Line("local", "neuron-monitor", T0 + t, R.line(report)))
+    return out
+
+
+def jittered(step_s: float, n: int = STEPS) -> list[float]:
+    """Step times with a little deterministic spread, as real steps have."""
+    return [round(step_s * (1 + 0.01 * ((i * 7) % 5 - 2)), 6) for i in range(n)]
+
+
+def receipt_of(step_times: list[float], mode: str = "live", ranks: int = 2, chips: int = 2, **start) -> dict:
+    ledger = Ledger(mode)
+    events = js.steady_run(step_times, t0=T0, ranks=ranks, chips=chips, **start)
+    seconds = int(max(e["ts"] for e in events) - T0) + 1
+    for line in sorted(device_lines(chips, seconds) + js.lines(events), key=lambda line: line.received_s):
+        ledger.ingest(line)
+    return json.loads(build_receipt(ledger, "eof", written_at_s=0.0).to_json())
+
+
+def run_cli(tmp_path, capsys, baseline: dict, candidate: dict, *options: str) -> tuple[int, str, str]:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(baseline))
+    b.write_text(json.dumps(candidate))
+    code = cli.main(["compare", str(a), str(b), *options])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.fixture(scope="module")
+def base() -> dict:
+    return receipt_of(jittered(1.0))
+
+
+def test_two_runs_differing_only_in_step_time_compare_with_the_right_percent_change(tmp_path, capsys, base):
+    slower = receipt_of(jittered(1.1))
+    result = compare(base, slower)
+    assert not result.refused and result.like_for_like
+    figures = {f.name: f for f in result.figures}
+    p50 = figures["step time p50"]
+    assert p50.change_pct == pytest.approx(10.0, abs=1e-6)
+    assert p50.exceeds_noise is True
+    tps = figures["steady tokens/s"]
+    assert tps.change_pct == pytest.approx(100 * (1 / 1.1 - 1), abs=1e-3)
+    assert tps.exceeds_noise is True and tps.noise_pct[1] < 0
+    code, out, _ = run_cli(tmp_path, capsys, base, slower)
+    assert code == 0 and "Like for like" in out and "| step time p50 (lower is better) | 1 s | 1.1 s |" in out
+    assert run_cli(tmp_path, capsys, base, slower, "--fail-if-slower", "5")[0] == 1
+    assert run_cli(tmp_path, capsys, base, slower, "--fail-if-slower", "15")[0] == 0
+
+
+def test_the_same_run_twice_is_within_noise(base):
+    result = compare(base, base)
+    for f in result.figures:
+        assert f.exceeds_noise in (None, False), f.name
+
+
+@pytest.mark.parametrize("field, candidate_args, shown", [
+    ("precision", {"precision": "fp32"}, "precision: baseline bf16, candidate fp32"),
+    ("ranks", {"ranks": 4, "chips": 2}, "ranks: baseline 2, candidate 4"),
+    ("chips", {"chips": 1}, "chips: baseline 2, candidate 1"),
+    ("evidence", {"mode": "replayed"}, "evidence: baseline live, candidate replayed"),
+])
+def test_a_mismatched_boundary_is_refused_naming_the_field(tmp_path, capsys, base, field, candidate_args, shown):
+    other = receipt_of(jittered(1.0), **candidate_args)
+    code, out, err = run_cli(tmp_path, capsys, base, other)
+    assert code == 3
+    assert shown in err
+    assert out == ""  # no figures are printed for a refused comparison
+    assert field in {key for key, _, _ in compare(base, other).mismatched}
+
+
+def test_allow_mismatch_precision_compares_and_labels_the_output(tmp_path, capsys, base):
+    fp32 = receipt_of(jittered(2.0), precision="fp32")
+    code, out, _ = run_cli(tmp_path, capsys, base, fp32, "--allow-mismatch", "precision")
+    assert code == 0
+    assert "NOT LIKE FOR LIKE" in out and "precision (bf16 vs fp32)" in out
+    code, out, _ = run_cli(tmp_path, capsys, base, fp32, "--allow-mismatch", "precision", "--json")
+    data = json.loads(out)
+    assert data["like_for_like"] is False and data["allowed"] == ["precision"]
+    assert {f["name"] for f in data["figures"]} >= {"steady tokens/s", "goodput", "step time p99"}
+
+
+def test_an_unknown_field_name_is_a_usage_error(tmp_path, capsys, base):
+    code, _, err = run_cli(tmp_path, capsys, base, base, "--allow-mismatch", "colour")
+    assert code == 2 and "unknown boundary field 'colour'" in err
+
+
+def test_a_receipt_written_before_the_boundary_existed_is_still_compared(tmp_path, capsys, base):
+    """A /1 receipt without the fields this change added: its boundary is derived from the job
+    section and hosts; what cannot be derived (fabric, chips of the job) reads as unknown."""
+    old = {k: v for k, v in base.items()
+           if k not in ("boundary", "segments", "goodput", "failure_rate", "sequence_lengths", "timeline")}
+    old["chips"] = [{k: v for k, v in c.items() if k not in ("device_latency_s", "flops_mean_per_s",
+                                                            "peak_flops_per_s", "mfu_pct")} for c in base["chips"]]
+    result = compare(old, base)
+    assert not result.refused
+    unverified = {key for key, _, _ in result.unverified}
+    assert {"fabric", "chips"} <= unverified
+    tps = next(f for f in result.figures if f.name == "steady tokens/s")
+    assert tps.baseline is not None and tps.exceeds_noise is None  # the old receipt carries no samples
+    code, out, _ = run_cli(tmp_path, capsys, old, base)
+    assert code == 0 and "not verified" in out and "fabric (unknown vs" in out
+    assert "None" not in out
+
+
+def test_bootstrap_interval_is_deterministic_and_brackets_zero_for_equal_samples():
+    a = jittered(1.0)
+    assert bootstrap_pct_change(a, a, max) == bootstrap_pct_change(a, a, max)
+    lo, hi = bootstrap_pct_change(a, list(reversed(a)), lambda v: sorted(v)[len(v) // 2])
+    assert lo <= 0 <= hi
+    assert bootstrap_pct_change(a[:3], a, max) is None
+
+
+def test_receipt_markdown_never_prints_python_none(base):
+    ledger = Ledger("live")  # device-only, no job: many absent figures
+    for line in device_lines(1, 3):
+        ledger.ingest(line)
+    for receipt in (build_receipt(ledger, "eof", written_at_s=0.0), build_receipt(Ledger("live"), "eof", written_at_s=0.0)):
+        md = render_markdown(receipt, "r.svg")
+        assert "None" not in md
+    ledger = Ledger("live")
+    for line in js.lines(js.steady_run(jittered(1.0), t0=T0)):
+        ledger.ingest(line)
+    assert "None" not in render_markdown(build_receipt(ledger, "eof", written_at_s=0.0), "r.svg")

@@ -1,0 +1,83 @@
+"""Goodput: every second of the job's window lands in exactly one bucket (ledger/goodput.py)."""
+
+import pytest
+
+from tests import job_story as js
+from trnwatch.ledger.goodput import CAUSES, GoodputClock
+
+
+def clock_of(events: list[dict]) -> GoodputClock:
+    clock = GoodputClock()
+    for e in js.parsed(sorted(events, key=lambda e: e["ts"])):
+        clock.ingest(e)
+    return clock
+
+
+def parts_sum(g: dict) -> float:
+    return g["productive_s"] + sum(g["badput_s"].values())
+
+
+def test_goodput_parts_sum_to_the_window_and_name_each_cause():
+    events = js.steady_run([1.0] * 10, t0=1000.0, compile_s=10.0, warmup_steps=2, ranks=1)
+    t = 1000.0 + 1 + 10 + 2 + 10  # end of the tenth steady step
+    events += [js.phase(t, "checkpoint", "begin"), js.event("checkpoint", t, action="save", state="begin", step=12),
+               js.event("checkpoint", t + 3, action="save", state="end", step=12), js.phase(t + 3, "checkpoint", "end"),
+               js.step(t + 4, 13, 1.0),
+               js.step(t + 4 + 40 + 1.0, 14, 1.0)]  # a 40 s hang between steps 13 and 14
+    g = clock_of(events).breakdown()
+    assert g["window"]["seconds"] == pytest.approx(t + 45 - 1000.0)
+    assert parts_sum(g) == pytest.approx(g["window"]["seconds"], abs=1e-6)
+    b = g["badput_s"]
+    assert set(b) == set(CAUSES)
+    assert b["startup"] == pytest.approx(1 + 2)  # init, then two warm-up steps
+    assert b["compile"] == pytest.approx(10)
+    assert b["checkpoint_save"] == pytest.approx(3)
+    assert b["stalled"] == pytest.approx(40)
+    assert g["productive_s"] == pytest.approx(12)
+    assert g["goodput_pct"] == pytest.approx(100 * 12 / g["window"]["seconds"], abs=1e-3)
+
+
+def test_background_checkpoint_costs_nothing_and_steps_stay_productive():
+    events = js.steady_run([1.0] * 3, ranks=1, warmup_steps=0)
+    t = 1000.0 + 11 + 3
+    events += [js.event("checkpoint", t, action="save", state="begin", step=3, blocking=False),
+               js.step(t + 1, 4, 1.0), js.step(t + 2, 5, 1.0),
+               js.event("checkpoint", t + 2, action="save", state="end", step=3, blocking=False)]
+    g = clock_of(events).breakdown()
+    assert g["badput_s"]["checkpoint_save"] == 0
+    assert g["productive_s"] == pytest.approx(5)
+
+
+def test_short_gaps_are_data_loading_and_restart_counts_lost_steps():
+    events = js.steady_run([1.0] * 4, ranks=1, warmup_steps=0)
+    t = 1000.0 + 11 + 4
+    events += [js.step(t + 1.5, 5, 1.0)]  # 0.5 s between steps: data loading
+    # the process dies after step 5; a new one resumes from the checkpoint of step 3
+    events += [js.run_start(t + 10, restart=1, world_size=1), js.phase(t + 10, "init", "begin"),
+               js.event("checkpoint", t + 11, action="load", state="begin", step=3),
+               js.event("checkpoint", t + 12, action="load", state="end", step=3), js.phase(t + 12, "init", "end"),
+               js.phase(t + 12, "steady", "begin"), js.step(t + 13, 4, 1.0), js.step(t + 14, 5, 1.0)]
+    g = clock_of(events).breakdown()
+    b = g["badput_s"]
+    assert b["data_loading"] == pytest.approx(0.5)
+    # 8.5 s from step 5 to the restart, 3 s to the first step after it, and steps 4 and 5 redone (2 x 1 s)
+    assert b["restart"] == pytest.approx(8.5 + 3 + 2)
+    assert g["productive_s"] == pytest.approx(5 + 1 - 2)
+    assert parts_sum(g) == pytest.approx(g["window"]["seconds"], abs=1e-6)
+
+
+def test_a_job_without_phases_counts_steps_as_steady_from_the_first():
+    events = [js.run_start(0.0, world_size=1)] + [js.step(float(n), n, 1.0) for n in range(1, 6)]
+    clock = clock_of(events)
+    g = clock.breakdown()
+    assert g["productive_s"] == pytest.approx(5)  # step 1 began at the run_start, 0.0
+    assert clock.steady.steps == 5 and not clock.phases_seen
+
+
+def test_other_ranks_and_other_runs_do_not_move_the_attribution():
+    events = js.steady_run([1.0] * 5, ranks=2)
+    foreign = dict(js.step(2000.0, 99, 1.0), run="other")
+    clock = clock_of(events + [foreign])
+    assert clock.rank == 0
+    assert clock.steady.steps == 5
+    assert clock.breakdown()["window"]["end"] == pytest.approx(1000.0 + 11 + 2 + 5)
