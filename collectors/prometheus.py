@@ -52,9 +52,7 @@ import json
 import math
 
 from prometheus_client.parser import text_string_to_metric_families
-from pydantic import ValidationError
-
-from trnwatch.collectors.neuron_monitor import MAX_LINE_BYTES, Report, ReportRejected
+from trnwatch.collectors.neuron_monitor import MAX_LINE_BYTES, Report, ReportRejected, validate_report
 
 PROMETHEUS_KINDS = ("prometheus", "promql")
 # A scrape body may be larger than one neuron-monitor line: a Gen1 host's exposition with long
@@ -175,11 +173,9 @@ def host_report(instance_id: str, samples: list[Sample], interval_s: float | Non
         "trnwatch_simulator": simulator,
     }
     try:
-        return Report.model_validate(report)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False, include_input=False)[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ReportRejected("schema", f"{instance_id}: {where}: {first['msg']}") from None
+        return validate_report(report)
+    except ReportRejected as exc:
+        raise ReportRejected("schema", f"{instance_id}: {exc.detail}") from None
 
 
 def _instance_info(labels: dict[str, str] | None, instance_id: str) -> dict:

@@ -12,13 +12,21 @@ Definitions pinned by the receipt contract:
   `neuroncore_utilization`, cores not listed counting as 0 (neuron-monitor omits idle cores); a
   report is a utilisation sample only if `neuroncore_counters` was present without error for at
   least one runtime, or no runtime was running at all (then utilisation is 0). Two runtimes
-  reporting the same core (seen in AWS's own fixture) count once, at the higher figure.
+  reporting the same core (seen in AWS's own fixture) count once, at the higher figure;
+- a figure built from a value the report did not give usably (a listed core without its
+  utilisation, a core's memory breakdown that is null, or either past its bound and removed
+  by the decoder) is unknown for that report: that chip gets no utilisation (or HBM) sample,
+  the other chips do.
 """
 
-from collections import Counter, deque
+import math
+from array import array
+from collections import Counter
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from trnwatch.collectors.neuron_monitor import Report
+from trnwatch.collectors.limits import MAX_RUNTIMES_PER_HOST, RUNTIME_EVICT_MIN_S, RUNTIME_EVICT_PERIODS
 from trnwatch.ledger.counters import CounterFamily
 
 # Five minutes of 1 Hz samples per chip: enough for sparklines and trend, bounded for a day-long run.
@@ -27,11 +35,52 @@ HISTORY_SAMPLES = 300
 ECC_FIELDS = ("mem_ecc_corrected", "mem_ecc_uncorrected", "sram_ecc_corrected", "sram_ecc_uncorrected")
 
 
-@dataclass(slots=True)
-class ChipSample:
+class ChipSample(NamedTuple):
     t_s: float
     util_pct: float | None
     hbm_bytes: int | None
+
+
+class ChipHistory:
+    """The last HISTORY_SAMPLES samples of one chip, oldest first, in preallocated arrays.
+
+    Plain number arrays, not a deque of sample objects: at 1,152 hosts x 4 chips x 300 samples
+    the garbage collector would otherwise walk 1.4 million objects on every full pass.
+    Iterating yields `ChipSample`s (made on demand); an unknown figure is None."""
+
+    __slots__ = ("_t_s", "_util_pct", "_hbm_bytes", "_next", "_len")
+
+    def __init__(self, size: int = HISTORY_SAMPLES):
+        self._t_s = array("d", bytes(8 * size))
+        self._util_pct = array("d", bytes(8 * size))
+        self._hbm_bytes = array("q", bytes(8 * size))  # -1: unknown
+        self._next = 0
+        self._len = 0
+
+    def append(self, t_s: float, util_pct: float | None, hbm_bytes: int | None) -> None:
+        i = self._next
+        self._t_s[i] = t_s
+        self._util_pct[i] = math.nan if util_pct is None else util_pct
+        self._hbm_bytes[i] = -1 if hbm_bytes is None else min(hbm_bytes, _MAX_HISTORY_BYTES)
+        size = len(self._t_s)
+        self._next = (i + 1) % size
+        self._len = min(self._len + 1, size)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self):
+        size = len(self._t_s)
+        start = (self._next - self._len) % size
+        for k in range(self._len):
+            i = (start + k) % size
+            util, hbm = self._util_pct[i], self._hbm_bytes[i]
+            yield ChipSample(self._t_s[i], None if util != util else util, None if hbm < 0 else hbm)
+
+
+# A sum of bounded byte counts over a chip's cores can pass what int64 holds; history is for
+# sparklines, so it stores at most this (the chip's own figures keep the exact sum).
+_MAX_HISTORY_BYTES = (1 << 63) - 1
 
 
 @dataclass(slots=True)
@@ -62,7 +111,7 @@ class ChipState:
     flops_sum: float = 0.0  # FLOP/s summed over the chip's cores, per utilisation sample with flops
     flops_samples: int = 0
     ecc: CounterFamily = field(default_factory=CounterFamily)
-    history: deque = field(default_factory=lambda: deque(maxlen=HISTORY_SAMPLES))
+    history: ChipHistory = field(default_factory=ChipHistory)
 
     @property
     def util_mean_pct(self) -> float | None:
@@ -128,8 +177,10 @@ class HostState:
     memory_used_bytes: int | None = None
     memory_total_bytes: int | None = None
     group_errors: dict[str, str] = field(default_factory=dict)
-    # Data that did not fit the host's own topology (e.g. a core beyond the chip count).
+    # Data that did not fit the host's own topology or limits (e.g. a core beyond the chip count).
     anomalies: Counter = field(default_factory=Counter)
+    # Runtimes dropped after missing for the eviction time (limits.RUNTIME_EVICT_*).
+    runtimes_evicted: int = 0
     simulated: bool = False
 
     def fold(self, report: Report, received_s: float, declared_counters: bool = False) -> None:
@@ -155,12 +206,8 @@ class HostState:
             self.instance_name = info.instance_name or self.instance_name
             self.ultraserver_reported = info.ultraserver_id or self.ultraserver_reported
         hw = report.neuron_hardware_info
-        if hw is None:
+        if not _group_ok(self.group_errors, "neuron_hardware_info", hw):
             return
-        if hw.error:
-            self.group_errors["neuron_hardware_info"] = hw.error
-            return
-        self.group_errors.pop("neuron_hardware_info", None)
         self.device_type = hw.neuron_device_type or self.device_type
         self.neuroncore_version = hw.neuroncore_version or self.neuroncore_version
         self.lnc = hw.logical_neuroncore_config or self.lnc
@@ -187,12 +234,8 @@ class HostState:
         entries = report.neuron_runtime_data
         if entries is None:
             return  # runtime groups not reported at all: no sample, not a zero
-        n = len(self.chips)
-        core_util: dict[int, CoreState] = {}
-        hbm = [0] * n
-        hbm_cat: list[dict[str, int]] = [{} for _ in range(n)]
-        counters_ok = memory_ok = False
-        seen: set[tuple[int, str]] = set()
+        frame = _ReportFrame.for_chips(len(self.chips))
+        seen: set[tuple[int | None, str]] = set()
         for entry in entries:
             key = (entry.pid, entry.neuron_runtime_tag or "")
             seen.add(key)
@@ -205,87 +248,114 @@ class HostState:
             if rep is None:
                 continue
             cores: set[int] = set()
-            nc = rep.neuroncore_counters
-            if nc is not None:
-                if nc.error:
-                    runtime.group_errors["neuroncore_counters"] = nc.error
-                elif nc.neuroncores_in_use is not None:
-                    runtime.group_errors.pop("neuroncore_counters", None)
-                    counters_ok = True
-                    for core, c in nc.neuroncores_in_use.items():
-                        cores.add(core)
-                        util = c.neuroncore_utilization or 0.0
-                        prior = core_util.get(core)
-                        if prior is None or util > prior.util_pct:
-                            physical = {k: p.neuroncore_utilization for k, p in c.physical.items()
-                                        if p.neuroncore_utilization is not None}
-                            flops = c.flops if c.flops is not None else c.effective_flops
-                            core_util[core] = CoreState(util, flops, physical)
-            mem = rep.memory_used
-            if mem is not None:
-                if mem.error:
-                    runtime.group_errors["memory_used"] = mem.error
-                else:
-                    runtime.group_errors.pop("memory_used", None)
-                    used = mem.neuron_runtime_used_bytes
-                    if used is not None:
-                        runtime.device_bytes = used.neuron_device
-                        runtime.host_bytes = used.host
-                        per_core = used.usage_breakdown.neuroncore_memory_usage if used.usage_breakdown else None
-                        if per_core is not None:
-                            memory_ok = True
-                            for core, categories in per_core.items():
-                                cores.add(core)
-                                chip = self._chip_of(core)
-                                if chip is None:
-                                    continue
-                                bucket = hbm_cat[chip]
-                                for name, value in categories.items():
-                                    hbm[chip] += value
-                                    bucket[name] = bucket.get(name, 0) + value
-                    if mem.loaded_models is not None:
-                        runtime.loaded_models = [
-                            LoadedModelState(
-                                m.name, m.model_id, m.is_running,
-                                tuple(sorted({s.neuron_device_index for s in (m.subgraphs or {}).values()
-                                              if s.neuron_device_index is not None})),
-                            )
-                            for m in mem.loaded_models
-                        ]
+            self._fold_core_counters(runtime, rep.neuroncore_counters, frame, cores)
+            self._fold_memory(runtime, rep.memory_used, frame, cores)
             if cores:
                 runtime.cores = tuple(sorted(cores))
-            self._fold_executions(runtime, rep, declared_counters)
+            _fold_executions(runtime, rep.execution_stats, declared_counters)
             vcpu = rep.neuron_runtime_vcpu_usage
-            if vcpu is not None and not vcpu.error and vcpu.vcpu_usage is not None:
+            if _group_ok(runtime.group_errors, "neuron_runtime_vcpu_usage", vcpu) and vcpu.vcpu_usage is not None:
                 runtime.vcpu_user_pct = vcpu.vcpu_usage.user
                 runtime.vcpu_system_pct = vcpu.vcpu_usage.system
-            elif vcpu is not None and vcpu.error:
-                runtime.group_errors["neuron_runtime_vcpu_usage"] = vcpu.error
-        # Runtimes that left the report are gone; their window counters stay in the receipt.
-        for key, runtime in self.runtimes.items():
-            if key not in seen:
-                runtime.cores = ()
+        self._retire_runtimes(seen, t_s)
+        self._fold_chip_samples(frame, t_s, no_runtime=not entries)
 
-        no_runtime = not entries
-        util_sample = counters_ok or no_runtime
-        hbm_sample = memory_ok or no_runtime
-        if not (util_sample or hbm_sample) or not self.cores_per_chip:
+    def _fold_core_counters(self, runtime: RuntimeState, nc, frame: "_ReportFrame", cores: set[int]) -> None:
+        if not _group_ok(runtime.group_errors, "neuroncore_counters", nc) or nc.neuroncores_in_use is None:
             return
+        frame.counters_ok = True
+        for core, c in nc.neuroncores_in_use.items():
+            cores.add(core)
+            util = c.neuroncore_utilization
+            if util is None:  # listed, but its figure is unknown (absent, or past its bound)
+                frame.util_unknown_cores.add(core)
+                continue
+            prior = frame.core_util.get(core)
+            if prior is None or util > prior.util_pct:
+                physical = {k: p.neuroncore_utilization for k, p in c.physical.items()
+                            if p.neuroncore_utilization is not None}
+                flops = c.flops if c.flops is not None else c.effective_flops
+                frame.core_util[core] = CoreState(util, flops, physical)
+
+    def _fold_memory(self, runtime: RuntimeState, mem, frame: "_ReportFrame", cores: set[int]) -> None:
+        if not _group_ok(runtime.group_errors, "memory_used", mem):
+            return
+        used = mem.neuron_runtime_used_bytes
+        if used is not None:
+            runtime.device_bytes = used.neuron_device
+            runtime.host_bytes = used.host
+            per_core = used.usage_breakdown.neuroncore_memory_usage if used.usage_breakdown else None
+            if per_core is not None:
+                frame.memory_ok = True
+                for core, categories in per_core.items():
+                    cores.add(core)
+                    chip = self._chip_of(core)
+                    if chip is None:
+                        continue
+                    if categories is None:  # this core's memory is unknown, so is its chip's
+                        frame.hbm_unknown_chips.add(chip)
+                        continue
+                    bucket = frame.hbm_by_category[chip]
+                    for name, value in categories.items():
+                        bucket[name] = bucket.get(name, 0) + value
+                    frame.hbm[chip] += sum(categories.values())
+        if mem.loaded_models is not None:
+            runtime.loaded_models = [
+                LoadedModelState(
+                    m.name, m.model_id, m.is_running,
+                    tuple(sorted({s.neuron_device_index for s in (m.subgraphs or {}).values()
+                                  if s.neuron_device_index is not None})),
+                )
+                for m in mem.loaded_models
+            ]
+
+    def _retire_runtimes(self, seen: set, t_s: float) -> None:
+        """Runtimes that left the report are gone: they own no core any more, and their window
+        counters stay in the receipt until they have been missing for the eviction time. Past
+        MAX_RUNTIMES_PER_HOST the least recently seen go first (counted as an anomaly)."""
+        evict_after_s = max(RUNTIME_EVICT_PERIODS * (self.period_s or 1.0), RUNTIME_EVICT_MIN_S)
+        absent = [key for key in self.runtimes if key not in seen]
+        for key in absent:
+            runtime = self.runtimes[key]
+            runtime.cores = ()
+            if t_s - runtime.last_seen_s > evict_after_s:
+                del self.runtimes[key]
+                self.runtimes_evicted += 1
+        excess = len(self.runtimes) - MAX_RUNTIMES_PER_HOST
+        if excess > 0:
+            absent = sorted((k for k in absent if k in self.runtimes), key=lambda k: self.runtimes[k].last_seen_s)
+            for key in absent[:excess]:
+                del self.runtimes[key]
+                self.runtimes_evicted += 1
+                self.anomalies["runtimes-over-limit"] += 1
+
+    def _fold_chip_samples(self, frame: "_ReportFrame", t_s: float, no_runtime: bool) -> None:
+        util_sample = frame.counters_ok or no_runtime
+        hbm_sample = frame.memory_ok or no_runtime
+        per_chip = self.cores_per_chip
+        if not (util_sample or hbm_sample) or not per_chip:
+            return
+        n = len(self.chips)
         util_by_chip = [0.0] * n
-        for core, state in core_util.items():
+        cores_by_chip: list[dict[int, CoreState]] = [{} for _ in range(n)]
+        for core, state in frame.core_util.items():
             chip = self._chip_of(core)
             if chip is not None:
                 util_by_chip[chip] += state.util_pct
+                cores_by_chip[chip][core] = state
+        util_unknown = {core // per_chip for core in frame.util_unknown_cores}
         for chip in self.chips:
-            util = util_by_chip[chip.index] / self.cores_per_chip if util_sample else None
-            chip_hbm = hbm[chip.index] if hbm_sample else None
+            i = chip.index
+            util = util_by_chip[i] / per_chip if util_sample and i not in util_unknown else None
+            chip_hbm = frame.hbm[i] if hbm_sample and i not in frame.hbm_unknown_chips else None
+            if util_sample:
+                chip.cores = cores_by_chip[i]
             if util is not None:
                 chip.util_pct = util
                 chip.util_at_s = t_s
                 chip.samples += 1
                 chip.util_sum_pct += util
                 chip.util_max_pct = util if chip.util_max_pct is None else max(chip.util_max_pct, util)
-                chip.cores = {c: s for c, s in core_util.items() if c // self.cores_per_chip == chip.index}
                 flops = [s.flops for s in chip.cores.values() if s.flops is not None]
                 if flops or (not chip.cores and chip.flops_samples):  # idle counts 0 once flops were seen
                     chip.flops_sum += sum(flops)
@@ -293,30 +363,9 @@ class HostState:
             if chip_hbm is not None:
                 chip.hbm_bytes = chip_hbm
                 chip.hbm_at_s = t_s
-                chip.hbm_by_category_bytes = hbm_cat[chip.index]
+                chip.hbm_by_category_bytes = frame.hbm_by_category[i]
                 chip.hbm_peak_bytes = chip_hbm if chip.hbm_peak_bytes is None else max(chip.hbm_peak_bytes, chip_hbm)
-            chip.history.append(ChipSample(t_s, util, chip_hbm))
-
-    def _fold_executions(self, runtime: RuntimeState, rep, declared_counters: bool) -> None:
-        stats = rep.execution_stats
-        if stats is None:
-            return
-        if stats.error:
-            # Values beside an error are zeroed placeholders; folding them would fake a reset.
-            runtime.group_errors["execution_stats"] = stats.error
-            return
-        runtime.group_errors.pop("execution_stats", None)
-        counts = {f"error.{k}": v for k, v in (stats.error_summary or {}).items()}
-        counts.update({f"status.{k}": v for k, v in (stats.execution_summary or {}).items()})
-        if counts:
-            runtime.executions.declared_counter = declared_counters
-            runtime.executions.add(counts)
-        lat = stats.latency_stats
-        if lat is not None:
-            if lat.total_latency:
-                runtime.total_latency_s = {k: v for k, v in lat.total_latency.items() if v is not None}
-            if lat.device_latency:
-                runtime.device_latency_s = {k: v for k, v in lat.device_latency.items() if v is not None}
+            chip.history.append(t_s, util, chip_hbm)
 
     # --- system groups -------------------------------------------------------------------------
 
@@ -325,21 +374,17 @@ class HostState:
         if system is None:
             return
         hw = system.neuron_hw_counters
-        if hw is not None:
-            if hw.error:
-                self.group_errors["neuron_hw_counters"] = hw.error
-            else:
-                self.group_errors.pop("neuron_hw_counters", None)
-                for dev in hw.neuron_devices or ():
-                    if dev.neuron_device_index >= len(self.chips):
-                        self.anomalies["ecc-device-beyond-chip-count"] += 1
-                        continue
-                    counts = {name: getattr(dev, name) for name in ECC_FIELDS if getattr(dev, name) is not None}
-                    ecc = self.chips[dev.neuron_device_index].ecc
-                    ecc.declared_counter = declared_counters
-                    ecc.add(counts)
+        if _group_ok(self.group_errors, "neuron_hw_counters", hw):
+            for dev in hw.neuron_devices or ():
+                if dev.neuron_device_index >= len(self.chips):
+                    self.anomalies["ecc-device-beyond-chip-count"] += 1
+                    continue
+                counts = {name: getattr(dev, name) for name in ECC_FIELDS if getattr(dev, name) is not None}
+                ecc = self.chips[dev.neuron_device_index].ecc
+                ecc.declared_counter = declared_counters
+                ecc.add(counts)
         vcpu = system.vcpu_usage
-        if vcpu is not None and not vcpu.error:
+        if _group_ok(self.group_errors, "vcpu_usage", vcpu):
             avg = vcpu.average_usage
             if avg is not None and "idle" in avg:
                 self.vcpu_busy_pct = max(0.0, 100.0 - avg["idle"])
@@ -348,6 +393,53 @@ class HostState:
             if vcpu.period:
                 self.period_s = vcpu.period
         memory = system.memory_info
-        if memory is not None and not memory.error:
+        if _group_ok(self.group_errors, "memory_info", memory):
             self.memory_used_bytes = memory.memory_used_bytes
             self.memory_total_bytes = memory.memory_total_bytes
+
+
+def _group_ok(errors: dict[str, str], name: str, group) -> bool:
+    """Record or clear one group's error; True when the group came without one.
+
+    A group absent from the report changes nothing: it was not reported this period."""
+    if group is None:
+        return False
+    if group.error:
+        errors[name] = group.error
+        return False
+    errors.pop(name, None)
+    return True
+
+
+def _fold_executions(runtime: RuntimeState, stats, declared_counters: bool) -> None:
+    # Values beside an error are zeroed placeholders; folding them would fake a reset.
+    if not _group_ok(runtime.group_errors, "execution_stats", stats):
+        return
+    counts = {f"error.{k}": v for k, v in (stats.error_summary or {}).items()}
+    counts.update({f"status.{k}": v for k, v in (stats.execution_summary or {}).items()})
+    if counts:
+        runtime.executions.declared_counter = declared_counters
+        runtime.executions.add(counts)
+    lat = stats.latency_stats
+    if lat is not None:
+        if lat.total_latency:
+            runtime.total_latency_s = {k: v for k, v in lat.total_latency.items() if v is not None}
+        if lat.device_latency:
+            runtime.device_latency_s = {k: v for k, v in lat.device_latency.items() if v is not None}
+
+
+@dataclass(slots=True)
+class _ReportFrame:
+    """What one report's runtimes add up to, per chip, before it becomes the chips' sample."""
+
+    core_util: dict[int, CoreState]
+    hbm: list[int]
+    hbm_by_category: list[dict[str, int]]
+    util_unknown_cores: set[int] = field(default_factory=set)  # listed without a usable figure
+    hbm_unknown_chips: set[int] = field(default_factory=set)  # a core's memory was unknown
+    counters_ok: bool = False
+    memory_ok: bool = False
+
+    @classmethod
+    def for_chips(cls, n: int) -> "_ReportFrame":
+        return cls({}, [0] * n, [{} for _ in range(n)])

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from trnwatch.collectors.lines import Line, SourceEvent
-from trnwatch.collectors.neuron_monitor import Report, ReportRejected, parse_report
+from trnwatch.collectors.neuron_monitor import FieldRejection, Report, ReportRejected, decode_report
+from trnwatch.collectors.limits import MAX_HOSTS
 from trnwatch.collectors.prometheus import PROMETHEUS_KINDS, parse_prometheus_line
 from trnwatch.collectors.job_events import JobLineError, decode_job_line
 from trnwatch.collectors.job_log import parse_job_log_stats
@@ -48,6 +49,9 @@ class SourceStats:
     reports: int = 0
     rejected: Counter = field(default_factory=Counter)
     last_rejection: str = ""
+    # Values past their bound removed from reports that were kept, by schema field.
+    rejected_fields: Counter = field(default_factory=Counter)
+    last_field_rejection: str = ""
     first_s: float | None = None
     last_s: float | None = None
     gaps: int = 0
@@ -71,6 +75,12 @@ class SourceStats:
         """One more line rejected for `reason`; the detail of the latest is kept for people."""
         self.rejected[reason] += 1
         self.last_rejection = detail[:200]
+
+    def count_field_rejections(self, rejections: list[FieldRejection]) -> None:
+        """Values removed from a kept report, each counted under its schema field."""
+        for r in rejections:
+            self.rejected_fields[r.field] += 1
+            self.last_field_rejection = r.detail[:200]
 
     def state(self, now_s: float, period_s: float | None) -> SourceState:
         if self.ended_s is not None:
@@ -121,6 +131,13 @@ class Ledger:
             return
         if not line.text.strip():
             return
+        try:
+            self._ingest_text(stats, line)
+        except Exception as exc:  # noqa: BLE001 - last resort: a defect costs this line, never the source
+            stats.count_rejection("internal", f"{type(exc).__name__}: {exc}")
+
+    def _ingest_text(self, stats: SourceStats, line: Line) -> None:
+        t = line.received_s
         if line.kind == "job":
             self._ingest_job(stats, line)
             return
@@ -136,11 +153,12 @@ class Ledger:
                     self._fold_report(stats, line.source_id, t, item, declared_counters=True)
             return
         try:
-            report = parse_report(line.text)
+            report, rejected_fields = decode_report(line.text)
         except ReportRejected as exc:
             stats.count_rejection(exc.reason, exc.detail)
             return
-        self._fold_report(stats, line.source_id, t, report)
+        if self._fold_report(stats, line.source_id, t, report):
+            stats.count_field_rejections(rejected_fields)
 
     def _ingest_job(self, stats: SourceStats, line: Line) -> None:
         try:
@@ -172,10 +190,14 @@ class Ledger:
         self.job.log_profiles[stats.source_id] = counts.profile
 
     def _fold_report(self, stats: SourceStats, source_id: str, t: float, report: Report,
-                     declared_counters: bool = False) -> None:
+                     declared_counters: bool = False) -> bool:
+        """Fold one report into its host; False (and counted) when the host cannot be kept."""
         host_id = self._host_id(report, source_id)
         host = self.hosts.get(host_id)
         if host is None:
+            if len(self.hosts) >= MAX_HOSTS:
+                stats.count_rejection("too-many-hosts", f"host {host_id[:80]!r} beyond the {MAX_HOSTS} kept")
+                return False
             host = self.hosts[host_id] = HostState(host_id, source_id)
         if stats.last_s is not None and (stats.interrupted or t - stats.last_s > stale_after_s(host.period_s)):
             stats.gaps += 1
@@ -184,9 +206,10 @@ class Ledger:
         if stats.first_s is None:
             stats.first_s = t
         stats.last_s = t
-        stats.reports += 1
         host.fold(report, t, declared_counters)
+        stats.reports += 1  # after the fold: a line whose fold failed is counted once, as `internal`
         stats.simulated = stats.simulated or host.simulated
+        return True
 
     def link_event(self, event: SourceEvent) -> None:
         """Note a remote source's link change: "connecting" (an attempt starts) or "down" (lost,

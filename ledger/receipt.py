@@ -65,6 +65,10 @@ class SourceEntry(_Section):
     rejected: int
     rejected_by_reason: dict[str, int]
     last_rejection: str
+    # Values past their bound removed from reports that were kept (the rest of each report was
+    # folded), by schema field; not counted in `rejected`, which counts whole lines.
+    rejected_fields: dict[str, int]
+    last_field_rejection: str
     gaps: int  # silences longer than the stale threshold
     gap_seconds: float
     ended: bool
@@ -89,6 +93,7 @@ class HostEntry(_Section):
     reports: int
     anomalies: dict[str, int]
     group_errors: dict[str, str]
+    runtimes_evicted: int  # runtimes dropped after missing for the eviction time (README, input limits)
 
 
 class Ecc(_Section):
@@ -392,6 +397,7 @@ def _source_entry(s) -> SourceEntry:
     return SourceEntry(
         id=s.source_id, kind=s.kind, reports=s.reports, rejected=sum(s.rejected.values()),
         rejected_by_reason=dict(sorted(s.rejected.items())), last_rejection=s.last_rejection,
+        rejected_fields=dict(sorted(s.rejected_fields.items())), last_field_rejection=s.last_field_rejection,
         gaps=s.gaps, gap_seconds=round(s.gap_s, 3), ended=s.ended_s is not None,
         end_error=s.end_error, simulated=s.simulated, log_profile=s.log_profile, unparsed_lines=s.unparsed_lines,
     )
@@ -405,7 +411,7 @@ def _host_entry(ledger: Ledger, h: HostState) -> HostEntry:
         ultraserver_from=None if us is None else ("config" if configured else "report"),
         instance_type=h.instance_type, device_type=h.device_type, neuroncore_version=h.neuroncore_version,
         lnc=h.lnc, chips=len(h.chips), cores_per_chip=h.cores_per_chip, reports=h.reports,
-        anomalies=dict(h.anomalies), group_errors=dict(h.group_errors),
+        anomalies=dict(h.anomalies), group_errors=dict(h.group_errors), runtimes_evicted=h.runtimes_evicted,
     )
 
 

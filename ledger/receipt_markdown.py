@@ -35,7 +35,11 @@ def _v(value: object, unit: str = "") -> str:
 
 
 def _gib(n: int | None) -> str:
-    return "unknown" if n is None else f"{n / 2**30:.2f} GiB"
+    if n is None:
+        return "unknown"
+    if n >= 2**70:  # past any memory (1 ZiB); from 2**1054 on, n / 2**30 is no float at all
+        return f"2^{n.bit_length() - 1}+ bytes"
+    return f"{n / 2**30:.2f} GiB"
 
 
 def _pct(p: float | None) -> str:
@@ -260,14 +264,16 @@ def _sources_section(r: Receipt) -> list[str]:
                      f"{sum(s.rejected for s in group):,} | {sum(s.gaps for s in group)} "
                      f"({sum(s.gap_seconds for s in group):.1f} s) | {sum(1 for s in group if s.ended)} | "
                      f"{sum(1 for s in group if s.end_error)} | {sum(1 for s in group if s.simulated)} |")
-    troubled = [s for s in r.sources if s.rejected or s.gaps or s.end_error]
+    troubled = [s for s in r.sources if s.rejected or s.rejected_fields or s.gaps or s.end_error]
     if troubled:
-        lines += ["", "Troubled streams:", "", "| source | kind | reports | rejected | gaps | state |", "|---|---|---|---|---|---|"]
+        lines += ["", "Troubled streams:", "", "| source | kind | reports | rejected | fields rejected | gaps | state |",
+                  "|---|---|---|---|---|---|---|"]
         for s in troubled:
             reasons = ", ".join(f"{k} {v}" for k, v in s.rejected_by_reason.items())
             state = "lost: " + _md_text(s.end_error) if s.end_error else ("ended" if s.ended else "open at exit")
             lines.append(f"| {_md_text(s.id)} | {_md_text(s.kind)} | {s.reports} | {s.rejected}"
-                         f"{f' ({_md_text(reasons)})' if reasons else ''} | {s.gaps} ({s.gap_seconds:.1f} s) | {state} |")
+                         f"{f' ({_md_text(reasons)})' if reasons else ''} | {sum(s.rejected_fields.values())} | "
+                         f"{s.gaps} ({s.gap_seconds:.1f} s) | {state} |")
     else:
         lines += ["", "No stream had rejected lines, gaps or errors."]
     return lines

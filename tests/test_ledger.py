@@ -254,3 +254,167 @@ def test_prometheus_ecc_counters_are_read_as_running_totals():
     assert chip.ecc.reading == "counter"
     assert chip.ecc.totals()["mem_ecc_corrected"] == 2 + 1 + 3 + 2 + 1 + 3  # ticks 40..45, after the first scrape at 38
     assert only_host(ledger).chips[0].ecc.totals()["mem_ecc_corrected"] == 0
+
+
+# --- bad input: bounded, counted, never the end of a source (issues 9.1, 9.2, 9.9, 10.7) --------
+
+
+def _with(obj, path, value):
+    target = obj
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return obj
+
+
+@pytest.mark.parametrize("count", [18446744073709551616, 10**6])
+def test_a_device_count_from_input_never_sizes_memory(count):
+    import tracemalloc
+    ledger = Ledger("live")
+    tracemalloc.start()
+    try:
+        feed(ledger, '{"neuron_hardware_info":{"neuron_device_count":%d,"neuroncore_per_device_count":2}}' % count)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
+    assert only_host(ledger).chips == [] and only_host(ledger).cores_per_chip == 2
+    assert dict(ledger.sources["h0"].rejected_fields) == {"neuron_hardware_info.neuron_device_count": 1}
+    assert ledger.sources["h0"].reports == 1
+
+
+def test_cores_per_chip_of_400_digits_does_not_end_the_source():
+    ledger = Ledger("live")
+    line = R.line(R.report([R.runtime(10, "r", [0], util={0: 80.0})]))
+    feed(ledger, line.replace('"neuroncore_per_device_count":4', '"neuroncore_per_device_count":' + "9" * 400))
+    feed(ledger, line, t=1001.0)
+    host = only_host(ledger)
+    assert ledger.sources["h0"].reports == 2 and host.chips[0].util_pct == pytest.approx(20.0)
+    assert ledger.sources["h0"].rejected_fields["neuron_hardware_info.neuroncore_per_device_count"] == 1
+
+
+def test_a_memory_size_past_2_to_the_1024_leaves_a_renderable_receipt():
+    from trnwatch.ledger.receipt import build_receipt
+    from trnwatch.ledger.receipt_markdown import render_markdown
+    ledger = Ledger("live")
+    obj = _with(R.report([]), ["neuron_hardware_info", "neuron_device_memory_size"], 2**1024)
+    feed(ledger, obj)
+    md = render_markdown(build_receipt(ledger, "eof"))
+    assert "| unknown |" in md  # capacity rejected, so unknown, never a made-up figure
+    assert only_host(ledger).chips[0].hbm_capacity_bytes is None
+
+
+def test_receipt_markdown_formats_a_byte_count_no_float_can_hold():
+    from trnwatch.ledger.receipt_markdown import _gib
+    assert _gib(2**1100) == "2^1100+ bytes" and _gib(3 * 2**30) == "3.00 GiB"
+
+
+def test_one_utilisation_over_100_costs_that_chip_its_sample_and_nothing_else():
+    from trnwatch.ledger.receipt import build_receipt
+    ledger = Ledger("live")
+    good = R.report([R.runtime(10, "r", [0, 4], util={0: 80.0, 4: 40.0})])
+    feed(ledger, good, t=1000.0)
+    bad = _with(R.report([R.runtime(10, "r", [0, 4], util={0: 80.0, 4: 40.0})]),
+                ["neuron_runtime_data", 0, "report", "neuroncore_counters", "neuroncores_in_use", "0", "neuroncore_utilization"],
+                100.01)
+    feed(ledger, bad, t=1001.0)
+    host = only_host(ledger)
+    chip0, chip1 = host.chips
+    assert (chip0.samples, chip1.samples) == (1, 2)  # chip 0: no sample from the bad report
+    assert chip0.util_pct == pytest.approx(20.0) and chip1.util_pct == pytest.approx(10.0)
+    assert chip0.hbm_at_s == 1001.0 and host.memory_total_bytes == 824633720832  # the rest was folded
+    assert [s.util_pct for s in chip0.history] == [pytest.approx(20.0), None]
+    stats = ledger.sources["h0"]
+    assert stats.reports == 2 and sum(stats.rejected.values()) == 0
+    field = "neuron_runtime_data[].report.neuroncore_counters.neuroncores_in_use{}.neuroncore_utilization"
+    assert dict(stats.rejected_fields) == {field: 1}
+    (source,) = build_receipt(ledger, "eof").sources
+    assert source.rejected_fields == {field: 1} and "100.01" in source.last_field_rejection
+
+
+def test_a_core_with_unknown_memory_gives_its_chip_no_hbm_sample():
+    ledger = Ledger("live")
+    obj = _with(R.report([R.runtime(10, "r", [0, 4])]),
+                ["neuron_runtime_data", 0, "report", "memory_used", "neuron_runtime_used_bytes", "usage_breakdown",
+                 "neuroncore_memory_usage", "0", "tensors"], -1)
+    feed(ledger, obj)
+    chip0, chip1 = only_host(ledger).chips
+    assert chip0.hbm_bytes is None and chip1.hbm_bytes == sum(R.core_memory().values())
+
+
+def test_an_unexpected_fold_error_costs_one_line_counted_as_internal(monkeypatch):
+    from trnwatch.ledger.hosts import HostState
+    ledger = Ledger("live")
+    real_fold = HostState.fold
+
+    def fold_that_fails_once(self, report, received_s, declared_counters=False):
+        if received_s == 1000.0:
+            raise ZeroDivisionError("a defect in the fold")
+        real_fold(self, report, received_s, declared_counters)
+
+    monkeypatch.setattr(HostState, "fold", fold_that_fails_once)
+    feed(ledger, R.report([]), t=1000.0)
+    feed(ledger, R.report([]), t=1001.0)
+    stats = ledger.sources["h0"]
+    assert dict(stats.rejected) == {"internal": 1} and stats.reports == 1
+    assert stats.last_rejection == "ZeroDivisionError: a defect in the fold"
+
+
+def test_gone_runtimes_are_evicted_after_the_documented_time():
+    from trnwatch.collectors.limits import RUNTIME_EVICT_MIN_S
+    ledger = Ledger("live")
+    feed(ledger, R.report([R.runtime(10, "old", [0], util={0: 50.0})]), t=1000.0)
+    feed(ledger, R.report([R.runtime(11, "new", [0], util={0: 50.0})]), t=1000.0 + RUNTIME_EVICT_MIN_S)
+    host = only_host(ledger)
+    assert host.runtimes[(10, "old")].cores == ()  # gone from the report, still in the receipt
+    feed(ledger, R.report([R.runtime(11, "new", [0], util={0: 50.0})]), t=1000.0 + RUNTIME_EVICT_MIN_S + 1)
+    assert set(host.runtimes) == {(11, "new")} and host.runtimes_evicted == 1
+
+
+def test_lines_full_of_fresh_pids_keep_a_bounded_number_of_runtimes():
+    from trnwatch.collectors.limits import MAX_RUNTIMES_PER_HOST, MAX_RUNTIMES_PER_REPORT
+    ledger = Ledger("live")
+    for i in range(10):
+        pids = range(i * MAX_RUNTIMES_PER_REPORT, (i + 1) * MAX_RUNTIMES_PER_REPORT)
+        feed(ledger, R.report([{"pid": p, "neuron_runtime_tag": "t", "error": ""} for p in pids]), t=1000.0 + i)
+    host = only_host(ledger)
+    assert len(host.runtimes) == MAX_RUNTIMES_PER_HOST
+    assert host.runtimes_evicted == 10 * MAX_RUNTIMES_PER_REPORT - MAX_RUNTIMES_PER_HOST
+    assert host.anomalies["runtimes-over-limit"] == host.runtimes_evicted
+    assert (9 * MAX_RUNTIMES_PER_REPORT, "t") in host.runtimes  # the newest are kept
+
+
+def test_a_runtime_vcpu_error_is_cleared_when_the_group_recovers():
+    ledger = Ledger("live")
+    failing = R.report([R.runtime(10, "r", [0])])
+    failing["neuron_runtime_data"][0]["report"]["neuron_runtime_vcpu_usage"]["error"] = "no such process"
+    feed(ledger, failing, t=1000.0)
+    (runtime,) = only_host(ledger).runtimes.values()
+    assert runtime.group_errors == {"neuron_runtime_vcpu_usage": "no such process"}
+    feed(ledger, R.report([R.runtime(10, "r", [0])]), t=1001.0)
+    assert runtime.group_errors == {} and runtime.vcpu_user_pct == 6.42
+
+
+def test_system_vcpu_and_memory_group_errors_are_recorded_then_cleared():
+    ledger = Ledger("live")
+    system = R.system()
+    system["vcpu_usage"]["error"] = "cannot read /proc/stat"
+    system["memory_info"]["error"] = "cannot read /proc/meminfo"
+    feed(ledger, R.report([], system_data=system), t=1000.0)
+    host = only_host(ledger)
+    assert host.group_errors == {"vcpu_usage": "cannot read /proc/stat", "memory_info": "cannot read /proc/meminfo"}
+    assert host.memory_total_bytes is None and host.vcpu_busy_pct is None
+    feed(ledger, R.report([]), t=1001.0)
+    assert host.group_errors == {} and host.memory_total_bytes == 824633720832
+
+
+def test_chip_history_is_a_ring_the_garbage_collector_does_not_walk():
+    import gc
+    from trnwatch.ledger.hosts import ChipHistory
+    history = ChipHistory(size=4)
+    before = len(gc.get_objects())
+    for i in range(6):
+        history.append(float(i), None if i == 4 else i * 10.0, i << 30)
+    assert len(gc.get_objects()) == before  # numbers in arrays, no object per sample
+    assert [tuple(s) for s in history] == [(2.0, 20.0, 2 << 30), (3.0, 30.0, 3 << 30), (4.0, None, 4 << 30),
+                                          (5.0, 50.0, 5 << 30)]

@@ -5,10 +5,17 @@ from pathlib import Path
 
 import pytest
 
-from trnwatch.collectors.neuron_monitor import MAX_LINE_BYTES, ReportRejected, parse_report
+from trnwatch.collectors.neuron_monitor import MAX_LINE_BYTES, ReportRejected, decode_report
 from tests import reports as R
 
 REALWORLD = Path(__file__).resolve().parents[1].parent / "shared" / "realworld"
+
+
+def parse_report(text: str):
+    """The report of a line that must decode whole (no value removed for crossing a bound)."""
+    report, rejected_fields = decode_report(text)
+    assert rejected_fields == []
+    return report
 
 
 def realworld(name: str) -> str:
@@ -105,14 +112,20 @@ BAD_LINES = {
     "pid as string": (_mutated(["neuron_runtime_data", 0, "pid"], "1234"), "schema"),
     "utilisation as string": (_mutated(["neuron_runtime_data", 0, "report", "neuroncore_counters", "neuroncores_in_use", "0",
                                         "neuroncore_utilization"], "88.3"), "schema"),
-    "utilisation over 100": (_mutated(["neuron_runtime_data", 0, "report", "neuroncore_counters", "neuroncores_in_use", "0",
-                                       "neuroncore_utilization"], 250.0), "schema"),
-    "negative bytes": (_mutated(["system_data", "memory_info", "memory_used_bytes"], -5), "schema"),
+    "count as float": (_mutated(["system_data", "memory_info", "memory_used_bytes"], 5.0), "schema"),
     "device count as bool": (_mutated(["neuron_hardware_info", "neuron_device_count"], True), "schema"),
     "core index not a number": (_mutated(["neuron_runtime_data", 0, "report", "neuroncore_counters", "neuroncores_in_use"],
                                          {"core0": {"neuroncore_utilization": 1.0}}), "schema"),
     "runtime list is an object": (_mutated(["neuron_runtime_data"], {"pid": 1}), "schema"),
-    "NaN utilisation": (R.line(GOOD).replace('"neuroncore_utilization":50.0', '"neuroncore_utilization":NaN'), "schema"),
+    # NaN and Infinity are not JSON (RFC 8259), whatever some encoders write.
+    "NaN utilisation": (R.line(GOOD).replace('"neuroncore_utilization":50.0', '"neuroncore_utilization":NaN'), "not-json"),
+    "Infinity bytes": (_mutated(["system_data", "memory_info", "memory_used_bytes"], 7).replace(
+        '"memory_used_bytes":7', '"memory_used_bytes":Infinity'), "not-json"),
+    "nesting deeper than the decoder goes": (R.line(GOOD)[:-1] + ',"x":' + "[" * 5000 + "]" * 5000 + "}", "not-json"),
+    "an integer of 5000 digits": (_mutated(["system_data", "memory_info", "memory_used_bytes"], 7).replace(
+        '"memory_used_bytes":7', '"memory_used_bytes":' + "9" * 5000), "schema"),
+    "device index missing": (_mutated(["system_data", "neuron_hw_counters", "neuron_devices", 0], {"mem_ecc_corrected": 1}),
+                             "schema"),
     "group is a number": (_mutated(["system_data", "vcpu_usage"], 7), "schema"),
 }
 
@@ -129,3 +142,93 @@ def test_oversize_line_is_rejected_before_parsing():
     with pytest.raises(ReportRejected) as exc:
         parse_report("{" + " " * MAX_LINE_BYTES + "}")
     assert exc.value.reason == "oversize"
+
+
+# --- bounds: a value past its bound costs that value, not the report (issue 9.1, 9.2, 9.9) --------
+
+UTIL_0 = ["neuron_runtime_data", 0, "report", "neuroncore_counters", "neuroncores_in_use", "0", "neuroncore_utilization"]
+
+
+def _fields(text):
+    report, rejected = decode_report(text)
+    return report, {r.field for r in rejected}
+
+
+def test_utilisation_a_hair_over_100_rejects_that_value_and_keeps_the_report():
+    report, fields = _fields(_mutated(UTIL_0, 100.01))
+    assert fields == {"neuron_runtime_data[].report.neuroncore_counters.neuroncores_in_use{}.neuroncore_utilization"}
+    core = report.neuron_runtime_data[0].report.neuroncore_counters.neuroncores_in_use[0]
+    assert core.neuroncore_utilization is None and core.flops == 50_000_000_000_000
+    assert report.system_data.memory_info.memory_total_bytes == 824633720832
+
+
+def test_negative_bytes_reject_that_value_only():
+    report, fields = _fields(_mutated(["system_data", "memory_info", "memory_used_bytes"], -5))
+    assert fields == {"system_data.memory_info.memory_used_bytes"}
+    assert report.system_data.memory_info.memory_used_bytes is None
+    assert report.system_data.memory_info.memory_total_bytes == 824633720832
+
+
+@pytest.mark.parametrize("count", [18446744073709551616, 10**6, 65, int("9" * 400)])
+def test_device_count_past_the_host_limit_is_rejected(count):
+    text = '{"neuron_hardware_info":{"neuron_device_count":%d,"neuroncore_per_device_count":2}}' % count
+    report, fields = _fields(text)
+    assert fields == {"neuron_hardware_info.neuron_device_count"}
+    assert report.neuron_hardware_info.neuron_device_count is None
+    assert report.neuron_hardware_info.neuroncore_per_device_count == 2
+
+
+def test_cores_per_chip_of_400_digits_is_rejected():
+    text = '{"neuron_hardware_info":{"neuron_device_count":2,"neuroncore_per_device_count":%s}}' % ("9" * 400)
+    report, fields = _fields(text)
+    assert fields == {"neuron_hardware_info.neuroncore_per_device_count"}
+    assert report.neuron_hardware_info.neuron_device_count == 2
+
+
+def test_a_core_memory_value_past_its_bound_makes_that_core_unknown_not_smaller():
+    path = ["neuron_runtime_data", 0, "report", "memory_used", "neuron_runtime_used_bytes", "usage_breakdown",
+            "neuroncore_memory_usage", "0", "tensors"]
+    report, fields = _fields(_mutated(path, -1))
+    usage = report.neuron_runtime_data[0].report.memory_used.neuron_runtime_used_bytes.usage_breakdown
+    assert usage.neuroncore_memory_usage == {0: None}
+    assert fields == {"neuron_runtime_data[].report.memory_used.neuron_runtime_used_bytes.usage_breakdown"
+                      ".neuroncore_memory_usage{}{}"}
+
+
+def test_a_core_index_past_the_host_limit_rejects_that_runtime_group_map():
+    obj = json.loads(R.line(GOOD))
+    in_use = obj["neuron_runtime_data"][0]["report"]["neuroncore_counters"]["neuroncores_in_use"]
+    in_use["5000"] = in_use["0"]
+    report, fields = _fields(R.line(obj))
+    assert report.neuron_runtime_data[0].report.neuroncore_counters.neuroncores_in_use is None
+    assert fields == {"neuron_runtime_data[].report.neuroncore_counters.neuroncores_in_use{}"}
+    assert report.neuron_runtime_data[0].report.memory_used is not None
+
+
+def test_more_runtimes_than_any_host_runs_reject_the_runtime_list():
+    from trnwatch.collectors.limits import MAX_RUNTIMES_PER_REPORT
+    obj = json.loads(R.line(GOOD))
+    obj["neuron_runtime_data"] = [{"pid": i, "neuron_runtime_tag": "t"} for i in range(MAX_RUNTIMES_PER_REPORT + 1)]
+    report, fields = _fields(R.line(obj))
+    assert report.neuron_runtime_data is None and fields == {"neuron_runtime_data"}
+    assert report.neuron_hardware_info.neuron_device_count == 2
+
+
+def test_a_tag_longer_than_neuron_process_tag_allows_is_rejected():
+    report, fields = _fields(_mutated(["neuron_runtime_data", 0, "neuron_runtime_tag"], "x" * 256))
+    assert fields == {"neuron_runtime_data[].neuron_runtime_tag"}
+    assert report.neuron_runtime_data[0].neuron_runtime_tag is None and report.neuron_runtime_data[0].pid == 1
+
+
+def test_a_required_field_past_its_bound_takes_its_object_and_the_list_goes_null():
+    report, fields = _fields(_mutated(["system_data", "neuron_hw_counters", "neuron_devices", 0, "neuron_device_index"], 64))
+    assert fields == {"system_data.neuron_hw_counters.neuron_devices[].neuron_device_index"}
+    assert report.system_data.neuron_hw_counters.neuron_devices is None
+    assert report.system_data.memory_info is not None
+
+
+def test_report_schema_states_the_bounds():
+    from trnwatch.collectors.neuron_monitor import report_json_schema
+    schema = report_json_schema()
+    hw = schema["$defs"]["HardwareInfo"]["properties"]["neuron_device_count"]
+    assert {"type": "integer", "minimum": 0, "maximum": 64} in hw["anyOf"]

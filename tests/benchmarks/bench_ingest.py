@@ -1,76 +1,136 @@
 """Benchmark: ingest cost per host report, as a ratio to bare `json.loads` of the same bytes.
 
-    python tests/benchmarks/bench_ingest.py [--reports N]
+    python tests/benchmarks/bench_ingest.py [--reports N] [--rounds R] [--process-reports M]
 
-Ingest = parse + validate (pydantic) + fold into the ledger, i.e. `Ledger.ingest(line)`. Both
-sides run here, interleaved in rounds, on the same report texts (simulated steady-state hosts
-of each topology, different ticks), and the best round of each is compared: this machine is
-noisy, so a ratio measured side by side is the figure that means something. The projected CPU
-share is best-round ingest time x hosts x 1 report/s, as a share of one core.
+Two measurements, each side by side with `json.loads` in the same run (this machine is shared
+and noisy, so a ratio measured side by side is the figure that means something):
+
+1. In process, per topology: decode (msgspec, typed, with every bound) and ingest
+   (`Ledger.ingest(line)`: decode + fold) against `json.loads` of the same report texts
+   (simulated steady-state hosts, different ticks), interleaved in rounds, best round of each.
+2. Whole process, Trn3 Gen2 host reports: `trnwatch watch --stdin --headless` reading M reports
+   from a file on stdin, against a bare Python process doing `json.loads` on each line of the
+   same file. Each process is timed by its CPU time (user + system, from wait4); the cost per
+   report is the difference between a run of M reports and a run of 10 (start-up, imports and
+   the receipt cancel out), best of R rounds. The in-process `json.loads` figure is shown too.
+
+The projected CPU share is best-round ingest time x hosts x 1 report/s, as a share of one core.
 """
 
 import argparse
 import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 from trnwatch.collectors.lines import Line
-from trnwatch.collectors.neuron_monitor import parse_report
+from trnwatch.collectors.neuron_monitor import decode_report
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.workloads.sim.fleet import SimHost
 from trnwatch.workloads.sim.topology import get_topology
 
 STEADY_TICK = 25  # past compile and warmup: every core busy, models loaded
+SMALL_RUN = 10  # reports in the run whose cost is subtracted (start-up, receipt)
 
 
-def _best_per_report_s(fn, texts, rounds):
-    best = float("inf")
-    for _ in range(rounds):
-        start = time.perf_counter()
-        fn(texts)
-        best = min(best, (time.perf_counter() - start) / len(texts))
-    return best
+def _texts(topology_name: str, reports: int) -> list[str]:
+    host = SimHost(get_topology(topology_name), 0, seed=0, scenario="healthy")
+    return [host.report_line(STEADY_TICK + i) for i in range(reports)]
+
+
+def _per_report_s(fn, texts) -> float:
+    start = time.perf_counter()
+    fn(texts)
+    return (time.perf_counter() - start) / len(texts)
 
 
 def measure(topology_name: str, reports: int, rounds: int) -> dict:
-    topology = get_topology(topology_name)
-    host = SimHost(topology, 0, seed=0, scenario="healthy")
-    texts = [host.report_line(STEADY_TICK + i) for i in range(reports)]
+    texts = _texts(topology_name, reports)
 
     def loads(batch):
         for t in batch:
             json.loads(t)
 
-    def parse(batch):
+    def decode(batch):
         for t in batch:
-            parse_report(t)
+            decode_report(t)
 
     def ingest(batch):
         ledger = Ledger("simulated")
         for i, t in enumerate(batch):
             ledger.ingest(Line("bench", "neuron-monitor", 1000.0 + i, t))
 
-    results = {"loads": [], "parse": [], "ingest": []}
+    results = {"loads": [], "decode": [], "ingest": []}
     for _ in range(rounds):  # interleave so drift on a noisy machine hits all three alike
-        results["loads"].append(_best_per_report_s(loads, texts, 1))
-        results["parse"].append(_best_per_report_s(parse, texts, 1))
-        results["ingest"].append(_best_per_report_s(ingest, texts, 1))
+        results["loads"].append(_per_report_s(loads, texts))
+        results["decode"].append(_per_report_s(decode, texts))
+        results["ingest"].append(_per_report_s(ingest, texts))
     best = {k: min(v) for k, v in results.items()}
-    return {"topology": topology_name, "chips_per_host": topology.chips_per_host,
-            "report_bytes": sum(len(t) for t in texts) // len(texts), **best}
+    return {"topology": topology_name, "report_bytes": sum(len(t) for t in texts) // len(texts), **best}
+
+
+LOADS_PROCESS = "import json, sys\nfor line in sys.stdin.buffer:\n    json.loads(line)\n"
+
+
+def _process_cpu_s(argv: list[str], stdin_path: Path) -> float:
+    """CPU time (user + system) of one child process reading `stdin_path`."""
+    with open(stdin_path, "rb") as stdin:
+        proc = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{argv[:4]} exited with {proc.returncode}")
+    return usage.ru_utime + usage.ru_stime
+
+
+def measure_process(reports: int, rounds: int) -> dict:
+    texts = _texts("trn3-gen2-us", reports)
+    with tempfile.TemporaryDirectory(prefix="trnwatch-bench-") as tmp:
+        big, small = Path(tmp) / "big.jsonl", Path(tmp) / "small.jsonl"
+        big.write_text("\n".join(texts) + "\n")
+        small.write_text("\n".join(texts[:SMALL_RUN]) + "\n")
+        watch = [sys.executable, "-m", "trnwatch", "watch", "--stdin", "--headless", "--receipt", str(Path(tmp) / "r.json")]
+        loads = [sys.executable, "-c", LOADS_PROCESS]
+        per_report: dict[str, list[float]] = {"watch": [], "loads_process": [], "loads": []}
+        for _ in range(rounds):
+            for name, argv in (("watch", watch), ("loads_process", loads)):
+                cost = _process_cpu_s(argv, big) - _process_cpu_s(argv, small)
+                per_report[name].append(cost / (reports - SMALL_RUN))
+            start = time.process_time()
+            for t in texts:
+                json.loads(t)
+            per_report["loads"].append((time.process_time() - start) / reports)
+    best = {k: min(v) for k, v in per_report.items()}
+    return {"report_bytes": sum(len(t) for t in texts) // len(texts), **best}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--reports", type=int, default=200, help="report texts per round (default 200)")
+    p.add_argument("--reports", type=int, default=200, help="report texts per in-process round (default 200)")
     p.add_argument("--rounds", type=int, default=7, help="interleaved rounds; the best of each side is kept (default 7)")
+    p.add_argument("--process-reports", type=int, default=1000,
+                   help="Gen2 reports per whole-process run (default 1000; 0 skips it)")
     args = p.parse_args()
-    print(f"{'topology':<16}{'bytes':>8}{'json.loads':>12}{'parse':>10}{'ingest':>10}{'ingest/loads':>14}"
+    print("In process: decode = msgspec typed decode with bounds; ingest = decode + fold (Ledger.ingest)")
+    print(f"{'topology':<16}{'bytes':>8}{'json.loads':>12}{'decode':>10}{'ingest':>10}{'ingest/loads':>14}"
           f"{'CPU 36 hosts':>14}{'CPU 1152 hosts':>16}")
     for name in ("trn3-gen2-us", "trn3-gen1-us", "trn2.48xlarge"):
         m = measure(name, args.reports, args.rounds)
         ratio = m["ingest"] / m["loads"]
-        print(f"{name:<16}{m['report_bytes']:>8}{m['loads'] * 1e6:>10.0f}us{m['parse'] * 1e6:>8.0f}us"
+        print(f"{name:<16}{m['report_bytes']:>8}{m['loads'] * 1e6:>10.0f}us{m['decode'] * 1e6:>8.0f}us"
               f"{m['ingest'] * 1e6:>8.0f}us{ratio:>13.2f}x{m['ingest'] * 36 * 100:>13.2f}%{m['ingest'] * 1152 * 100:>15.1f}%")
+    if args.process_reports:
+        m = measure_process(args.process_reports, min(args.rounds, 3))
+        print(f"\nWhole process, {args.process_reports} Trn3 Gen2 reports of {m['report_bytes']} bytes on stdin, "
+              "CPU per report (run of N minus run of 10):")
+        print(f"  trnwatch watch --stdin --headless   {m['watch'] * 1e6:7.0f}us")
+        print(f"  python json.loads per line          {m['loads_process'] * 1e6:7.0f}us   "
+              f"watch / that: {m['watch'] / m['loads_process']:.2f}x")
+        print(f"  json.loads in this process          {m['loads'] * 1e6:7.0f}us   "
+              f"watch / that: {m['watch'] / m['loads']:.2f}x")
 
 
 if __name__ == "__main__":
