@@ -299,7 +299,7 @@ def test_a_memory_size_past_2_to_the_1024_leaves_a_renderable_receipt():
     ledger = Ledger("live")
     obj = _with(R.report([]), ["neuron_hardware_info", "neuron_device_memory_size"], 2**1024)
     feed(ledger, obj)
-    md = render_markdown(build_receipt(ledger, "eof"))
+    md = render_markdown(build_receipt(ledger, "eof", written_at_s=2000.0))
     assert "| unknown |" in md  # capacity rejected, so unknown, never a made-up figure
     assert only_host(ledger).chips[0].hbm_capacity_bytes is None
 
@@ -328,7 +328,7 @@ def test_one_utilisation_over_100_costs_that_chip_its_sample_and_nothing_else():
     assert stats.reports == 2 and sum(stats.rejected.values()) == 0
     field = "neuron_runtime_data[].report.neuroncore_counters.neuroncores_in_use{}.neuroncore_utilization"
     assert dict(stats.rejected_fields) == {field: 1}
-    (source,) = build_receipt(ledger, "eof").sources
+    (source,) = build_receipt(ledger, "eof", written_at_s=2000.0).sources
     assert source.rejected_fields == {field: 1} and "100.01" in source.last_field_rejection
 
 
