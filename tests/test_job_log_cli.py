@@ -68,3 +68,32 @@ def test_demo_writes_the_job_as_a_framework_log_and_reads_it_back_through_its_pr
     assert job["log_profiles"] == {log: job_format}
     assert job["throughput"]["steps_in_window"] > 0
     assert job["throughput"]["tokens_per_s"] == pytest.approx(1024 * 4096 / 0.2, rel=0.1)
+
+
+KILLED_RANK_SCRIPT = """
+import os, signal, time
+print(f"rank {os.environ['RANK']} up", flush=True)
+if os.environ["RANK"] == "1":
+    time.sleep(0.5)
+    os.kill(os.getpid(), signal.SIGKILL)
+time.sleep(60)
+"""
+
+
+@pytest.mark.slow
+def test_a_real_torchrun_failure_summary_blames_the_killed_rank(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text(KILLED_RANK_SCRIPT)
+    log = tmp_path / "torchrun.log"
+    torchrun = Path(sys.executable).with_name("torchrun")
+    with open(log, "w") as out:
+        launched = subprocess.run([str(torchrun), "--standalone", "--nproc-per-node", "2", "--role", "rank", "--tee", "3",
+                                   str(script)], stdout=out, stderr=subprocess.STDOUT, timeout=120)
+    assert launched.returncode != 0
+    receipt = tmp_path / "r.json"
+    result = run(["watch", "--headless", "--duration", "2", "--receipt", str(receipt), "--job-log", str(log)])
+    assert result.returncode == 0, result.stderr
+    job = json.loads(receipt.read_text())["job"]
+    assert job["verdict"] == "failed"
+    first = job["failures"][0]
+    assert first["rank"] == 1 and "SIGKILL" in first["error"]

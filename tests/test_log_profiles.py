@@ -284,3 +284,9 @@ def test_a_bad_user_profile_file_is_refused_with_a_message_saying_where(tmp_path
 
 def test_every_builtin_profile_names_its_source():
     assert all(profile.source for profile in PROFILES.values())
+
+
+def test_builtin_profiles_pass_the_checks_a_user_profile_file_gets():
+    from trnwatch.collectors.log_profiles import check_profile
+    for profile in PROFILES.values():
+        check_profile(profile, PROFILES)
