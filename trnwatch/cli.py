@@ -590,7 +590,8 @@ def _sim_job(args, hosts):
     from trnwatch.workloads.sim.job import GLOBAL_BATCH, SEQ_LEN, SimJobWriter
 
     run_dir = args.job_dir or Path(tempfile.mkdtemp(prefix="trnwatch-demo-job-"))
-    if args.job_format == "job":
+    job_format = getattr(args, "job_format", "job")  # `snapshot --demo` writes rank files
+    if job_format == "job":
         writer = SimJobWriter(hosts, run_dir)
         spec = SourceSpec(f"job-dir:{run_dir}", "job", lambda: follow_run_dir(str(run_dir)), relay=True)
     else:
@@ -599,8 +600,8 @@ def _sim_job(args, hosts):
         from trnwatch.workloads.sim.job import run_id
         from trnwatch.workloads.sim.job_logs import SimLogWriter
 
-        log = run_dir / f"rank0-{args.job_format}.log"
-        writer = SimLogWriter(hosts, log, args.job_format)
+        log = run_dir / f"rank0-{job_format}.log"
+        writer = SimLogWriter(hosts, log, job_format)
         # The profile is detected from the log's first lines, as for a real one; the batch shape
         # is passed as a user would with --global-batch / --seq-len.
         spec = SourceSpec(f"joblog:{log.name}", "job", lambda: follow_job_log(
