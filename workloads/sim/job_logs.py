@@ -61,7 +61,8 @@ class _LogRenderer:
         return ""
 
     def compile(self, event: dict) -> str:
-        stamp = f"{_local(event['ts'], '%Y-%m-%d %H:%M:%S')}.{int(event['ts'] * 1e6) % 1_000_000:06d}: {self.compile_pid} INFO {_CC}: "
+        micros = int(event["ts"] * 1e6) % 1_000_000
+        stamp = f"{_local(event['ts'], '%Y-%m-%d %H:%M:%S')}.{micros:06d}: {self.compile_pid} INFO {_CC}: "
         if event["state"] == "begin":
             return (f"{stamp}Call compiler with cmd: neuronx-cc compile --target=trn3 --framework=XLA "
                     f"/tmp/sim/neuroncc_compile_workdir/0/model.MODULE_1+1.hlo_module.pb --output model.neff\n")
@@ -127,6 +128,9 @@ class _Nxdt(_LogRenderer):
 
 
 class _TorchTitan(_LogRenderer):
+    def compile(self, event: dict) -> str:
+        return ""  # native PyTorch: no torch-neuronx compile wrapper lines
+
     def _line(self, ts: float, message: str) -> str:
         return f"[rank0]:[titan] {_local(ts, '%Y-%m-%d %H:%M:%S')},{_ms(ts)} - root - INFO - {message}\n"
 
