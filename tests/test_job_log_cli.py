@@ -97,3 +97,17 @@ def test_a_real_torchrun_failure_summary_blames_the_killed_rank(tmp_path):
     assert job["verdict"] == "failed"
     first = job["failures"][0]
     assert first["rank"] == 1 and "SIGKILL" in first["error"]
+
+
+@pytest.mark.slow
+def test_a_recorded_log_session_replays_to_the_same_job_section(tmp_path):
+    receipt, replayed, recording = tmp_path / "live.json", tmp_path / "replay.json", tmp_path / "s.trnrec"
+    result = run(["watch", "--headless", "--duration", "2", "--receipt", str(receipt), "--record", str(recording),
+                  "--job-log", str(FIXTURES / "nxd_tp_zero1.log"), "--global-batch", "256", "--seq-len", "4096"])
+    assert result.returncode == 0, result.stderr
+    result = run(["replay", str(recording), "--headless", "--receipt", str(replayed)])
+    assert result.returncode == 0, result.stderr
+    live, again = (json.loads(path.read_text()) for path in (receipt, replayed))
+    assert again["job"]["log_profiles"] == live["job"]["log_profiles"] == {"joblog:nxd_tp_zero1.log": "nxd"}
+    assert again["job"]["throughput"] == live["job"]["throughput"]
+    assert [s["unparsed_lines"] for s in again["sources"]] == [s["unparsed_lines"] for s in live["sources"]]
