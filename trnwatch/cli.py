@@ -236,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     snap.add_argument("--receipt", type=Path, metavar="PATH", help="also write the session's receipt here")
     snap.add_argument("--json", action="store_true", help="print the JSON snapshot instead of the text summary")
     _job_options(snap, demo=False)
-    snap.set_defaults(headless=True, record=None, speed=0.0)
+    snap.set_defaults(headless=True, record=None, speed=0.0, job_format="job")
 
     compare = sub.add_parser("compare", help="compare two receipts, refusing mismatched boundaries",
                              description="Compare two receipts figure by figure. The boundary (scope, chips, hosts, "
