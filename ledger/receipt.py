@@ -645,10 +645,11 @@ def _timeline(ledger: Ledger, clock: GoodputClock | None) -> Timeline:
     if not starts or max(ends) <= min(starts):
         return Timeline(bucket_s=0.0, points=[], note=note)
     t0, t1 = min(starts), max(ends)
-    # A bucket is never shorter than the sampling interval, so one missing sample is not drawn as a gap.
+    # A bucket spans at least two sampling intervals, so jitter never leaves one empty (a gap is drawn
+    # only where samples really are missing).
     steps = [b - a for (a, _), (b, _) in zip(clock.throughput_points, list(clock.throughput_points)[1:])] if clock else []
     sampling_s = max([h.period_s or 1.0 for h in ledger.hosts.values()] + ([median(steps)] if steps else []), default=1.0)
-    n = max(1, min(TIMELINE_POINTS, int((t1 - t0) / sampling_s)))
+    n = max(1, min(TIMELINE_POINTS, int((t1 - t0) / (2 * sampling_s))))
     width = (t1 - t0) / n
     sums = [[0.0, 0, 0.0, 0, 0.0, 0] for _ in range(n)]  # tokens/s, n, util, n, hbm %, n
 

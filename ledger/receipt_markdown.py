@@ -71,9 +71,21 @@ def _percentiles_ms(p: dict | Any | None) -> str:
 
 
 EVIDENCE_WORDS = {
-    "live": "live: read from the hosts' own telemetry during the session",
-    "replayed": "replayed from a recording, not observed live",
-    "simulated": "simulated: trnwatch's simulator produced the data; no hardware was measured",
+    "live": "read from the hosts' own telemetry during the session",
+    "replayed": "read back from a recording, not observed live",
+    "simulated": "trnwatch's simulator produced the data; no hardware was measured",
+}
+# Where each boundary field comes from when the receipt does not say otherwise (inferred_from).
+BOUNDARY_SOURCES = {
+    "scope": "job telemetry connected or not, and the hosts' UltraServer membership",
+    "ranks": "world_size in run_start", "instance_type": "instance_info of the hosts' reports",
+    "device_type": "neuron_hardware_info of the hosts' reports", "lnc": "lnc in run_start",
+    "compiler_version": "versions in run_start", "framework_version": "versions in run_start",
+    "model": "model in run_start", "params": "model in run_start", "precision": "precision in run_start",
+    "global_batch": "run_start", "micro_batch": "run_start", "seq_len": "run_start",
+    "sequence_lengths": "seq_len of the timeline rank's steps", "parallel": "parallel in run_start",
+    "evidence": "the session's sources (the simulator marks its data)",
+    "chips": "chips in the hosts' neuron_hardware_info", "hosts": "device streams",
 }
 
 
@@ -92,8 +104,13 @@ def boundary_words(r: Receipt) -> str:
     return text
 
 
+def job_json(r: Receipt) -> dict[str, Any] | None:
+    """The job section as the JSON has it (the Markdown shows the same figures)."""
+    return r.model_dump(mode="json", by_alias=True)["job"]
+
+
 def _headline(r: Receipt) -> list[str]:
-    job = r.job
+    job = job_json(r)
     lines = [f"# trnwatch receipt: {r.evidence.upper()}", ""]
     if job is None:
         lines.append("**No job telemetry was connected**: device figures only (no verdict, throughput or goodput).")
@@ -158,12 +175,12 @@ def _boundary_section(r: Receipt) -> list[str]:
     lines = ["", "## Boundary", "", "What `trnwatch compare` requires equal before comparing two receipts.", "",
              "| field | value | how it is known |", "|---|---|---|"]
     for key, value in b.items():
-        lines.append(f"| {key} | {_v(value)} | {_md_text(notes.get(key, 'reported'))} |")
+        lines.append(f"| {key} | {_v(value)} | {_md_text(notes.get(key, BOUNDARY_SOURCES.get(key, 'reported')))} |")
     return lines
 
 
 def _job_section(r: Receipt) -> list[str]:
-    job = r.job
+    job = job_json(r)
     lines = ["", "## Job", ""]
     if job is None:
         return lines + ["No job telemetry was connected: no step, throughput or collective figures."]

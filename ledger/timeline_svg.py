@@ -67,7 +67,8 @@ def render_timeline_svg(r: Receipt) -> str:
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
            f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">',
            f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>']
-    run = escape(str((r.job or {}).get("run") or "no job"))
+    job = r.model_dump(mode="json", by_alias=True)["job"] or {}  # the section as the JSON has it
+    run = escape(str(job.get("run") or "no job"))
     out.append(f'<text x="{LEFT}" y="22" font-size="15" font-weight="bold">trnwatch receipt timeline: '
                f'{r.evidence.upper()}, run {run}</text>')
     if not points:
@@ -77,7 +78,6 @@ def render_timeline_svg(r: Receipt) -> str:
     t0, t1 = points[0].t - half, points[-1].t + half
     if t1 <= t0:
         t1 = t0 + 1.0
-    job = r.job or {}
     # phases (steady left unshaded: it is the productive state), then stalls
     for p in job.get("phases", []):
         fill = PHASE_FILL.get(p["phase"])
