@@ -149,3 +149,20 @@ def test_receipt_markdown_never_prints_python_none(base):
     for line in js.lines(js.steady_run(jittered(1.0), t0=T0)):
         ledger.ingest(line)
     assert "None" not in render_markdown(build_receipt(ledger, "eof", written_at_s=0.0), "r.svg")
+
+
+def test_a_receipt_from_before_the_boundary_existed_compares_with_unknowns_named(tmp_path, capsys):
+    """The fixture was written by the code of commit 1df22c6 (tests/fixtures/receipts/README.md)."""
+    from pathlib import Path
+    old = json.loads((Path(__file__).parent / "fixtures" / "receipts" / "receipt-v1-before-boundary.json").read_text())
+    assert "boundary" not in old
+    result = compare(old, old)
+    assert not result.refused and result.like_for_like
+    assert {"fabric", "chips", "sequence_lengths"} <= {key for key, _, _ in result.unverified}
+    tps = next(f for f in result.figures if f.name == "steady tokens/s")
+    assert tps.baseline == pytest.approx(1013.86, abs=0.01) and tps.exceeds_noise is None
+    code, out, _ = run_cli(tmp_path, capsys, old, old)
+    assert code == 0 and "fabric (unknown vs unknown)" in out and "None" not in out
+    other = dict(old, evidence="live")
+    code, _, err = run_cli(tmp_path, capsys, old, other)
+    assert code == 3 and "evidence: baseline simulated, candidate live" in err
