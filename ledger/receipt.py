@@ -360,7 +360,9 @@ def build_receipt(ledger: Ledger, exit_reason: ExitReason, recorded_evidence: Ev
     replay gives the same job figures."""
     job = ledger.job.summary(ledger.last_s) if ledger.job is not None and ledger.last_s is not None else None
     hosts = sorted(ledger.hosts.values(), key=lambda h: h.host_id)
-    precision = job.get("precision") if job else None
+    # The derived sections read the job section as the JSON has it (a typed model dumps to that).
+    job_data = job if job is None or isinstance(job, dict) else job.model_dump(mode="json")
+    precision = job_data.get("precision") if job_data else None
     chips = [_chip_entry(h, c, precision) for h in hosts for c in h.chips]
     runtimes = [_runtime_entry(h, r) for h in hosts for r in sorted(h.runtimes.values(), key=lambda r: r.order)]
     start, end = ledger.first_s, ledger.last_s
@@ -380,10 +382,10 @@ def build_receipt(ledger: Ledger, exit_reason: ExitReason, recorded_evidence: Ev
         chips=chips,
         runtimes=runtimes,
         ultraservers=_ultraserver_entries(ledger),
-        boundary=boundary_of(ledger, job, clock),
-        segments=None if job is None else _segments(job, clock),
+        boundary=boundary_of(ledger, job_data, clock),
+        segments=None if job_data is None else _segments(job_data, clock),
         goodput=goodput,
-        failure_rate=_failure_rate(job, goodput, runtimes),
+        failure_rate=_failure_rate(job_data, goodput, runtimes),
         sequence_lengths=_sequence_lengths(clock),
         timeline=_timeline(ledger, clock),
         job=job,

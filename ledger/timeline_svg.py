@@ -99,7 +99,7 @@ def render_timeline_svg(r: Receipt) -> str:
             continue
         x0, x1 = _x(begin, t0, t1), _x(end, t0, t1)
         out.append(f'<rect x="{x0:.1f}" y="{TOP_PANEL[0]}" width="{max(x1 - x0, 1):.1f}" '
-                   f'height="{BOTTOM_PANEL[1] - TOP_PANEL[0]}" fill="none" stroke="{STALL}" stroke-width="2" '
+                   f'height="{BOTTOM_PANEL[1] - TOP_PANEL[0]}" fill="{STALL}" fill-opacity="0.08" stroke="{STALL}" stroke-width="2" '
                    'stroke-dasharray="6,3"/>')
         out.append(f'<text x="{x0 + 2:.1f}" y="{BOTTOM_PANEL[1] - 4}" fill="{STALL}" font-weight="bold">stall '
                    f'{s["duration_s"]:.0f} s</text>')
