@@ -23,9 +23,12 @@ MAX_RUNTIMES_PER_HOST = 1024  # runtimes kept per host; the least recently seen 
 # evicted from the host: a restarted job comes back under new pids, so old ones would pile up.
 RUNTIME_EVICT_PERIODS = 60
 RUNTIME_EVICT_MIN_S = 60.0
-MAX_LOADED_MODELS = 256  # loaded_models entries per runtime
+MAX_LOADED_MODELS = 64  # loaded_models entries per runtime (one NEFF per pipeline stage or graph)
 MAX_SUBGRAPHS = 256  # subgraphs per loaded model
+MAX_MODEL_NAME_CHARS = 256  # a NEFF name ("model.MODULE_<hash>+<hash>.neff" is ~50)
 MAX_NAMED_VALUES = 64  # keys of a named-value map: counters, percentiles, memory categories, usage fields
+# Counter names one runtime (or chip) keeps across reports; execution_stats has 12 documented.
+MAX_COUNTERS_PER_FAMILY = 2 * MAX_NAMED_VALUES
 
 # Scalars.
 MAX_PID = 1 << 22  # Linux PID_MAX_LIMIT (4,194,304)

@@ -131,7 +131,7 @@ class Subgraph(_Model):
 
 
 class LoadedModel(_Model):
-    name: Text = ""
+    name: Annotated[str, msgspec.Meta(max_length=L.MAX_MODEL_NAME_CHARS)] = ""
     uuid: Text | None = None
     model_id: Id | None = None
     is_running: bool | None = None
@@ -319,8 +319,9 @@ def report_json_schema() -> dict:
 #
 # Walks the plain decoded JSON along the schema's own type information (msgspec.inspect), so
 # the bounds are stated once, in the annotations above. A value past its bound is removed and
-# noted; it is replaced by null at the nearest place that may be null (an optional field, or a
-# nullable map value), so a map or list is never silently shortened. Type errors are left for
+# noted, at the nearest place that can do without it: an optional field (left out, so it takes
+# its default), or a nullable map value (set to null). A map or list is never silently
+# shortened: where none of its entries may be null, the whole map or list goes. Type errors are left for
 # the typed decoder to reject the line with.
 
 _REPORT_TYPE = msgspec.inspect.type_info(Report)
@@ -390,9 +391,9 @@ def _prune_struct(obj: dict, t, field: str, where: str, out: list[FieldRejection
         name = f"{field}.{f.encode_name}" if field else f.encode_name
         spot = f"{where}.{f.encode_name}" if where else f.encode_name
         if _prune(obj[f.encode_name], f.type, name, spot, out) is _REJECT:
-            if not _nullable(f.type):
-                return _REJECT  # a required field: the object it belongs to goes
-            obj[f.encode_name] = None
+            if f.required:
+                return _REJECT  # the object it belongs to goes with it
+            del obj[f.encode_name]  # as if not reported: the field's default (None, "")
     return obj
 
 

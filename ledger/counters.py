@@ -25,6 +25,8 @@ decrease is a reset (the exporter restarted) and the total is the sum of the ris
 from dataclasses import dataclass, field
 from typing import Literal
 
+from trnwatch.collectors.limits import MAX_COUNTERS_PER_FAMILY
+
 Reading = Literal["per_period", "cumulative", "undecided", "counter"]
 
 
@@ -37,17 +39,6 @@ class _Series:
     repeated_nonzero: bool = False
     decreased: bool = False
 
-    def add(self, value: int) -> None:
-        if value < self.last:
-            self.decreased = True
-            self.rise += value
-        else:
-            self.rise += value - self.last
-            if value == self.last and value != 0:
-                self.repeated_nonzero = True
-        self.last = value
-        self.total += value
-
 
 @dataclass(slots=True)
 class CounterFamily:
@@ -57,15 +48,31 @@ class CounterFamily:
     reports: int = 0
     declared_counter: bool = False  # the source declared running totals (Prometheus counters)
 
-    def add(self, values: dict[str, int]) -> None:
-        """Fold one report's counts (counter name -> value)."""
+    def add(self, values: dict[str, int]) -> int:
+        """Fold one report's counts (counter name -> value). Names come from input: past
+        MAX_COUNTERS_PER_FAMILY a new name is refused; returns how many were."""
         self.reports += 1
+        series = self.series
+        refused = 0
         for name, value in values.items():
-            current = self.series.get(name)
-            if current is None:
-                self.series[name] = _Series(first=value, last=value, total=value)
+            s = series.get(name)
+            if s is None:
+                if len(series) >= MAX_COUNTERS_PER_FAMILY:
+                    refused += 1
+                else:
+                    series[name] = _Series(first=value, last=value, total=value)
+                continue
+            last = s.last
+            if value < last:
+                s.decreased = True
+                s.rise += value
             else:
-                current.add(value)
+                s.rise += value - last
+                if value == last and value != 0:
+                    s.repeated_nonzero = True
+            s.last = value
+            s.total += value
+        return refused
 
     @property
     def reading(self) -> Reading:

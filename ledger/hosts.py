@@ -252,7 +252,7 @@ class HostState:
             self._fold_memory(runtime, rep.memory_used, frame, cores)
             if cores:
                 runtime.cores = tuple(sorted(cores))
-            _fold_executions(runtime, rep.execution_stats, declared_counters)
+            self._fold_executions(runtime, rep.execution_stats, declared_counters)
             vcpu = rep.neuron_runtime_vcpu_usage
             if _group_ok(runtime.group_errors, "neuron_runtime_vcpu_usage", vcpu) and vcpu.vcpu_usage is not None:
                 runtime.vcpu_user_pct = vcpu.vcpu_usage.user
@@ -272,8 +272,9 @@ class HostState:
                 continue
             prior = frame.core_util.get(core)
             if prior is None or util > prior.util_pct:
-                physical = {k: p.neuroncore_utilization for k, p in c.physical.items()
-                            if p.neuroncore_utilization is not None}
+                split = c.physical
+                physical = {k: p.neuroncore_utilization for k, p in split.items()
+                            if p.neuroncore_utilization is not None} if split else {}
                 flops = c.flops if c.flops is not None else c.effective_flops
                 frame.core_util[core] = CoreState(util, flops, physical)
 
@@ -287,10 +288,12 @@ class HostState:
             per_core = used.usage_breakdown.neuroncore_memory_usage if used.usage_breakdown else None
             if per_core is not None:
                 frame.memory_ok = True
+                per_chip, n = self.cores_per_chip, len(self.chips)
                 for core, categories in per_core.items():
                     cores.add(core)
-                    chip = self._chip_of(core)
-                    if chip is None:
+                    chip = core // per_chip if per_chip else n
+                    if chip >= n:
+                        self._chip_of(core)  # counts the anomaly
                         continue
                     if categories is None:  # this core's memory is unknown, so is its chip's
                         frame.hbm_unknown_chips.add(chip)
@@ -367,6 +370,24 @@ class HostState:
                 chip.hbm_peak_bytes = chip_hbm if chip.hbm_peak_bytes is None else max(chip.hbm_peak_bytes, chip_hbm)
             chip.history.append(t_s, util, chip_hbm)
 
+    def _fold_executions(self, runtime: RuntimeState, stats, declared_counters: bool) -> None:
+        # Values beside an error are zeroed placeholders; folding them would fake a reset.
+        if not _group_ok(runtime.group_errors, "execution_stats", stats):
+            return
+        counts = {f"error.{k}": v for k, v in (stats.error_summary or {}).items()}
+        counts.update({f"status.{k}": v for k, v in (stats.execution_summary or {}).items()})
+        if counts:
+            runtime.executions.declared_counter = declared_counters
+            refused = runtime.executions.add(counts)
+            if refused:
+                self.anomalies["counter-names-over-limit"] += refused
+        lat = stats.latency_stats
+        if lat is not None:
+            if lat.total_latency:
+                runtime.total_latency_s = {k: v for k, v in lat.total_latency.items() if v is not None}
+            if lat.device_latency:
+                runtime.device_latency_s = {k: v for k, v in lat.device_latency.items() if v is not None}
+
     # --- system groups -------------------------------------------------------------------------
 
     def _fold_system(self, report: Report, declared_counters: bool) -> None:
@@ -382,7 +403,7 @@ class HostState:
                 counts = {name: getattr(dev, name) for name in ECC_FIELDS if getattr(dev, name) is not None}
                 ecc = self.chips[dev.neuron_device_index].ecc
                 ecc.declared_counter = declared_counters
-                ecc.add(counts)
+                ecc.add(counts)  # the four ECC_FIELDS: never past the limit
         vcpu = system.vcpu_usage
         if _group_ok(self.group_errors, "vcpu_usage", vcpu):
             avg = vcpu.average_usage
@@ -409,23 +430,6 @@ def _group_ok(errors: dict[str, str], name: str, group) -> bool:
         return False
     errors.pop(name, None)
     return True
-
-
-def _fold_executions(runtime: RuntimeState, stats, declared_counters: bool) -> None:
-    # Values beside an error are zeroed placeholders; folding them would fake a reset.
-    if not _group_ok(runtime.group_errors, "execution_stats", stats):
-        return
-    counts = {f"error.{k}": v for k, v in (stats.error_summary or {}).items()}
-    counts.update({f"status.{k}": v for k, v in (stats.execution_summary or {}).items()})
-    if counts:
-        runtime.executions.declared_counter = declared_counters
-        runtime.executions.add(counts)
-    lat = stats.latency_stats
-    if lat is not None:
-        if lat.total_latency:
-            runtime.total_latency_s = {k: v for k, v in lat.total_latency.items() if v is not None}
-        if lat.device_latency:
-            runtime.device_latency_s = {k: v for k, v in lat.device_latency.items() if v is not None}
 
 
 @dataclass(slots=True)

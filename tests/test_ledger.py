@@ -418,3 +418,16 @@ def test_chip_history_is_a_ring_the_garbage_collector_does_not_walk():
     assert len(gc.get_objects()) == before  # numbers in arrays, no object per sample
     assert [tuple(s) for s in history] == [(2.0, 20.0, 2 << 30), (3.0, 30.0, 3 << 30), (4.0, None, 4 << 30),
                                           (5.0, 50.0, 5 << 30)]
+
+
+def test_counter_names_from_input_are_bounded_per_runtime():
+    from trnwatch.collectors.limits import MAX_COUNTERS_PER_FAMILY, MAX_NAMED_VALUES
+    ledger = Ledger("live")
+    for i in range(6):
+        names = {f"kind{i}-{k}": 1 for k in range(MAX_NAMED_VALUES)}
+        execs = {"period": 1.0, "error_summary": names, "execution_summary": {}, "error": ""}
+        feed(ledger, R.report([R.runtime(10, "r", [0], executions=execs)]), t=1000.0 + i)
+    host = only_host(ledger)
+    (runtime,) = host.runtimes.values()
+    assert len(runtime.executions.series) == MAX_COUNTERS_PER_FAMILY
+    assert host.anomalies["counter-names-over-limit"] == 6 * MAX_NAMED_VALUES - MAX_COUNTERS_PER_FAMILY
