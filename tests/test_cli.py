@@ -163,6 +163,12 @@ def test_schema_command_prints_the_receipt_schema():
     assert "chips" in schema["required"]
 
 
+def test_schema_command_prints_the_neuron_monitor_report_schema_with_its_bounds():
+    defs = json.loads(run(["schema", "neuron-monitor"]).stdout)["$defs"]
+    assert "neuron_runtime_data" in defs["Report"]["properties"]
+    assert {"type": "number", "minimum": 0.0, "maximum": 100.0} in defs["CoreCounters"]["properties"]["neuroncore_utilization"]["anyOf"]
+
+
 def test_a_silent_pipe_writer_does_not_hold_the_exit(tmp_path):
     """The stdin reader must not keep the process alive after the receipt: with --duration the
     session ends even though the writer neither writes nor closes the pipe."""

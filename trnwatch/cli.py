@@ -254,7 +254,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     schema = sub.add_parser("schema", help="print the JSON Schema of a contract",
                             description="Print the JSON Schema exported from the model of a versioned contract.")
-    schema.add_argument("contract", choices=["receipt", "job"], help="receipt: trnwatch.receipt/1; job: trnwatch.job/1")
+    schema.add_argument("contract", choices=["receipt", "job", "neuron-monitor"],
+                        help="receipt: trnwatch.receipt/1; job: trnwatch.job/1; neuron-monitor: a report as trnwatch reads it")
     return parser
 
 
@@ -288,9 +289,12 @@ def _print_schema(contract: str) -> int:
     if contract == "receipt":
         from trnwatch.ledger.receipt import receipt_json_schema
         schema = receipt_json_schema()
-    else:
+    elif contract == "job":
         from trnwatch.collectors.job_events import job_event_json_schema
         schema = job_event_json_schema()
+    else:
+        from trnwatch.collectors.neuron_monitor import report_json_schema
+        schema = report_json_schema()
     error = _emit(json.dumps(schema, indent=2))
     return 0 if error in (None, "the reader closed the pipe") else 1  # `| head` is a normal end
 
