@@ -21,7 +21,7 @@ source and the stream goes on.
 """
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 import msgspec
 
@@ -234,6 +234,10 @@ class SimulatorMark(_Model):
 
 class Report(_Model):
     """One neuron-monitor report: one line of its stdout."""
+
+    # Counts are running totals declared by the source (a Prometheus exporter's counters), so no
+    # reading is inferred (ledger/counters.py); neuron-monitor's own reports declare nothing.
+    declared_counters: ClassVar[bool] = False
 
     neuron_runtime_data: Annotated[list[RuntimeEntry], msgspec.Meta(max_length=L.MAX_RUNTIMES_PER_REPORT)] | None = None
     system_data: SystemData | None = None

@@ -1,16 +1,21 @@
-"""Prometheus data as neuron-monitor `Report`s, so it reaches the ledger by the one fold path.
+"""Prometheus answers as typed records: one `ExporterReport` (a neuron-monitor `Report`, built
+directly by keyword) per host, so they reach the ledger by the one fold path.
 
-Two line kinds carry it (collectors/lines.py), both raw enough that a recording replays exactly:
+Two line kinds carry them (collectors/lines.py), both raw enough that a recording replays exactly:
 
 - "prometheus": one scrape of an exporter's /metrics, as JSON
-  `{"url": URL, "interval_s": S, "body": "<exposition text>"}`; the body is parsed with
-  prometheus_client's text parser (only the families read below are handed to it);
+  `{"url": URL, "interval_s": S, "body": "<exposition text>"}`; the body is read by
+  collectors/prometheus_text.py (the samples prometheus_client's parser gives, at a tenth of
+  its cost; only the families read below);
 - "promql": one host's answers to one refresh of the server's PromQL query set
   (collectors/prometheus_sources.py), as JSON `{"interval_s": S, "eval_s": T, "instance_id": ID,
-  "samples": [[name, {labels}, "value"], ...]}` (values as the API wrote them).
+  "samples": [[name, {labels}, "value"], ...]}` (values as the API wrote them), or
+  `{"unreadable": why}` for a refresh whose answers could not be split.
 
-A line gives one Report per `instance_id` label (hosts are identified by it), each validated on its
-own: one malformed host never takes the others down with it.
+A line gives one record per `instance_id` label (hosts are identified by it), each checked on its
+own: one malformed host never takes the others down with it. Every count and index read from a
+label is bounded (collectors/limits.py); nothing in a line can raise out of
+`parse_prometheus_line`.
 
 How the vendor exporter's series (neuron-monitor-prometheus.py; neuron-telemetry.md section 2.1)
 map back to report fields, labels R = instance labels + runtime_tag:
@@ -48,11 +53,22 @@ Readings decided here, from the exporter's code and real scrapes:
   counter (cannot happen within one evaluation time) gives no ECC figure.
 """
 
-import json
-import math
 
-from prometheus_client.parser import text_string_to_metric_families
-from trnwatch.collectors.neuron_monitor import MAX_LINE_BYTES, Report, ReportRejected, validate_report
+import json
+from typing import ClassVar
+
+import msgspec
+
+from trnwatch.collectors import prometheus_text
+from trnwatch.collectors.limits import (MAX_CORE_INDEX, MAX_CORES_PER_DEVICE, MAX_DEVICE_MEMORY_BYTES,
+                                        MAX_DEVICES_PER_HOST, MAX_HOSTS, MAX_INT, MAX_LATENCY_S, MAX_LNC,
+                                        MAX_NAMED_VALUES, MAX_PERIOD_S, MAX_RUNTIMES_PER_REPORT, MAX_TAG_CHARS,
+                                        MAX_TEXT_CHARS)
+from trnwatch.collectors.neuron_monitor import (MAX_LINE_BYTES, CoreCounters, DeviceEcc, ExecutionStats, HardwareInfo,
+                                                InstanceInfo, LatencyStats, MemoryInfo, MemoryUsed, NeuronCoreCounters,
+                                                NeuronHwCounters, Report, ReportRejected, RuntimeEntry, RuntimeReport,
+                                                RuntimeUsedBytes, RuntimeVcpu, RuntimeVcpuUsage, SimulatorMark,
+                                                SystemData, UsageBreakdown, VcpuUsage)
 
 PROMETHEUS_KINDS = ("prometheus", "promql")
 # A scrape body may be larger than one neuron-monitor line: a Gen1 host's exposition with long
@@ -69,21 +85,46 @@ INSTANCE_LABELS = {  # exporter label -> instance_info field
     # Only in one unconfirmed variant of the exporter (neuron-telemetry.md section 2.1).
     "ultraserver_id": "ultraserver_id",
 }
-HARDWARE_LABELS = ("neuron_device_count", "neuroncore_per_device_count", "neuron_device_memory_size",
-                   "logical_neuroncore_config")
+# Hardware-info labels read as whole numbers, with the bound each must keep (collectors/limits.py).
+HARDWARE_LABELS = {"neuron_device_count": MAX_DEVICES_PER_HOST, "neuroncore_per_device_count": MAX_CORES_PER_DEVICE,
+                   "neuron_device_memory_size": MAX_DEVICE_MEMORY_BYTES, "logical_neuroncore_config": MAX_LNC}
 HARDWARE_TEXT_LABELS = ("neuron_device_type", "neuroncore_version")
+UTILIZATION = "neuroncore_utilization_ratio"
 MEMORY_PREFIX = "neuroncore_memory_usage_"
 ECC_EVENTS = ("mem_ecc_corrected", "mem_ecc_uncorrected", "sram_ecc_corrected", "sram_ecc_uncorrected")
 SIMULATOR_INFO = "trnwatch_simulator_info"
-# Families handed to the text parser; the rest of a scrape (python_*, process_*, *_created) is
-# skipped before parsing, which halves the parse time of a typical body.
+# Families read from a scrape; the rest (python_*, process_*, *_created) is only skipped over.
 READ_PREFIXES = ("neuroncore_", "neuron_", "execution_", "hardware_ecc_", "system_", "instance_info", SIMULATOR_INFO)
+# Digits of a label read as a whole number: enough for every bound above, and int() of a longer
+# text would cost time (and beyond 4300 digits raise) for nothing.
+_MAX_LABEL_DIGITS = 16
 
-Sample = tuple[str, dict[str, str], float]
+Sample = prometheus_text.Sample
+
+
+class ExporterReport(Report, frozen=True):
+    """A host's Report built from exporter series: the typed record the ledger folds.
+
+    Its counts are the exporter's running totals (`declared_counters`), and it carries what the
+    ledger needs to tell the exporter's leftover gauges (ledger/exporter_gauges.py):
+    `utilization` per (runtime tag, core) as the exporter serves it, and `others_digest`, a hash
+    of every other value of the host, which changes whenever the exporter took a new report.
+    """
+
+    declared_counters: ClassVar[bool] = True
+    utilization: dict[tuple[str, int], float] = msgspec.field(default_factory=dict)
+    others_digest: int = 0
+
+
+def _build(model, **fields):
+    """A typed record by keyword, without a detour through neuron-monitor dicts. A Struct's
+    constructor checks nothing: every value given here was checked by this module against the
+    bounds the model's annotations state (collectors/limits.py)."""
+    return model(**fields)
 
 
 def _count(value: float, what: str) -> int:
-    if not (value >= 0 and math.isfinite(value) and value == int(value)):
+    if not (0 <= value <= MAX_INT and value == int(value)):
         raise ReportRejected("schema", f"{what}: {value!r} is not a whole non-negative number")
     return int(value)
 
@@ -93,124 +134,172 @@ def _pct(ratio: float, what: str) -> float:
     # ratio x 100 can land a hair above 100 in floating point; anything further is bad data.
     if 100.0 < pct <= 100.0 + 1e-6:
         return 100.0
-    if not math.isfinite(pct):
-        raise ReportRejected("schema", f"{what}: {ratio!r} is not a finite ratio")
+    if not (0.0 <= pct <= 100.0):
+        raise ReportRejected("schema", f"{what}: {ratio!r} is not a ratio within 0-1")
     return pct
 
 
-def _label_int(labels: dict[str, str], name: str, what: str) -> int:
+def _seconds(value: float, what: str) -> float:
+    if not (0 <= value <= MAX_LATENCY_S):
+        raise ReportRejected("schema", f"{what}: {value!r} is not a duration")
+    return value
+
+
+def _label_int(labels: dict[str, str], name: str, what: str, bound: int) -> int:
     text = labels.get(name, "")
-    if not (isinstance(text, str) and text.isdigit()):
-        raise ReportRejected("schema", f"{what}: label {name}={text!r} is not a whole number")
-    return int(text)
+    if not (type(text) is str and 0 < len(text) <= _MAX_LABEL_DIGITS and text.isascii() and text.isdigit()):
+        raise ReportRejected("schema", f"{what}: label {name}={str(text)[:40]!r} is not a whole number")
+    value = int(text)
+    if value > bound:
+        raise ReportRejected("schema", f"{what}: label {name}={value} is beyond the bound {bound}")
+    return value
 
 
-def host_report(instance_id: str, samples: list[Sample], interval_s: float | None) -> Report:
-    """One host's Report from its exporter series (name, labels, value); `ReportRejected` if unusable."""
+def _text(labels: dict[str, str], name: str, what: str, max_chars: int = MAX_TEXT_CHARS) -> str | None:
+    text = labels.get(name)
+    if text is not None and (type(text) is not str or len(text) > max_chars):
+        raise ReportRejected("schema", f"{what}: label {name} is not text of at most {max_chars} characters")
+    return text
+
+
+def _named(values: dict, what: str) -> dict:
+    if len(values) > MAX_NAMED_VALUES:
+        raise ReportRejected("schema", f"{what}: more than {MAX_NAMED_VALUES} named values")
+    return values
+
+
+class _Runtime:
+    """One runtime tag's series while a host's samples are read."""
+
+    __slots__ = ("util", "memory", "used", "vcpu", "errors", "status", "latency")
+
+    def __init__(self) -> None:
+        self.util: dict[int, float] = {}
+        self.memory: dict[int, dict[str, int]] = {}
+        self.used: dict[str, int] = {}
+        self.vcpu: dict[str, float] = {}
+        self.errors: dict[str, int] = {}
+        self.status: dict[str, int] = {}
+        self.latency: dict[str, float] = {}
+
+
+def host_report(instance_id: str, samples: list[Sample], interval_s: float | None) -> ExporterReport:
+    """One host's typed record from its exporter series (name, labels, value); `ReportRejected`
+    (reason `schema`) if a value or label is unusable or beyond its bound."""
     identity: dict[str, str] | None = None
-    hardware: dict | None = None
-    simulator: dict | None = None
-    runtimes: dict[str, dict[str, dict]] = {}
+    hardware: HardwareInfo | None = None
+    simulator: SimulatorMark | None = None
+    runtimes: dict[str, _Runtime] = {}
     ecc_by_type: dict[int, dict[str, int]] = {}
     ecc_totals: dict[int, int] = {}
     average_usage: dict[str, float] = {}
     memory_info: dict[str, int] = {}
+    others: list[float] = []
 
-    def runtime(labels: dict[str, str]) -> dict[str, dict]:
-        return runtimes.setdefault(labels.get("runtime_tag", ""), {
-            "util": {}, "memory": {}, "used": {}, "vcpu": {}, "errors": {}, "status": {}, "latency": {},
-        })
+    def runtime(labels: dict[str, str], what: str) -> _Runtime:
+        tag = _text(labels, "runtime_tag", what, MAX_TAG_CHARS) or ""
+        found = runtimes.get(tag)
+        if found is None:
+            if len(runtimes) >= MAX_RUNTIMES_PER_REPORT:
+                raise ReportRejected("schema", f"{what}: more than {MAX_RUNTIMES_PER_REPORT} runtimes")
+            found = runtimes[tag] = _Runtime()
+        return found
 
     for name, labels, value in samples:
+        if name == UTILIZATION:
+            runtime(labels, name).util[_label_int(labels, "neuroncore", name, MAX_CORE_INDEX)] = _pct(value, name)
+            continue
+        others.append(value)
         if name == "instance_info" or (name == "neuron_hardware_info" and identity is None):
             identity = labels
         if name == "neuron_hardware_info":
-            hardware = {field: _label_int(labels, field, name) for field in HARDWARE_LABELS if field in labels}
-            hardware.update({field: labels[field] for field in HARDWARE_TEXT_LABELS if field in labels})
-            hardware["error"] = ""
-        elif name == "neuroncore_utilization_ratio":
-            runtime(labels)["util"][_label_int(labels, "neuroncore", name)] = _pct(value, name)
+            fields = {field: _label_int(labels, field, name, bound) for field, bound in HARDWARE_LABELS.items()
+                      if field in labels}
+            fields.update({field: _text(labels, field, name) for field in HARDWARE_TEXT_LABELS if field in labels})
+            for field in ("neuroncore_per_device_count", "logical_neuroncore_config"):
+                if fields.get(field) == 0:
+                    raise ReportRejected("schema", f"{name}: label {field}=0")
+            hardware = _build(HardwareInfo, **fields, error="")
         elif name.startswith(MEMORY_PREFIX):
-            core = _label_int(labels, "neuroncore", name)
-            runtime(labels)["memory"].setdefault(core, {})[name[len(MEMORY_PREFIX):]] = _count(value, name)
+            core = _label_int(labels, "neuroncore", name, MAX_CORE_INDEX)
+            runtime(labels, name).memory.setdefault(core, {})[name[len(MEMORY_PREFIX):]] = _count(value, name)
         elif name == "neuron_runtime_memory_used_bytes":
-            runtime(labels)["used"][labels.get("memory_location", "")] = _count(value, name)
+            runtime(labels, name).used[_text(labels, "memory_location", name) or ""] = _count(value, name)
         elif name == "neuron_runtime_vcpu_usage_ratio":
-            runtime(labels)["vcpu"][labels.get("usage_type", "")] = _pct(value, name)
+            runtime(labels, name).vcpu[_text(labels, "usage_type", name) or ""] = _pct(value, name)
         elif name == "execution_errors_total":
-            runtime(labels)["errors"][labels.get("error_type", "")] = _count(value, name)
+            runtime(labels, name).errors[_text(labels, "error_type", name) or ""] = _count(value, name)
         elif name == "execution_status_total":
-            runtime(labels)["status"][labels.get("status_type", "")] = _count(value, name)
+            runtime(labels, name).status[_text(labels, "status_type", name) or ""] = _count(value, name)
         elif name == "execution_latency_seconds":
-            if not (math.isfinite(value) and value >= 0):
-                raise ReportRejected("schema", f"{name}: {value!r} is not a duration")
-            runtime(labels)["latency"][labels.get("percentile", "")] = value
+            runtime(labels, name).latency[_text(labels, "percentile", name) or ""] = _seconds(value, name)
         elif name == "hardware_ecc_events_total":
-            device = _label_int(labels, "neuron_device_index", name)
-            if "event_type" in labels:
-                ecc_by_type.setdefault(device, {})[labels["event_type"]] = _count(value, name)
+            device = _label_int(labels, "neuron_device_index", name, MAX_DEVICES_PER_HOST - 1)
+            event = _text(labels, "event_type", name)
+            if event is not None:
+                ecc_by_type.setdefault(device, {})[event] = _count(value, name)
             else:
                 ecc_totals[device] = _count(value, name)
         elif name == "system_vcpu_usage_ratio":
-            average_usage[labels.get("usage_type", "")] = _pct(value, name)
+            average_usage[_text(labels, "usage_type", name) or ""] = _pct(value, name)
         elif name.startswith(("system_memory_", "system_swap_")) and name.endswith("_bytes"):
             memory_info[name[len("system_"):]] = _count(value, name)
         elif name == SIMULATOR_INFO:
-            try:
-                seed = int(labels.get("seed", ""))
-            except ValueError:
-                raise ReportRejected("schema", f"{name}: label seed={labels.get('seed')!r} is not a number") from None
-            simulator = {"topology": labels.get("topology", ""), "host": _label_int(labels, "host", name),
-                         "seed": seed, "scenario": labels.get("scenario", "")}
+            seed = _text(labels, "seed", name) or ""
+            if not (len(seed) <= 19 and seed.lstrip("-").isascii() and seed.lstrip("-").isdigit()):
+                raise ReportRejected("schema", f"{name}: label seed={seed[:40]!r} is not a number")
+            simulator = _build(SimulatorMark, topology=_text(labels, "topology", name) or "",
+                               host=_label_int(labels, "host", name, MAX_HOSTS - 1), seed=int(seed),
+                               scenario=_text(labels, "scenario", name) or "")
     if identity is None and samples:
         identity = samples[0][1]  # scrape series all carry the instance labels
 
-    report: dict = {
-        "neuron_runtime_data": [_runtime_entry(tag, r, interval_s) for tag, r in runtimes.items()],
-        "system_data": _system_data(ecc_by_type, ecc_totals, average_usage, memory_info, interval_s),
-        "instance_info": _instance_info(identity, instance_id),
-        "neuron_hardware_info": hardware,
-        "trnwatch_simulator": simulator,
-    }
-    try:
-        return validate_report(report)
-    except ReportRejected as exc:
-        raise ReportRejected("schema", f"{instance_id}: {exc.detail}") from None
+    utilization = {(tag, core): pct for tag, r in runtimes.items() for core, pct in r.util.items()}
+    return _build(
+        ExporterReport,
+        neuron_runtime_data=[_runtime_entry(tag, r, interval_s) for tag, r in runtimes.items()],
+        system_data=_system_data(ecc_by_type, ecc_totals, average_usage, memory_info, interval_s),
+        instance_info=_instance_info(identity, instance_id),
+        neuron_hardware_info=hardware,
+        trnwatch_simulator=simulator,
+        utilization=utilization,
+        others_digest=hash(tuple(others)),
+    )
 
 
-def _instance_info(labels: dict[str, str] | None, instance_id: str) -> dict:
-    info = {field: labels[label] for label, field in INSTANCE_LABELS.items() if label in (labels or {})}
-    info["instance_id"] = instance_id
-    info["error"] = ""
-    return info
+def _instance_info(labels: dict[str, str] | None, instance_id: str) -> InstanceInfo:
+    fields = {field: _text(labels, label, "instance labels") for label, field in INSTANCE_LABELS.items()
+              if label in (labels or {}) and field in InstanceInfo.__struct_fields__}
+    fields["instance_id"] = instance_id
+    return _build(InstanceInfo, **fields, error="")
 
 
-def _runtime_entry(tag: str, r: dict[str, dict], interval_s: float | None) -> dict:
-    report: dict = {}
-    if r["util"]:
-        report["neuroncore_counters"] = {
-            "period": interval_s, "error": "",
-            "neuroncores_in_use": {core: {"neuroncore_utilization": pct} for core, pct in r["util"].items()},
-        }
-    if r["memory"] or r["used"]:
-        used: dict = {"host": r["used"].get("host"), "neuron_device": r["used"].get("neuron_device")}
-        if r["memory"]:
-            used["usage_breakdown"] = {"neuroncore_memory_usage": r["memory"]}
-        report["memory_used"] = {"period": interval_s, "error": "", "neuron_runtime_used_bytes": used}
-    if r["errors"] or r["status"] or r["latency"]:
-        report["execution_stats"] = {
-            "period": interval_s, "error": "",
-            "error_summary": r["errors"] or None,
-            "execution_summary": r["status"] or None,
-            "latency_stats": {"total_latency": r["latency"] or None, "device_latency": None},
-        }
-    if r["vcpu"]:
-        report["neuron_runtime_vcpu_usage"] = {"period": interval_s, "error": "", "vcpu_usage": r["vcpu"]}
-    return {"pid": None, "neuron_runtime_tag": tag, "error": "", "report": report}
+def _runtime_entry(tag: str, r: _Runtime, interval_s: float | None) -> RuntimeEntry:
+    for values in (r.used, r.vcpu, r.errors, r.status, r.latency, *r.memory.values()):
+        _named(values, f"runtime {tag[:40]!r}")
+    groups: dict = {}
+    if r.util:
+        groups["neuroncore_counters"] = _build(
+            NeuronCoreCounters, period=interval_s, error="",
+            neuroncores_in_use={core: _build(CoreCounters, neuroncore_utilization=pct) for core, pct in r.util.items()})
+    if r.memory or r.used:
+        breakdown = _build(UsageBreakdown, neuroncore_memory_usage=r.memory) if r.memory else None
+        used = _build(RuntimeUsedBytes, host=r.used.get("host"), neuron_device=r.used.get("neuron_device"),
+                      usage_breakdown=breakdown)
+        groups["memory_used"] = _build(MemoryUsed, period=interval_s, error="", neuron_runtime_used_bytes=used)
+    if r.errors or r.status or r.latency:
+        groups["execution_stats"] = _build(
+            ExecutionStats, period=interval_s, error="", error_summary=r.errors or None,
+            execution_summary=r.status or None,
+            latency_stats=_build(LatencyStats, total_latency=r.latency or None, device_latency=None))
+    if r.vcpu:
+        vcpu = _build(RuntimeVcpu, **{k: v for k, v in r.vcpu.items() if k in ("user", "system")})
+        groups["neuron_runtime_vcpu_usage"] = _build(RuntimeVcpuUsage, period=interval_s, error="", vcpu_usage=vcpu)
+    return _build(RuntimeEntry, pid=None, neuron_runtime_tag=tag, error="", report=_build(RuntimeReport, **groups))
 
 
 def _system_data(ecc_by_type: dict[int, dict[str, int]], ecc_totals: dict[int, int],
-                 average_usage: dict[str, float], memory_info: dict[str, int], interval_s: float | None) -> dict:
+                 average_usage: dict[str, float], memory_info: dict[str, int], interval_s: float | None) -> SystemData:
     devices = []
     for device in sorted(set(ecc_by_type) | set(ecc_totals)):
         counts = ecc_by_type.get(device, {})
@@ -218,42 +307,29 @@ def _system_data(ecc_by_type: dict[int, dict[str, int]], ecc_totals: dict[int, i
             if sum(counts.values()) != ecc_totals[device]:
                 continue  # listed counters do not add up to the total: no figure rather than a wrong one
             counts = {event: counts.get(event, 0) for event in ECC_EVENTS}
-        devices.append({"neuron_device_index": device, **counts})
-    system: dict = {}
+        devices.append(_build(DeviceEcc, neuron_device_index=device,
+                              **{event: n for event, n in counts.items() if event in ECC_EVENTS}))
+    groups: dict = {}
     if devices:
-        system["neuron_hw_counters"] = {"period": interval_s, "error": "", "neuron_devices": devices}
-    usage = dict(average_usage)
+        groups["neuron_hw_counters"] = _build(NeuronHwCounters, period=interval_s, error="", neuron_devices=devices)
+    usage = dict(_named(average_usage, "system_vcpu_usage_ratio"))
     if "user" in usage and "system" in usage:
         # The exporter folds nice into user and io_wait/irq/soft_irq into system: what is left is idle.
         usage["idle"] = max(0.0, 100.0 - usage["user"] - usage["system"])
     # Always present: its period tells the ledger how often this host's figures are refreshed.
-    system["vcpu_usage"] = {"period": interval_s, "error": "", "average_usage": usage or None}
+    groups["vcpu_usage"] = _build(VcpuUsage, period=interval_s, error="", average_usage=usage or None)
     if memory_info:
-        system["memory_info"] = {"period": interval_s, "error": "", **memory_info}
-    return system
+        groups["memory_info"] = _build(MemoryInfo, period=interval_s, error="",
+                                       **{k: v for k, v in memory_info.items() if k in MemoryInfo.__struct_fields__})
+    return _build(SystemData, **groups)
 
 
 # --- line kinds ---------------------------------------------------------------------------------
 
 
-def _read_families(body: str) -> str:
-    """The lines of the families this module reads (with their HELP/TYPE lines), nothing else."""
-    kept = []
-    for line in body.splitlines():
-        if line.startswith("#"):
-            parts = line.split(None, 3)
-            name = parts[2] if len(parts) > 2 else ""
-        else:
-            name = line.split("{", 1)[0].split(None, 1)[0] if line.strip() else ""
-        if name.startswith(READ_PREFIXES) and not name.endswith("_created"):
-            kept.append(line)
-    return "\n".join(kept) + "\n"
-
-
 def scrape_samples(body: str) -> list[Sample]:
-    """Samples of the families read here, parsed by prometheus_client; ValueError if malformed."""
-    return [(s.name, s.labels, s.value)
-            for family in text_string_to_metric_families(_read_families(body)) for s in family.samples]
+    """Samples of the families read here, in text order; `ExpositionError` if malformed."""
+    return prometheus_text.samples(body, READ_PREFIXES)
 
 
 def _group_by_instance(samples: list[Sample]) -> dict[str, list[Sample]]:
@@ -265,8 +341,8 @@ def _group_by_instance(samples: list[Sample]) -> dict[str, list[Sample]]:
     return hosts
 
 
-def _reports(hosts: dict[str, list[Sample]], interval_s: float | None) -> list[Report | ReportRejected]:
-    out: list[Report | ReportRejected] = []
+def _reports(hosts: dict[str, list[Sample]], interval_s: float | None) -> list[ExporterReport | ReportRejected]:
+    out: list[ExporterReport | ReportRejected] = []
     for instance_id, samples in hosts.items():
         try:
             out.append(host_report(instance_id, samples, interval_s))
@@ -277,46 +353,58 @@ def _reports(hosts: dict[str, list[Sample]], interval_s: float | None) -> list[R
 
 def _interval(doc: dict) -> float | None:
     interval = doc.get("interval_s")
-    return float(interval) if isinstance(interval, (int, float)) and interval > 0 else None
+    return float(interval) if type(interval) in (int, float) and 0 < interval <= MAX_PERIOD_S else None
 
 
-def parse_prometheus_line(kind: str, text: str) -> list[Report | ReportRejected]:
-    """The Reports one "prometheus" or "promql" line holds (one per host, or its rejection).
+def parse_prometheus_line(kind: str, text: str) -> list[ExporterReport | ReportRejected]:
+    """The typed records one "prometheus" or "promql" line holds (one per host, or its rejection).
 
     A line that is unusable as a whole gives a single `ReportRejected`: `oversize`, `not-json`,
-    `not-object`, `not-exposition` (body the text parser refuses) or `schema`. A scrape with no
-    host series yet (an exporter that has not had a report) gives no Report and no rejection.
+    `not-object`, `not-exposition` (a body that is not the text format), `unreadable-answer` (a
+    server answer the source could not split, recorded as such) or `schema`. A scrape with no
+    host series yet (an exporter that has not had a report) gives no record and no rejection.
+    Nothing raises: an unforeseen failure of one line is its rejection (`undecodable`).
     """
+    try:
+        return _parse_line(kind, text)
+    except ReportRejected as exc:
+        return [exc]
+    except Exception as exc:  # noqa: BLE001 - one line must never end its source
+        return [ReportRejected("undecodable", f"{type(exc).__name__}: {str(exc)[:160]}")]
+
+
+def _parse_line(kind: str, text: str) -> list[ExporterReport | ReportRejected]:
     if len(text) > MAX_BODY_BYTES + 4096:
-        return [ReportRejected("oversize", f"{len(text)} characters > {MAX_BODY_BYTES}")]
+        raise ReportRejected("oversize", f"{len(text)} characters > {MAX_BODY_BYTES}")
     try:
         doc = json.loads(text)
-    except ValueError as exc:
-        return [ReportRejected("not-json", str(exc)[:120])]
+    except (ValueError, RecursionError) as exc:
+        raise ReportRejected("not-json", f"{type(exc).__name__}: {str(exc)[:120]}") from None
     if not isinstance(doc, dict):
-        return [ReportRejected("not-object", f"a {kind} line must be a JSON object")]
+        raise ReportRejected("not-object", f"a {kind} line must be a JSON object")
     interval_s = _interval(doc)
     if kind == "prometheus":
         body = doc.get("body")
         if not isinstance(body, str):
-            return [ReportRejected("schema", "no exposition text in 'body'")]
+            raise ReportRejected("schema", "no exposition text in 'body'")
         try:
             samples = scrape_samples(body)
-        except ValueError as exc:  # prometheus_client's parser raises ValueError subclasses
-            return [ReportRejected("not-exposition", str(exc)[:200])]
+        except prometheus_text.ExpositionError as exc:
+            raise ReportRejected("not-exposition", str(exc)[:200]) from None
         return _reports(_group_by_instance(samples), interval_s)
+    if "unreadable" in doc:  # a refresh whose answers could not be split (prometheus_sources.py)
+        raise ReportRejected("unreadable-answer", str(doc["unreadable"])[:200])
     instance_id, rows = doc.get("instance_id"), doc.get("samples")
     if not isinstance(instance_id, str) or not isinstance(rows, list):
-        return [ReportRejected("schema", "a promql line needs 'instance_id' and 'samples'")]
+        raise ReportRejected("schema", "a promql line needs 'instance_id' and 'samples'")
     samples = []
     for row in rows:
-        # Label values that are not text are caught where they are read (_label_int) or by the
-        # Report's validation; checking every one here would double the parse time.
+        # Label values that are not text are caught where they are read (_label_int, _text).
         try:
             name, labels, value = row
-            if type(name) is not str or type(labels) is not dict:
+            if type(name) is not str or type(labels) is not dict or type(value) is not str:
                 raise ValueError
             samples.append((name, labels, float(value)))
         except (ValueError, TypeError):
-            return [ReportRejected("schema", f"{instance_id}: sample {str(row)[:80]} is not [name, labels, value]")]
+            raise ReportRejected("schema", f"{instance_id}: sample {str(row)[:80]} is not [name, labels, value]") from None
     return _reports({instance_id: samples}, interval_s)

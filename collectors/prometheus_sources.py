@@ -117,8 +117,12 @@ def query_url(base_url: str, query: str, eval_s: float) -> str:
     return f"{base_url.rstrip('/')}/api/v1/query?{params}"
 
 
+class AnswerUnreadable(FetchError):
+    """A query answered 200 with something that is not a successful instant vector."""
+
+
 def _vector_rows(body: bytes) -> Iterator[dict]:
-    """The rows of an instant-vector answer; FetchError if it is not a successful one.
+    """The rows of an instant-vector answer; AnswerUnreadable if it is not a successful one.
 
     Prometheus' own layout is decoded one row at a time: a 3 MB answer in a single `json.loads`
     holds the GIL, and with it the event loop and the screen, for ~70 ms (and its garbage
@@ -136,17 +140,18 @@ def _vector_rows(body: bytes) -> Iterator[dict]:
         return
     doc = json.loads(text)
     if doc.get("status") != "success":
-        raise FetchError(f"query failed: {doc.get('errorType', '?')}: {str(doc.get('error', ''))[:200]}")
+        raise AnswerUnreadable(f"query failed: {doc.get('errorType', '?')}: {str(doc.get('error', ''))[:200]}")
     data = doc["data"]
     if data.get("resultType") != "vector":
-        raise FetchError(f"query answered a {data.get('resultType')!r}, not an instant vector")
+        raise AnswerUnreadable(f"query answered a {data.get('resultType')!r}, not an instant vector")
     yield from data["result"]
 
 
 def host_lines(answers: list[tuple[str | None, bytes]], interval_s: float, eval_s: float) -> list[str]:
     """Split one refresh's query answers into one "promql" line per instance_id (sorted).
 
-    Raises FetchError when an answer is not a successful instant vector.
+    Raises AnswerUnreadable when an answer is not a successful instant vector (whatever is wrong
+    with it: malformed, cut short, nested beyond the decoder's depth).
     """
     hosts: dict[str, list] = {}
     for name, body in answers:
@@ -160,8 +165,10 @@ def host_lines(answers: list[tuple[str | None, bytes]], interval_s: float, eval_
                 for target_label in _TARGET_LABELS:
                     labels.pop(target_label, None)
                 hosts.setdefault(instance_id, []).append((series, labels, row["value"][1]))
-        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
-            raise FetchError(f"unreadable query answer ({type(exc).__name__})") from None
+        except AnswerUnreadable:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure to read one answer is that answer's fault
+            raise AnswerUnreadable(f"unreadable query answer ({type(exc).__name__})") from None
     return [
         json.dumps({"interval_s": interval_s, "eval_s": eval_s, "instance_id": instance_id, "samples": samples},
                    separators=(",", ":"))
@@ -193,6 +200,13 @@ async def promql_lines(
             ))
             answers = [(name, body) for (name, _), body in zip(SERVER_QUERIES, bodies)]
             lines = await asyncio.to_thread(host_lines, answers, interval_s, eval_s)
+        except AnswerUnreadable as exc:
+            # The server answered, with something unusable: a rejected line of this source (so
+            # counted, and replayed the same), not an outage.
+            link.up()
+            yield Line(base_url, "promql", time.time(), json.dumps({"unreadable": str(exc)}))
+            await asyncio.sleep(max(0.0, started_s + interval_s - time.monotonic()))
+            continue
         except FetchError as exc:
             async for event in link.outage(str(exc)):
                 yield event

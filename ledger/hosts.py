@@ -26,8 +26,10 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from trnwatch.collectors.neuron_monitor import Report
+from trnwatch.collectors.prometheus import ExporterReport
 from trnwatch.collectors.limits import MAX_RUNTIMES_PER_HOST, RUNTIME_EVICT_MIN_S, RUNTIME_EVICT_PERIODS
 from trnwatch.ledger.counters import CounterFamily
+from trnwatch.ledger.exporter_gauges import ExporterGauges
 
 # Five minutes of 1 Hz samples per chip: enough for sparklines and trend, bounded for a day-long run.
 HISTORY_SAMPLES = 300
@@ -111,6 +113,10 @@ class ChipState:
     flops_sum: float = 0.0  # FLOP/s summed over the chip's cores, per utilisation sample with flops
     flops_samples: int = 0
     ecc: CounterFamily = field(default_factory=CounterFamily)
+    # Cores whose exporter gauge was stale at the latest sample, and samples with any such core
+    # (Prometheus sources only; ledger/exporter_gauges.py).
+    util_stale_cores: tuple[int, ...] = ()
+    util_stale_samples: int = 0
     history: ChipHistory = field(default_factory=ChipHistory)
 
     @property
@@ -182,12 +188,18 @@ class HostState:
     # Runtimes dropped after missing for the eviction time (limits.RUNTIME_EVICT_*).
     runtimes_evicted: int = 0
     simulated: bool = False
+    exporter_gauges: ExporterGauges | None = None  # hosts read through a Prometheus exporter
 
-    def fold(self, report: Report, received_s: float, declared_counters: bool = False) -> None:
+    def fold(self, report: Report, received_s: float) -> None:
         """Fold one validated report received at `received_s` into this host's state.
 
-        `declared_counters`: the source declared its counts running totals (Prometheus counters),
-        so no reading has to be inferred (see ledger/counters.py)."""
+        `report.declared_counters`: the source declared its counts running totals (Prometheus
+        counters), so no reading has to be inferred (see ledger/counters.py)."""
+        if isinstance(report, ExporterReport):
+            if self.exporter_gauges is None:
+                self.exporter_gauges = ExporterGauges()
+            report = self.exporter_gauges.fresh_only(report)
+        declared_counters = report.declared_counters
         self.reports += 1
         if self.first_s is None:
             self.first_s = received_s
@@ -196,6 +208,15 @@ class HostState:
         self._fold_identity(report)
         self._fold_runtimes(report, received_s, declared_counters)
         self._fold_system(report, declared_counters)
+        if self.exporter_gauges is not None:
+            self._mark_stale_gauges(self.exporter_gauges.stale_cores)
+
+    def _mark_stale_gauges(self, cores: set[int]) -> None:
+        if not self.cores_per_chip:
+            return
+        for chip in self.chips:
+            chip.util_stale_cores = tuple(sorted(c for c in cores if c // self.cores_per_chip == chip.index))
+            chip.util_stale_samples += bool(chip.util_stale_cores)
 
     # --- identity and topology ----------------------------------------------------------------
 

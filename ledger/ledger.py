@@ -150,7 +150,7 @@ class Ledger:
                 if isinstance(item, ReportRejected):
                     stats.count_rejection(item.reason, item.detail)
                 else:
-                    self._fold_report(stats, line.source_id, t, item, declared_counters=True)
+                    self._fold_report(stats, line.source_id, t, item)
             return
         try:
             report, rejected_fields = decode_report(line.text)
@@ -189,8 +189,7 @@ class Ledger:
             self.job = JobLedger()
         self.job.log_profiles[stats.source_id] = counts.profile
 
-    def _fold_report(self, stats: SourceStats, source_id: str, t: float, report: Report,
-                     declared_counters: bool = False) -> bool:
+    def _fold_report(self, stats: SourceStats, source_id: str, t: float, report: Report) -> bool:
         """Fold one report into its host; False (and counted) when the host cannot be kept."""
         host_id = self._host_id(report, source_id)
         host = self.hosts.get(host_id)
@@ -206,7 +205,7 @@ class Ledger:
         if stats.first_s is None:
             stats.first_s = t
         stats.last_s = t
-        host.fold(report, t, declared_counters)
+        host.fold(report, t)
         stats.reports += 1  # after the fold: a line whose fold failed is counted once, as `internal`
         stats.simulated = stats.simulated or host.simulated
         return True

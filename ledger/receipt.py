@@ -127,6 +127,9 @@ class ChipEntry(_Section):
     flops_mean_per_s: float | None  # mean over the window of the chip's cores' FLOP/s; null when not reported
     peak_flops_per_s: float | None  # assumed peak (PEAK_FLOPS_ASSUMPTION), null when unknown
     mfu_pct: float | None  # flops_mean_per_s / peak_flops_per_s
+    # Utilisation samples in which some core's exporter gauge was stale (left over by the vendor
+    # exporter, counted as idle): 0 for neuron-monitor streams (ledger/exporter_gauges.py).
+    util_stale_samples: int = 0
     ecc: Ecc
     ecc_reading: Reading
     ecc_readings: dict[str, dict[str, int]] | None  # both readings, only where they disagree
@@ -448,6 +451,7 @@ def _chip_entry(h: HostState, c, precision: str | None) -> ChipEntry:
         util_mean_pct=_r(c.util_mean_pct), util_max_pct=_r(c.util_max_pct), samples=c.samples,
         device_latency_s=_device_latency(h, c.index), flops_mean_per_s=None if flops is None else round(flops),
         peak_flops_per_s=peak, mfu_pct=None if flops is None or not peak else _r(100 * flops / peak),
+        util_stale_samples=c.util_stale_samples,
         ecc=Ecc(
             mem_corrected=totals.get("mem_ecc_corrected"), mem_uncorrected=totals.get("mem_ecc_uncorrected"),
             sram_corrected=totals.get("sram_ecc_corrected"), sram_uncorrected=totals.get("sram_ecc_uncorrected"),

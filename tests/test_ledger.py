@@ -347,10 +347,10 @@ def test_an_unexpected_fold_error_costs_one_line_counted_as_internal(monkeypatch
     ledger = Ledger("live")
     real_fold = HostState.fold
 
-    def fold_that_fails_once(self, report, received_s, declared_counters=False):
+    def fold_that_fails_once(self, report, received_s):
         if received_s == 1000.0:
             raise ZeroDivisionError("a defect in the fold")
-        real_fold(self, report, received_s, declared_counters)
+        real_fold(self, report, received_s)
 
     monkeypatch.setattr(HostState, "fold", fold_that_fails_once)
     feed(ledger, R.report([]), t=1000.0)

@@ -381,3 +381,140 @@ def test_cli_refuses_bad_prometheus_options(tmp_path, capsys, argv, message):
     err = capsys.readouterr().err
     assert message in err and "hunter2" not in err
     assert not (tmp_path / "r.json").exists()
+
+
+# --- bad input: one line never ends a source (issue 9.1, 9.2) --------------------------------
+
+
+def _gen2_body(host_index: int = 0, tick: int = 25) -> str:
+    state = ExporterState()
+    state.consume(SimHost(GEN2, host_index, 0, "healthy", 1.0).report(tick))
+    return state.render()
+
+
+def test_a_scrape_line_starting_with_a_brace_is_a_counted_rejection_and_the_source_goes_on():
+    ledger = Ledger("live")
+    body = _gen2_body() + '{__name__="neuroncore_utilization_ratio",instance_id="i-x",neuroncore="0"} 0.5\n'
+    ledger.ingest(Line("exp", "prometheus", 1000.0, scrape_line(body)))
+    ledger.ingest(Line("exp", "prometheus", 1001.0, scrape_line(_gen2_body(tick=26))))
+    stats = ledger.sources["exp"]
+    assert stats.rejected == {"not-exposition": 1} and "inside the braces" in stats.last_rejection
+    assert stats.reports == 1 and len(ledger.hosts) == 1
+
+
+@pytest.mark.parametrize("kind, text", [
+    ("promql", "[" * 5000),
+    ("promql", '{"instance_id": "i-1", "samples": ' + "[" * 5000 + "]" * 5000 + "}"),
+    ("prometheus", '{"body": ' + "[" * 5000 + "}"),
+])
+def test_deeply_nested_json_is_a_counted_rejection_not_a_recursion_error(kind, text):
+    ledger = Ledger("live")
+    ledger.ingest(Line("src", kind, 1000.0, text))
+    assert sum(ledger.sources["src"].rejected.values()) == 1 and not ledger.hosts
+
+
+def test_deeply_nested_server_answer_is_unreadable_not_a_recursion_error():
+    from trnwatch.collectors.prometheus_sources import AnswerUnreadable
+    with pytest.raises(AnswerUnreadable, match="RecursionError"):
+        host_lines([(None, b"[" * 5000)], 1.0, 0.0)
+    with pytest.raises(AnswerUnreadable):  # in Prometheus' own layout, decoded row by row
+        host_lines([(None, b'{"status":"success","data":{"resultType":"vector","result":[' + b"[" * 5000)], 1.0, 0.0)
+
+
+@pytest.mark.parametrize("label, value", [
+    ("neuron_device_count", "1000000"),
+    ("neuron_device_count", "18446744073709551616"),
+    ("neuroncore_per_device_count", "9" * 400),
+    ("neuroncore_per_device_count", "0"),
+    ("neuron_device_memory_size", "9" * 5000),
+    ("neuron_device_count", "\u00b2"),  # a digit to str.isdigit, not to int()
+])
+def test_hardware_counts_from_labels_are_bounded(label, value):
+    body = re.sub(rf'{label}="[^"]*"', f'{label}="{value}"', _gen2_body())
+    ledger = Ledger("live")
+    ledger.ingest(Line("exp", "prometheus", 1000.0, scrape_line(body)))
+    stats = ledger.sources["exp"]
+    assert stats.rejected == {"schema": 1} and not ledger.hosts
+    assert label in stats.last_rejection
+
+
+@pytest.mark.parametrize("pattern, replacement, reason", [
+    (r'neuroncore="15"', 'neuroncore="2048"', "schema"),
+    (r'neuron_device_index="3"', 'neuron_device_index="64"', "schema"),
+    (r'(neuroncore_utilization_ratio\{[^}]*\}) \S+', r"\1 1" + "0" * 400, "not-exposition"),  # beyond a float
+    (r'(neuroncore_utilization_ratio\{[^}]*\}) \S+', r"\1 1" + "0" * 5000, "schema"),  # float('1000...') is inf
+])
+def test_indices_and_values_from_input_are_bounded(pattern, replacement, reason):
+    body = re.sub(pattern, replacement, _gen2_body(), count=1)
+    assert body != _gen2_body()
+    ledger = Ledger("live")
+    ledger.ingest(Line("exp", "prometheus", 1000.0, scrape_line(body)))
+    assert ledger.sources["exp"].rejected == {reason: 1} and not ledger.hosts
+
+
+def test_scrapes_become_typed_records_that_declare_their_counters():
+    from trnwatch.collectors.prometheus import ExporterReport
+    (report,) = parse_prometheus_line("prometheus", scrape_line(_gen2_body()))
+    assert type(report) is ExporterReport and report.declared_counters
+    assert not Report.declared_counters  # neuron-monitor's own reports declare nothing
+
+
+# --- stale utilisation gauges (issue 9.8) --------------------------------------------------------
+
+
+def _hang_side_by_side(ticks: range, host_index: int = 2):
+    """The hang scenario's host read from its own stream and through the simulator's exporter,
+    scraped once per report: per tick, (direct chip utilisations, scraped ones, scraped host)."""
+    host = SimHost(GEN2, host_index, 0, "hang", 1.0)
+    state, direct, scraped = ExporterState(), Ledger("live"), Ledger("live")
+    for tick in ticks:
+        state.consume(host.report(tick))
+        direct.ingest(Line("stream", "neuron-monitor", 1000.0 + tick, host.report_line(tick)))
+        scraped.ingest(Line("exp", "prometheus", 1000.0 + tick, scrape_line(state.render())))
+        (a,), (b,) = direct.hosts.values(), scraped.hosts.values()
+        yield [c.util_pct for c in a.chips], [c.util_pct for c in b.chips], b
+
+
+def test_exporter_keeps_a_hung_hosts_last_busy_gauges():
+    host = SimHost(GEN2, 2, 0, "hang", 1.0)
+    state = ExporterState()
+    for tick in range(25, 35):  # the hang starts at tick 30: no core is listed from then on
+        state.consume(host.report(tick))
+    assert host.report(34)["neuron_runtime_data"][0]["report"]["neuroncore_counters"]["neuroncores_in_use"] == {}
+    busy = re.findall(r"^neuroncore_utilization_ratio\{.*\} (\S+)$", state.render(), re.M)
+    assert len(busy) == 16 and all(float(v) > 0.5 for v in busy)  # as the vendor script: never removed
+
+
+def test_stale_gauges_of_a_hung_host_read_as_its_own_stream_and_are_marked():
+    for tick, (direct, scraped, host) in zip(range(20, 40), _hang_side_by_side(range(20, 40))):
+        assert scraped == pytest.approx(direct, rel=1e-12, abs=1e-9), tick
+        stale = [chip.util_stale_cores for chip in host.chips]
+        if tick < 30:
+            assert stale == [()] * 4 and all(u > 50 for u in scraped)
+        else:
+            assert scraped == [0.0] * 4 and stale == [(4 * c, 4 * c + 1, 4 * c + 2, 4 * c + 3) for c in range(4)]
+    assert [c.util_stale_samples for c in host.chips] == [10] * 4
+
+
+def test_a_repeated_scrape_between_exporter_updates_changes_no_judgement():
+    host = SimHost(GEN2, 2, 0, "hang", 1.0)
+    state, ledger = ExporterState(), Ledger("live")
+    for tick in (27, 28):
+        state.consume(host.report(tick))
+        for again in range(2):  # polled twice per report: nothing moved the second time
+            ledger.ingest(Line("exp", "prometheus", 1000.0 + tick + again / 2, scrape_line(state.render())))
+    (h,) = ledger.hosts.values()
+    assert all(c.util_stale_cores == () and c.util_pct > 50 for c in h.chips)
+    state.consume(host.report(30))
+    for again in range(2):
+        ledger.ingest(Line("exp", "prometheus", 1030.0 + again / 2, scrape_line(state.render())))
+        assert all(len(c.util_stale_cores) == 4 and c.util_pct == 0.0 for c in h.chips)
+
+
+def test_receipt_says_how_many_samples_had_stale_gauges(tmp_path):
+    from trnwatch.ledger.receipt import build_receipt
+    *_, (_, _, host) = _hang_side_by_side(range(26, 36))
+    ledger = Ledger("live")
+    ledger.hosts[host.host_id] = host
+    receipt = build_receipt(ledger, "eof", written_at_s=2000.0)
+    assert [c.util_stale_samples for c in receipt.chips] == [6] * 4
