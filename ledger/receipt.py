@@ -608,7 +608,8 @@ EXECUTION_ERROR_STATUSES = ("completed_with_err", "completed_with_num_err", "tim
 
 def _failure_rate(job: dict[str, Any] | None, goodput: Goodput | None, runtimes: list[RuntimeEntry]) -> FailureRate:
     hours = goodput.window.seconds / 3600 if goodput is not None and goodput.window.seconds > 0 else None
-    failed_ranks = {f["rank"] for f in (job or {}).get("failures", [])}
+    # A rank gone silent is counted once, among the dead (the job section lists it as a silent failure too).
+    failed_ranks = {f["rank"] for f in (job or {}).get("failures", []) if f.get("kind") != "silent"}
     rank_failures = len(failed_ranks) + (job or {}).get("ranks", {}).get("dead", 0)
     restarts = len((job or {}).get("restarts", []))
     executions = errors = 0

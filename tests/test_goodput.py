@@ -81,3 +81,31 @@ def test_other_ranks_and_other_runs_do_not_move_the_attribution():
     assert clock.rank == 0
     assert clock.steady.steps == 5
     assert clock.breakdown()["window"]["end"] == pytest.approx(1000.0 + 11 + 2 + 5)
+
+
+def test_receipt_counts_a_failure_and_a_restart_with_its_segment():
+    import json
+
+    from trnwatch.ledger.ledger import Ledger
+    from trnwatch.ledger.receipt import build_receipt
+
+    events = js.steady_run([1.0] * 5, ranks=1, warmup_steps=0)
+    t = 1000.0 + 11 + 5
+    events += [js.event("error", t + 1, message="NRT timeout"), js.event("run_end", t + 1, status="failed"),
+               js.run_start(t + 10, restart=1, world_size=1), js.phase(t + 10, "init", "begin"),
+               js.event("checkpoint", t + 11, action="load", state="begin", step=3),
+               js.event("checkpoint", t + 13, action="load", state="end", step=3), js.phase(t + 13, "init", "end"),
+               js.phase(t + 13, "steady", "begin"), js.step(t + 14, 4, 1.0), js.step(t + 15, 5, 1.0)]
+    ledger = Ledger("live")
+    for line in js.lines(events):
+        ledger.ingest(line)
+    r = json.loads(build_receipt(ledger, "eof", written_at_s=0.0).to_json())
+    fr = r["failure_rate"]
+    assert (fr["rank_failures"], fr["restarts"]) == (1, 1)
+    hours = r["goodput"]["window"]["seconds"] / 3600
+    assert fr["restarts_per_hour"] == pytest.approx(1 / hours, rel=1e-3)
+    (restart,) = r["segments"]["restarts"]
+    assert (restart["checkpoint_step"], restart["load_s"], restart["steps_lost"]) == (3, 2.0, 2)
+    assert restart["time_to_first_step_s"] == pytest.approx(4.0)
+    g = r["goodput"]
+    assert g["productive_s"] + sum(g["badput_s"].values()) == pytest.approx(g["window"]["seconds"], abs=1e-5)
