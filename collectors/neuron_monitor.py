@@ -18,6 +18,10 @@ reports vary and strict where a value would be misread:
 
 A rejected line is reported as `ReportRejected` with a short reason; the caller counts it per
 source and the stream goes on.
+
+Every Struct keeps a keyword constructor (`Report(neuron_runtime_data=[...])`); built that way it
+is not validated, so a decoder building Reports from other data (collectors/prometheus.py) holds
+its values to the same bounds itself or passes plain data through `validate_report`.
 """
 
 from dataclasses import dataclass

@@ -431,3 +431,13 @@ def test_counter_names_from_input_are_bounded_per_runtime():
     (runtime,) = host.runtimes.values()
     assert len(runtime.executions.series) == MAX_COUNTERS_PER_FAMILY
     assert host.anomalies["counter-names-over-limit"] == 6 * MAX_NAMED_VALUES - MAX_COUNTERS_PER_FAMILY
+
+
+def test_hosts_beyond_the_limit_are_rejected_lines_not_memory(monkeypatch):
+    monkeypatch.setattr("trnwatch.ledger.ledger.MAX_HOSTS", 3)
+    ledger = Ledger("live")
+    for i in range(5):
+        feed(ledger, R.report([], instance_info=R.instance(f"i-{i}")), t=1000.0 + i)
+    feed(ledger, R.report([], instance_info=R.instance("i-0")), t=1010.0)  # a kept host goes on
+    assert set(ledger.hosts) == {"i-0", "i-1", "i-2"}
+    assert ledger.sources["h0"].rejected == {"too-many-hosts": 2} and ledger.sources["h0"].reports == 4
