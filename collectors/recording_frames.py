@@ -8,7 +8,7 @@ sequence of frames, each written with one append:
             zstd_bytes u32, raw_bytes u32, crc32 of the zstd bytes u32, entries u32, flags u32
     data    one zstd frame holding the entries, each a JSON head line, raw bytes after it when
             the head says `"n"`:
-              {"t": 1733050000.25, "src": "trn3-001", "kind": "neuron-monitor", "n": 24398}\\n
+              {"src": "trn3-001", "kind": "neuron-monitor", "t": 1733050000.25, "n": 24398}\\n
               <the 24,398 bytes of the line as received>\\n
               {"t", "src", "kind", "oversize": N}\\n                 (a line discarded for its length)
               {"t", "src", "kind", "event": "open"|"end"|"connecting"|"down", "error"}\\n
@@ -22,6 +22,7 @@ the last index record (a SIGKILL between the two appends) are found by scanning 
 """
 
 import json
+import math
 import struct
 import zlib
 from collections import Counter
@@ -78,6 +79,7 @@ class FrameEncoder:
         self.entries = 0
         self.flags = 0
         self.t_first_s = self.t_last_s = 0.0
+        self._line_heads: dict[tuple[str, str], bytes] = {}  # (source, kind) -> the head's fixed start
 
     def add(self, item: Line | SourceEvent) -> None:
         if isinstance(item, SourceEvent):
@@ -88,11 +90,16 @@ class FrameEncoder:
             self._head({"t": item.received_s, "src": item.source_id, "kind": item.kind,
                         "oversize": item.oversize_bytes}, item.received_s)
         else:
+            # The hot path (every line): the head's source and kind are encoded once per source.
+            key = (item.source_id, item.kind)
+            start = self._line_heads.get(key)
+            if start is None:
+                start = self._line_heads[key] = _json_bytes({"src": item.source_id, "kind": item.kind})[:-1] + b',"t":'
+            t = item.received_s
+            self._note(t)
             body = item.text.encode("utf-8", "surrogatepass")
-            self._head({"t": item.received_s, "src": item.source_id, "kind": item.kind, "n": len(body)},
-                       item.received_s)
-            self.buffer += body
-            self.buffer += b"\n"
+            time_text = repr(t) if math.isfinite(t) else json.dumps(t)
+            self.buffer += b"".join((start, time_text.encode(), b',"n":', str(len(body)).encode(), b"}\n", body, b"\n"))
 
     def add_catalog(self, sources: dict[str, str], host_ids: list[str]) -> None:
         """Sources and hosts first seen in this file, at the frame's last time."""
@@ -100,17 +107,22 @@ class FrameEncoder:
         self.flags |= CATALOG
 
     def _head(self, head: dict, t_s: float) -> None:
+        self._note(t_s)
+        self.buffer += _json_bytes(head) + b"\n"
+
+    def _note(self, t_s: float) -> None:
+        """One more entry, received at `t_s`."""
         if not self.entries:
             self.t_first_s = self.t_last_s = t_s
-        else:
-            self.t_first_s, self.t_last_s = min(self.t_first_s, t_s), max(self.t_last_s, t_s)
+        elif t_s < self.t_first_s:
+            self.t_first_s = t_s
+        elif t_s > self.t_last_s:
+            self.t_last_s = t_s
         self.entries += 1
-        self.buffer += json.dumps(head, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
-        self.buffer += b"\n"
 
     def take(self, offset: int, flags: int = 0) -> tuple[bytes, FrameInfo]:
         """The frame's bytes (meta + zstd) and its index record; the encoder starts a new frame."""
-        data = self._compressor.compress(bytes(self.buffer))
+        data = self._compressor.compress(self.buffer)
         info = FrameInfo(self.t_first_s, self.t_last_s, offset, META_BYTES + len(data), len(self.buffer),
                          self.entries, self.flags | flags)
         meta = _META.pack(SKIPPABLE_MAGIC, _META_PAYLOAD_BYTES, info.t_first_s, info.t_last_s, len(data),
@@ -118,6 +130,10 @@ class FrameEncoder:
         self.buffer = bytearray()
         self.entries = self.flags = 0
         return meta + data, info
+
+
+def _json_bytes(value: dict) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
 
 
 def header_frame(header_json: str, t_s: float) -> bytes:

@@ -195,3 +195,17 @@ def test_replay_window_and_info_from_the_command_line(tmp_path):
     assert "compression" in info.stdout
     bad = run(["replay", str(rec), "--from", "noon"])
     assert bad.returncode == 2 and "not seconds or an ISO-8601 time" in bad.stderr
+
+
+def test_rotate_takes_a_size_or_an_age_and_refuses_anything_else():
+    from trnwatch.cli import build_parser
+    parse = lambda *a: build_parser().parse_args(["record", "d", "--stdin", *a])  # noqa: E731
+    assert parse("--rotate", "512M", "--rotate", "6h").rotate == [("bytes", 512 << 20), ("s", 6 * 3600.0)]
+    assert parse("--rotate", "1GiB").rotate == [("bytes", 1 << 30)]
+    assert parse("--rotate", "2GB").rotate == [("bytes", 2 << 30)]
+    assert parse("--rotate", "1000").rotate == [("bytes", 1000)]
+    assert parse("--rotate", "10m").rotate == [("s", 600.0)]  # lower-case m: minutes; M: MiB
+    assert parse("--rotate", "1d", "--retain", "7").retain == 7
+    for bad in (["--rotate", "soon"], ["--rotate", "0"], ["--rotate", "5q"], ["--retain", "0"]):
+        result = run(["record", "d", "--stdin", *bad])
+        assert result.returncode == 2 and ("--rotate" in result.stderr or "--retain" in result.stderr)
