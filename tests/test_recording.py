@@ -9,13 +9,13 @@ import zstandard
 
 from trnwatch.collectors.lines import Line, SourceEvent
 from trnwatch.collectors.recording import FRAME_MAX_RAW_BYTES, Recorder, RecordingError, Rotation, index_path
-from trnwatch.collectors.recording_frames import INDEX_RECORD_BYTES, META_BYTES, read_index
+from trnwatch.collectors.recording_frames import INDEX_RECORD_BYTES, META_BYTES, FrameInfo, read_index
 from trnwatch.collectors.recording_reader import Recording, TimeArg, describe
 from tests.recordings import T0, read_all, synthetic_items, write_synthetic, write_v1
 
 
 def _frames(path):
-    return read_index(index_path(path).read_bytes())
+    return [FrameInfo._make(r) for r in read_index(index_path(path).read_bytes())]
 
 
 def test_entries_round_trip_exactly_raw_not_reescaped(tmp_path):
@@ -78,7 +78,7 @@ def test_last_minute_of_a_day_reads_only_the_frames_it_needs(tmp_path):
     assert [i.event for i in items if isinstance(i, SourceEvent)] == ["open", "end"]
     # the first frame (it holds the source's open), then about a minute of frames
     assert recording.stats.frames_read <= 63
-    per_frame = max(f.frame_bytes for f in recording.files[0].frames)
+    per_frame = max(f.frame_bytes for f in _frames(path))
     assert recording.stats.bytes_read <= 64 * per_frame + 4096 < size / 1000
     assert recording.stats.index_bytes_read == 86_400 * INDEX_RECORD_BYTES
 
