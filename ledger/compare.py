@@ -297,6 +297,15 @@ def _show(value: object) -> str:
     return "".join(ch for ch in str(value) if ch.isprintable()).replace("|", "\\|")
 
 
+def _with_unit(value: float | None, unit: str) -> str:
+    """A figure with its unit; seconds under one second in milliseconds."""
+    if value is None:
+        return "unknown"
+    if unit == "s" and abs(value) < 1:
+        return f"{value * 1e3:.4g} ms"
+    return f"{_show(value)} {unit}".rstrip()
+
+
 def refusal_message(result: Comparison) -> str:
     """Why the comparison was refused: every mismatched field with both values."""
     lines = ["trnwatch compare: refused: the receipts are not at the same boundary:"]
@@ -330,11 +339,10 @@ def render_markdown(result: Comparison, baseline_name: str, candidate_name: str)
     lines += ["", f"Baseline: `{_show(baseline_name)}`; candidate: `{_show(candidate_name)}`.", "",
               "| figure | baseline | candidate | change | change % | exceeds noise |", "|---|---|---|---|---|---|"]
     for f in result.figures:
-        unit = f" {f.unit}" if f.unit else ""
         pct = "n/a" if f.change_pct is None else f"{f.change_pct:+.2f}%"
-        change = "n/a" if f.change is None else ("+" if f.change >= 0 else "") + f"{_show(f.change)}{unit}"
-        lines.append(f"| {_show(f.name)} ({f.better} is better) | {_show(f.baseline)}{unit if f.baseline is not None else ''} | "
-                     f"{_show(f.candidate)}{unit if f.candidate is not None else ''} | {change} | {pct} | {_noise(f)} |")
+        change = "n/a" if f.change is None else ("+" if f.change >= 0 else "-") + _with_unit(abs(f.change), f.unit)
+        lines.append(f"| {_show(f.name)} ({f.better} is better) | {_with_unit(f.baseline, f.unit)} | "
+                     f"{_with_unit(f.candidate, f.unit)} | {change} | {pct} | {_noise(f)} |")
     lines += [""] + [f"- {note}" for note in result.notes]
     lines += [f"- Noise: {NOISE_METHOD}.", ""]
     return "\n".join(lines)
