@@ -257,6 +257,14 @@ def compare(baseline: dict, candidate: dict, allow: set[str] | None = None) -> C
     _check_receipt(baseline, "the baseline")
     _check_receipt(candidate, "the candidate")
     allow = {field_name(name) for name in allow or set()}
+    try:
+        return _compare(baseline, candidate, allow)
+    except (AttributeError, TypeError, ValueError, KeyError, ZeroDivisionError) as exc:
+        # A receipt edited by hand or cut short: say so rather than crash.
+        raise CompareError(f"a receipt has a malformed field ({type(exc).__name__}: {exc})") from None
+
+
+def _compare(baseline: dict, candidate: dict, allow: set[str]) -> Comparison:
     bb, bc = boundary_of(baseline), boundary_of(candidate)
     mismatched, unverified = [], []
     for key in BOUNDARY_FIELDS:

@@ -166,3 +166,9 @@ def test_a_receipt_from_before_the_boundary_existed_compares_with_unknowns_named
     other = dict(old, evidence="live")
     code, _, err = run_cli(tmp_path, capsys, old, other)
     assert code == 3 and "evidence: baseline simulated, candidate live" in err
+
+
+def test_a_malformed_receipt_is_a_clear_error_not_a_crash(tmp_path, capsys, base):
+    broken = dict(base, job=["not", "an", "object"], segments={"steady": {"step_time_samples_s": ["x"] * 9}})
+    code, out, err = run_cli(tmp_path, capsys, broken, base)
+    assert code == 2 and "malformed field" in err and out == ""
