@@ -21,7 +21,8 @@ from trnwatch.collectors.job_events import JobLineError, decode_job_line
 from trnwatch.collectors.job_log import parse_job_log_stats
 from trnwatch.ledger.goodput import GoodputClock
 from trnwatch.ledger.hosts import HostState
-from trnwatch.ledger.job import JobDiagnosis, JobLedger
+from trnwatch.ledger.job import JobDiagnosis, JobEventRejected, JobLedger
+from trnwatch.ledger.job_summary import JobSection
 from trnwatch.ledger.rollups import ClusterRollup, UltraServerRollup, cluster_rollup, source_periods_s, ultraserver_rollup
 
 Evidence = Literal["live", "replayed", "simulated"]
@@ -97,8 +98,11 @@ class SourceStats:
 class Ledger:
     """All scoped state of one session. Feed it `Line`s; read hosts, chips and rollups."""
 
-    def __init__(self, mode: Evidence, ultraservers: dict[str, str] | None = None):
+    def __init__(self, mode: Evidence, ultraservers: dict[str, str] | None = None,
+                 job_rules: dict[str, float] | None = None):
         self.mode: Evidence = mode
+        # JobLedger thresholds (`late_after_s`, `stall_after_s`, ...) from the command line.
+        self.job_rules: dict[str, float] = dict(job_rules or {})
         self.ultraserver_overrides: dict[str, str] = dict(ultraservers or {})
         self.sources: dict[str, SourceStats] = {}
         self.hosts: dict[str, HostState] = {}
@@ -166,16 +170,20 @@ class Ledger:
         except JobLineError as exc:
             stats.count_rejection("job-schema", str(exc))
             return
-        if self.job is None:
-            self.job = JobLedger()
+        job = self.job if self.job is not None else JobLedger(**self.job_rules)
+        try:
+            job.ingest(decoded.event, line.received_s)
+        except JobEventRejected as exc:
+            stats.count_rejection(exc.reason, str(exc))
+            return
+        self.job = job
         if self.goodput is None:
             self.goodput = GoodputClock()
-        self.job.dropped_fields.update(decoded.dropped_fields)
+        job.dropped_fields.update(decoded.dropped_fields)
         if stats.first_s is None:
             stats.first_s = line.received_s
         stats.last_s = line.received_s
         stats.reports += 1
-        self.job.ingest(decoded.event, line.received_s)
         self.goodput.ingest(decoded.event)
 
     def _ingest_job_log(self, stats: SourceStats, line: Line) -> None:
@@ -186,7 +194,7 @@ class Ledger:
             return
         stats.log_profile, stats.unparsed_lines = counts.profile, counts.unparsed
         if self.job is None:
-            self.job = JobLedger()
+            self.job = JobLedger(**self.job_rules)
         self.job.log_profiles[stats.source_id] = counts.profile
 
     def _fold_report(self, stats: SourceStats, source_id: str, t: float, report: Report) -> bool:
@@ -268,6 +276,12 @@ class Ledger:
         if self.job is None:
             return None
         return self.job.diagnose(now_s, lambda host, chip: self.chip_util_pct(host, chip, now_s))
+
+    def job_summary(self, now_s: float) -> JobSection | None:
+        """The job section (receipt, snapshot) with the same device evidence, or None without job data."""
+        if self.job is None:
+            return None
+        return self.job.summary(now_s, lambda host, chip: self.chip_util_pct(host, chip, now_s))
 
     def ultraserver_of(self, host: HostState) -> str | None:
         """UltraServer of a host: configuration first (by host id or stream label), then the

@@ -18,6 +18,7 @@ from trnwatch.ledger.counters import Reading
 from trnwatch.ledger.goodput import THROUGHPUT_POINTS, GoodputClock
 from trnwatch.ledger.hosts import HISTORY_SAMPLES, HostState
 from trnwatch.ledger.job import percentile
+from trnwatch.ledger.job_summary import JobSection
 from trnwatch.ledger.ledger import Evidence, Ledger
 from trnwatch.outside import json_safe
 
@@ -334,7 +335,7 @@ class Receipt(_Section):
     failure_rate: FailureRate
     sequence_lengths: SequenceLengths | None  # null unless steps carry seq_len
     timeline: Timeline
-    job: dict[str, Any] | None
+    job: JobSection | None  # typed in ledger/job_summary.py
     output_failures: list[OutputFailure] = []
     recording: RecordingEntry | None = None
     replay: ReplayEntry | None = None
@@ -361,7 +362,7 @@ def build_receipt(ledger: Ledger, exit_reason: ExitReason, recorded_evidence: Ev
     """Assemble the receipt from the ledger's current state, written at `written_at_s` (wall clock,
     passed in). The job section is judged at the window's end (the last line received), so a
     replay gives the same job figures."""
-    job = ledger.job.summary(ledger.last_s) if ledger.job is not None and ledger.last_s is not None else None
+    job = ledger.job_summary(ledger.last_s) if ledger.last_s is not None else None
     hosts = sorted(ledger.hosts.values(), key=lambda h: h.host_id)
     # The derived sections read the job section as the JSON has it (a typed model dumps to that).
     job_data = job if job is None or isinstance(job, dict) else job.model_dump(mode="json")

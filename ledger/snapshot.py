@@ -14,6 +14,7 @@ from typing import Any
 
 from trnwatch import __version__
 from trnwatch.ledger.hosts import ChipState, HostState, RuntimeState
+from trnwatch.ledger.job_summary import JobSection
 from trnwatch.ledger.ledger import Evidence, Ledger
 from trnwatch.ledger.rollups import chip_ecc, hbm_fill_pct, source_periods_s
 from trnwatch.outside import clean, json_safe
@@ -38,7 +39,7 @@ def _age(now_s: float, t_s: float | None) -> float | None:
     return None if t_s is None else _r(max(0.0, now_s - t_s))
 
 
-def build_snapshot(ledger: Ledger, now_s: float, job: dict[str, Any] | None = None,
+def build_snapshot(ledger: Ledger, now_s: float, job: JobSection | None = None,
                    recorded_evidence: Evidence | None = None, *, written_at_s: float) -> dict[str, Any]:
     """Every scope of `ledger` judged at `now_s`; `job` is `JobLedger.summary(now_s)` or None
     when no job telemetry is connected (then the section says so instead of holding zeros).
@@ -64,7 +65,8 @@ def build_snapshot(ledger: Ledger, now_s: float, job: dict[str, Any] | None = No
         "ultraservers": [_ultraserver(ledger, us, members, now_s) for us, members in sorted(ledger.ultraservers().items())],
         "hosts": [_host(ledger, h, now_s) for h in hosts],
         "chips": [_chip(h, c, now_s) for h in hosts for c in h.chips],
-        "job": job if job is not None else {"connected": False, "note": "no job telemetry connected: no job figures"},
+        "job": job.model_dump(mode="json") if job is not None
+        else {"connected": False, "note": "no job telemetry connected: no job figures"},
     }
 
 
@@ -201,9 +203,23 @@ def render_text(snap: dict[str, Any], lowest: int = 5) -> str:
     if job.get("connected") is False:
         lines.append("  no job telemetry connected: no step, throughput or collective figures")
     else:
-        lines.append(f"  run {clean(job.get('run'))}: {job.get('verdict')} - {clean(job.get('reason'))}")
-        t = job.get("throughput")
+        lines.append(f"  run {clean(job['run'])}: {job['verdict'].upper()} - {clean(job['reason'])}")
+        for s in job["suspects"][:lowest]:
+            chip = "?" if s["chip"] is None else s["chip"]
+            lines.append(f"  suspect rank {s['rank']}: host {clean(s['host'] or '?')} chip {chip} "
+                         f"core {'?' if s['core'] is None else s['core']}, region {clean(s['region'] or 'n/a')}, "
+                         f"step {s['step']}: {clean(s['evidence']['why'])}")
+        if len(job["suspects"]) > lowest:
+            lines.append(f"  ... {len(job['suspects']) - lowest} more suspect(s) in the JSON")
+        r = job["ranks"]
+        lines.append(f"  ranks: {r['running']} running, {r['finished']} finished, {r['failed']} failed, {r['dead']} dead"
+                     + (f", {r['unknown']} never heard from" if r["unknown"] else "") + f" (world size {r['world_size']})")
+        t = job["throughput"]
         if t:
             tokens = "tokens/s n/a" if t["tokens_per_s"] is None else f"{t['tokens_per_s']:,.0f} tokens/s"
-            lines.append(f"  {tokens}; step time p50 {t['step_time_s']['p50']} s")
+            live = job["verdict"] in ("steady", "slow", "compiling", "checkpointing", "finished")
+            lead = "" if live else "last steady "
+            age = "" if live else f", {t['last_step_age_s']:.0f} s ago"
+            lines.append(f"  {lead}{tokens} over steps {t['first_step']}-{t['last_step']}{age}; "
+                         f"step time p50 {t['step_time_s']['p50']} s")
     return "\n".join(lines) + "\n"

@@ -83,7 +83,7 @@ def test_a_wrong_typed_optional_field_costs_that_field_and_is_counted():
         "run_start.lnc": 1, "step.seq_len": 1, "checkpoint.blocking": 1, "checkpoint.tag": 1,
         "error.exit_code": 1, "error.signal": 1,
     }
-    assert build_receipt(ledger, "eof", written_at_s=0.0).job["dropped_fields"]["step.seq_len"] == 1
+    assert build_receipt(ledger, "eof", written_at_s=0.0).job.dropped_fields["step.seq_len"] == 1
 
 
 def test_a_wrong_typed_field_of_the_first_list_still_rejects_the_line():

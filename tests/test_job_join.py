@@ -31,7 +31,7 @@ def test_stall_suspect_carries_its_chips_utilisation_against_peers(tmp_path):
     (suspect,) = diagnosis.suspects
     assert (suspect.rank, suspect.host, suspect.chip) == (3 * 16 + 2, hosts[3].instance_name, 2)
     # hung job: the suspect's chip and its peers all idle, and the evidence says so with numbers
-    assert suspect.chip_util_pct == 0.0 and suspect.peer_chip_util_median_pct == 0.0
+    assert suspect.evidence.chip_util_pct == 0.0 and suspect.evidence.peer_chip_util_median_pct == 0.0
 
 
 def test_watch_job_dir_alone_gives_the_job_scope(tmp_path):

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from trnwatch.collectors.job_events import SCHEMA_VERSION, parse_job_line
-from trnwatch.ledger.job import COLLECTIVE_WINDOW, STEP_WINDOW, WAIT_WINDOW_STEPS, JobLedger, percentile
+from trnwatch.ledger.job import COLLECTIVE_WINDOW, STEP_WINDOW, WAIT_WINDOW_STEPS, JobEventRejected, JobLedger, percentile
 
 T0 = 1_800_000_000.0
 
@@ -102,7 +102,7 @@ def test_warmup_and_checkpoint_steps_are_not_steady_state():
     events += [step(0, T0 + 100 + n, n, step_time_s=1.0) for n in range(2, 12)]
     events += [phase(0, T0 + 112, "checkpoint", "begin"), step(0, T0 + 140, 12, step_time_s=28.0), phase(0, T0 + 140, "checkpoint", "end")]
     ledger = fold(JobLedger(), events)
-    summary = ledger.summary(T0 + 141)
+    summary = ledger.summary(T0 + 141).model_dump(mode='json')
     assert summary["throughput"]["step_time_s"] == {"p50": 1.0, "p90": 1.0, "p99": 1.0}
     assert summary["throughput"]["tokens_per_s"] == pytest.approx(64 * 4096)
 
@@ -117,7 +117,7 @@ def test_step_time_and_collective_windows_are_bounded():
     assert len(ledger.collective_latency_s["all_reduce"]) == COLLECTIVE_WINDOW
     assert len(ledger.ranks[1].wait_per_step) == WAIT_WINDOW_STEPS
     assert ledger.collective_count["all_reduce"] == 6000
-    summary = ledger.summary(T0 + 3001)
+    summary = ledger.summary(T0 + 3001).model_dump(mode='json')
     latency = summary["collectives"]["all_reduce"]["latency_s"]
     assert latency["p50"] <= latency["p90"] <= latency["p99"]
     window = [float(n % 100 + 1) for n in range(3001 - STEP_WINDOW, 3001)]
@@ -144,10 +144,10 @@ def test_stall_names_the_rank_whose_region_differs_from_the_majority():
     [suspect] = diagnosis.suspects
     assert (suspect.rank, suspect.host, suspect.chip, suspect.core) == (11, "trn3-02", 3, 6)
     assert (suspect.region, suspect.step) == ("dataloader", 41)
-    assert suspect.region_age_s == pytest.approx(45 - 0.2)
-    assert (suspect.chip_util_pct, suspect.peer_chip_util_median_pct) == (0.0, 97.0)
+    assert suspect.evidence.region_age_s == pytest.approx(45 - 0.2)
+    assert (suspect.evidence.chip_util_pct, suspect.evidence.peer_chip_util_median_pct) == (0.0, 97.0)
     assert "15 rank(s) in collective:all_reduce at step 41" in diagnosis.reason
-    assert diagnosis.stall_threshold_s == 30.0
+    assert diagnosis.threshold_s == 30.0
 
 
 def test_stall_names_a_group_of_suspects_in_the_same_wrong_place():
@@ -164,19 +164,33 @@ def test_stall_names_a_group_of_suspects_in_the_same_wrong_place():
     assert "12 rank(s) in collective:all_reduce at step 41" in diagnosis.reason
 
 
-def test_no_stall_before_the_threshold():
-    now_s = T0 + 41 + 25
+def test_late_before_stalled_names_the_same_rank_and_steady_before_late():
+    now_s = T0 + 41 + 25  # 25 s without a step: > max(3 x p99 1 s, 5 s), < 30 s
+    diagnosis = fold(JobLedger(), hung_job_16_ranks(now_s)).diagnose(now_s)
+    assert diagnosis.verdict == "late" and diagnosis.threshold_s == 5.0
+    assert [s.rank for s in diagnosis.suspects] == [11]
+    assert diagnosis.reason.startswith("rank 11 (host trn3-02 chip 3)")
+    now_s = T0 + 41 + 4.5
     assert fold(JobLedger(), hung_job_16_ranks(now_s)).diagnose(now_s).verdict == "steady"
+
+
+def test_late_and_stall_floors_are_configurable():
+    now_s = T0 + 41 + 12
+    ledger = fold(JobLedger(late_after_s=15.0, stall_after_s=10.0), hung_job_16_ranks(now_s))
+    assert ledger.diagnose(now_s).verdict == "stalled"  # stall floor 10 s < 12 s
+    ledger = fold(JobLedger(late_after_s=15.0), hung_job_16_ranks(now_s))
+    assert ledger.diagnose(now_s).verdict == "steady"  # late floor 15 s > 12 s
 
 
 def test_stall_threshold_scales_with_the_median_step_time():
     events = running_job(ranks=2, steps=10, step_time_s=10.0)
     last_step_s = T0 + 1 + 100
     ledger = fold(JobLedger(), events + [heartbeat(r, last_step_s + 45, 11, "compute", last_step_s) for r in range(2)])
-    assert ledger.diagnose(last_step_s + 45).verdict == "steady"  # 45 s < 5 x 10 s
+    assert ledger.diagnose(last_step_s + 25).verdict == "steady"  # 25 s < 3 x p99 10 s
+    assert ledger.diagnose(last_step_s + 45).verdict == "late"  # 30 s < 45 s < 5 x 10 s
     ledger = fold(ledger, [heartbeat(r, last_step_s + 55, 11, "compute", last_step_s) for r in range(2)])
     diagnosis = ledger.diagnose(last_step_s + 55)
-    assert diagnosis.verdict == "stalled" and diagnosis.stall_threshold_s == 50.0
+    assert diagnosis.verdict == "stalled" and diagnosis.threshold_s == 50.0
     assert diagnosis.suspects == ()  # everyone in the same place: no rank to blame from heartbeats
 
 
@@ -193,7 +207,7 @@ def test_a_rank_whose_heartbeats_stop_is_dead_not_stalled():
     for t in range(12, 60):  # ranks 0-2 keep beating (hung, but alive); rank 3 went silent at 12 s
         events += [heartbeat(r, T0 + t, 11, "collective:all_reduce", T0 + 11.5) for r in range(3 if t > 12 else 4)]
     ledger = fold(JobLedger(), events)
-    assert ledger.diagnose(T0 + 12 + 9.5).verdict == "steady"  # within dead_after_s
+    assert ledger.diagnose(T0 + 12 + 9.5).verdict == "late"  # within dead_after_s: hung, not dead
     diagnosis = ledger.diagnose(T0 + 59)
     assert diagnosis.verdict == "dead"
     assert [s.rank for s in diagnosis.suspects] == [3]
@@ -207,12 +221,13 @@ def test_a_killed_rank_is_named_when_its_peers_end_aborted():
     diagnosis = fold(JobLedger(), events).diagnose(T0 + 30)
     assert diagnosis.verdict == "failed"
     assert [s.rank for s in diagnosis.suspects] == [1, 0, 2]
-    assert "rank(s) 1 went silent" in diagnosis.reason
+    assert diagnosis.reason.startswith("first failure rank 1 (host trn3-00 chip 1): went silent")
 
 
 def test_ranks_seen_only_through_passive_sources_are_never_dead():
     ledger = fold(JobLedger(), [step(0, T0 + n, n) for n in range(1, 5)])
-    assert ledger.diagnose(T0 + 20).verdict == "steady"
+    assert ledger.diagnose(T0 + 7).verdict == "steady"
+    assert ledger.diagnose(T0 + 20).verdict == "late"  # not dead: no heartbeats to judge by
     diagnosis = ledger.diagnose(T0 + 100)
     assert diagnosis.verdict == "stalled" and "no heartbeats" in diagnosis.reason
 
@@ -255,7 +270,7 @@ def test_compile_timeline_and_cache_hits():
     events += [phase(0, T0 + 3, "compile", "begin", cache="miss"), phase(0, T0 + 3.5, "compile", "end", cache="hit")]
     events += [phase(0, T0 + 603, "compile", "end", cache="miss"), phase(0, T0 + 603, "warmup", "begin")]
     ledger = fold(JobLedger(), events)
-    summary = ledger.summary(T0 + 604)
+    summary = ledger.summary(T0 + 604).model_dump(mode='json')
     assert (summary["cold_compiles"], summary["cold_compile_s"], summary["compile_cache_hits"]) == (1, 600.0, 1)
     assert [(p["phase"], p["duration_s"]) for p in summary["phases"]] == [("init", 2.0), ("compile", 600.0), ("warmup", None)]
     assert ledger.diagnose(T0 + 604).verdict == "compiling"  # warmup open: still starting up
@@ -267,13 +282,13 @@ def test_restart_from_checkpoint_time_and_redone_steps():
     events += [ev("run_end", 1, T0 + 17.5, status="failed"), ev("run_end", 0, T0 + 18, status="aborted")]
     ledger = fold(JobLedger(), events)
     diagnosis = ledger.diagnose(T0 + 19)
-    assert diagnosis.verdict == "failed" and "first rank 1" in diagnosis.reason
+    assert diagnosis.verdict == "failed" and diagnosis.reason.startswith("first failure rank 1")
     resumed = [start(r, T0 + 30, world=2, restart=1) for r in range(2)]
     resumed += [ev("checkpoint", r, T0 + 32, action="load", state="begin", step=15) for r in range(2)]
     resumed += [ev("checkpoint", r, T0 + 34, action="load", state="end", step=15) for r in range(2)]
     resumed += [step(r, T0 + 40, 16) for r in range(2)]
     fold(ledger, resumed)
-    summary = ledger.summary(T0 + 41)
+    summary = ledger.summary(T0 + 41).model_dump(mode='json')
     assert summary["restarts"] == [
         {"restart": 1, "from_step": 15, "steps_redone": 1, "checkpoint_load_s": 2.0, "restart_to_first_step_s": 10.0}
     ]
@@ -285,26 +300,132 @@ def test_restart_from_checkpoint_time_and_redone_steps():
 def test_finished_no_data_and_foreign_runs():
     assert JobLedger().diagnose(T0).verdict == "no-data"
     events = running_job(ranks=2, steps=3) + [ev("run_end", r, T0 + 5, status="success") for r in range(2)]
-    events.append(step(0, T0 + 6, 99, loss=None).model_copy(update={"run": "other"}))
     ledger = fold(JobLedger(), events)
+    with pytest.raises(JobEventRejected) as rejected:
+        ledger.ingest(step(0, T0 + 6, 99, loss=None).model_copy(update={"run": "other"}), T0 + 6)
+    assert rejected.value.reason == "job-foreign-run"
     assert ledger.diagnose(T0 + 3600).verdict == "finished"  # ended ranks are not dead
-    assert ledger.foreign_run_events == 1 and ledger.ranks[0].last_step == 3
+    assert ledger.ranks[0].last_step == 3
 
 
 def test_a_stall_that_ended_is_kept_for_the_receipt():
     events = running_job(ranks=2, steps=10)
     events += [heartbeat(r, T0 + 11 + t, 11, "collective:all_reduce" if r else "dataloader", T0 + 11.2) for t in range(1, 100) for r in range(2)]
     events += [step(r, T0 + 111, 11) for r in range(2)]
-    summary = fold(JobLedger(), events).summary(T0 + 112)
+    summary = fold(JobLedger(), events).summary(T0 + 112).model_dump(mode='json')
     [stall] = summary["stalls"]
-    assert stall["duration_s"] == pytest.approx(100.0) and stall["suspects"] == [0]
+    assert stall["duration_s"] == pytest.approx(100.0) and [s["rank"] for s in stall["suspects"]] == [0]
 
 
 def test_summary_carries_the_run_description():
-    summary = fold(JobLedger(), running_job(ranks=8, steps=3)).summary(T0 + 5)
+    summary = fold(JobLedger(), running_job(ranks=8, steps=3)).summary(T0 + 5).model_dump(mode='json')
     assert summary["model"] == {"name": "llama", "params": 8_000_000_000}
     assert (summary["precision"], summary["global_batch"], summary["micro_batch"], summary["seq_len"]) == ("bf16", 64, 1, 4096)
     assert summary["parallel"] == {"tp": 4, "pp": 1, "dp": 2} and summary["lnc"] == 2
     assert summary["ranks"]["seen"] == 8 and summary["ranks"]["hosts"] == 2 and summary["ranks"]["world_size"] == 8
     assert summary["versions"] == {"neuronx-distributed": "0.17.26814"}
     json.dumps(summary)  # JSON-ready for the receipt
+
+
+def test_steady_begins_at_the_explicit_steady_phase_and_early_steps_are_warmup():
+    """The issue's case: init, a 20 s compile, two steps with no phase open, then steady from step 3."""
+    events = [start(0, T0, world=1), phase(0, T0, "init", "begin"), phase(0, T0 + 1, "init", "end"),
+              phase(0, T0 + 1, "compile", "begin"), phase(0, T0 + 21, "compile", "end"),
+              step(0, T0 + 21.5, 1, step_time_s=20.5), step(0, T0 + 22, 2, step_time_s=0.5),
+              phase(0, T0 + 22, "steady", "begin")]
+    events += [step(0, T0 + 22 + 0.25 * n, n, step_time_s=0.25) for n in range(3, 23)]
+    t = fold(JobLedger(), events).summary(T0 + 28).throughput
+    assert (t.boundary, t.warmup_steps, t.first_step, t.last_step, t.steps_in_window) == ("explicit", 2, 3, 22, 20)
+    assert t.step_time_s.p99 == 0.25 and t.tokens_per_s == pytest.approx(64 * 4096 / 0.25)
+    assert t.steady_s == pytest.approx(5.0) and t.begin_ts == T0 + 22.5 and t.end_ts == T0 + 27.5
+
+
+def test_without_phases_the_warmup_is_inferred_from_step_times():
+    events = [start(0, T0, world=1), step(0, T0 + 30, 1, step_time_s=30.0), step(0, T0 + 32, 2, step_time_s=2.0)]
+    events += [step(0, T0 + 32 + 0.5 * (n - 2), n, step_time_s=0.5) for n in range(3, 13)]
+    t = fold(JobLedger(), events).summary(T0 + 37).throughput
+    assert (t.boundary, t.warmup_steps, t.first_step, t.steps_in_window) == ("inferred", 2, 3, 10)
+    assert t.step_time_s.p99 == 0.5 and t.tokens_per_s == pytest.approx(64 * 4096 / 0.5)
+
+
+def test_throughput_is_not_averaged_over_a_stall_or_a_blocking_checkpoint():
+    events = running_job(ranks=1, steps=10)  # steps 1-10 at 1 s
+    events += [step(0, T0 + 11 + 80, 11, step_time_s=80.0)]  # a step that held an 80 s stall
+    events += [ev("checkpoint", 0, T0 + 91.5, action="save", state="begin", step=11),
+               ev("checkpoint", 0, T0 + 95, action="save", state="end", step=11),
+               step(0, T0 + 96, 12, step_time_s=4.5)]  # this step's time holds the blocking save
+    events += [step(0, T0 + 96 + n, 12 + n, step_time_s=1.0) for n in range(1, 4)]
+    ledger = fold(JobLedger(), events)
+    t = ledger.summary(T0 + 99).throughput
+    assert t.steps_in_window == 13 and t.excluded_steps == 2 and t.steady_s == pytest.approx(13.0)
+    assert t.tokens_per_s == pytest.approx(64 * 4096 / 1.0)
+    assert [s.kind for s in ledger.ranks[0].steps][10:12] == ["late", "other"]
+
+
+def test_a_background_checkpoint_masks_neither_late_nor_stalled():
+    events = running_job(ranks=2, steps=10)
+    events += [ev("checkpoint", r, T0 + 11.5, action="save", state="begin", step=10, blocking=False) for r in range(2)]
+    events += [heartbeat(r, T0 + 11 + 40, 11, "collective:all_reduce" if r else "dataloader", T0 + 11.2) for r in range(2)]
+    ledger = fold(JobLedger(), events)
+    assert ledger.diagnose(T0 + 11 + 8).verdict == "late"
+    diagnosis = ledger.diagnose(T0 + 11 + 40)
+    assert diagnosis.verdict == "stalled" and [s.rank for s in diagnosis.suspects] == [0]
+    # the same save without blocking=false is a synchronous save: it explains the pause
+    blocking = [e.model_copy(update={"blocking": None}) if e.event == "checkpoint" else e for e in events]
+    assert fold(JobLedger(), blocking).diagnose(T0 + 11 + 40).verdict == "checkpointing"
+
+
+def test_a_background_save_ending_is_not_progress():
+    events = running_job(ranks=1, steps=10)
+    events += [ev("checkpoint", 0, T0 + 11.5, action="save", state="begin", step=10, blocking=False),
+               ev("checkpoint", 0, T0 + 30, action="save", state="end", step=10, blocking=False)]
+    ledger = fold(JobLedger(), events)
+    assert ledger.last_progress_ts == T0 + 11
+    assert ledger.diagnose(T0 + 31).verdict == "late"
+    assert ledger.summary(T0 + 31).checkpoint_saves.background == 1
+
+
+def test_rank_counts_add_up_to_the_world_size_and_dead_ranks_are_not_running():
+    events = [start(r, T0, world=8) for r in range(6)]  # ranks 6 and 7 never heard from
+    events += [heartbeat(r, T0 + 1, 0, "compute", T0) for r in range(6)]
+    events += [heartbeat(r, T0 + 30, 0, "compute", T0) for r in range(4)]  # 4, 5 silent since 1 s
+    events += [ev("run_end", 3, T0 + 30, status="success")]
+    counts = fold(JobLedger(), events).rank_counts(T0 + 31)
+    assert (counts.running, counts.finished, counts.failed, counts.dead, counts.unknown) == (3, 1, 0, 2, 2)
+    assert counts.running + counts.finished + counts.failed + counts.dead + counts.unknown == counts.world_size
+
+
+def test_failed_names_the_first_failure_in_time_and_lists_later_ones_as_consequences():
+    events = running_job(ranks=3, steps=5)
+    events += [heartbeat(r, T0 + 7, 6, "collective:all_reduce", T0 + 6.5) for r in range(3)]
+    events += [ev("error", 0, T0 + 9, message="RuntimeError: [gloo] Connection closed by peer"),
+               ev("error", 2, T0 + 9.5, message="NRT: execution timeout", source="runtime", failed_ts=T0 + 8),
+               ev("run_end", 0, T0 + 9.1, status="failed"), heartbeat(1, T0 + 9.8, 6, "collective:all_reduce", T0 + 6.5)]
+    ledger = fold(JobLedger(), events)
+    diagnosis = ledger.diagnose(T0 + 10)
+    assert diagnosis.verdict == "failed" and [s.rank for s in diagnosis.suspects] == [2, 0]
+    assert diagnosis.suspects[0].evidence.error == "NRT: execution timeout"
+    roles = [(f.rank, f.role) for f in ledger.summary(T0 + 10).failures]
+    assert roles == [(2, "first"), (0, "consequence"), (0, "consequence")]
+
+
+def test_bounds_reject_ranks_beyond_the_world_size_too_many_ops_and_future_stamps():
+    ledger = fold(JobLedger(max_ranks=3), [start(0, T0, world=4)])
+    with pytest.raises(JobEventRejected) as rejected:
+        ledger.ingest(heartbeat(4, T0, 0, "compute", T0), T0)
+    assert rejected.value.reason == "job-rank-range"
+    fold(ledger, [heartbeat(r, T0, 0, "compute", T0) for r in (1, 2)])
+    with pytest.raises(JobEventRejected) as rejected:
+        ledger.ingest(heartbeat(3, T0, 0, "compute", T0), T0)
+    assert rejected.value.reason == "job-ranks-bound"
+    for n in range(64):
+        ledger.ingest(collective(0, T0, 1, 0.001, op=f"op{n}"), T0)
+    with pytest.raises(JobEventRejected) as rejected:
+        ledger.ingest(collective(0, T0, 1, 0.001, op="one-too-many"), T0)
+    assert rejected.value.reason == "job-ops-bound"
+    # a heartbeat stamped in milliseconds cannot keep a silent rank alive
+    fold(ledger, [heartbeat(r, T0 + 1, 0, "compute", T0) for r in (0, 1, 2)])
+    with pytest.raises(JobEventRejected) as rejected:
+        ledger.ingest(heartbeat(1, (T0 + 2) * 1000, 0, "compute", T0), T0 + 2)
+    assert rejected.value.reason == "job-ts-ahead"
+    assert ledger.dead_ranks(T0 + 20) == [0, 1, 2]

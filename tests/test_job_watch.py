@@ -33,9 +33,15 @@ def watch(tmp_path, *flags):
 
 
 def end(process):
+    """Stop torchrun with SIGTERM so it stops its workers (they run in sessions of their own: a
+    SIGKILL of torchrun's group would leave them running)."""
     if process.poll() is None:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
 
 
 def test_watching_a_two_rank_run_gives_real_step_times_throughput_and_all_reduce_latency(tmp_path):
@@ -76,5 +82,5 @@ def test_an_injected_hang_is_named_within_60_s_of_the_stall(tmp_path):
     j = json.loads((tmp_path / "receipt.json").read_text())["job"]
     assert j["verdict"] == "stalled", j["reason"]
     (stall,) = [s for s in j["stalls"] if s["end_ts"] is None]
-    assert stall["suspects"] == [1]
+    assert [s["rank"] for s in stall["suspects"]] == [1] and j["suspects"][0]["rank"] == 1
     assert 30 <= stall["duration_s"] < 60

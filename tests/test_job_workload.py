@@ -162,7 +162,7 @@ def test_tp2_run_reports_what_it_did(tmp_path):
     assert all(e.wait_s <= e.latency_s for e in tp_collectives)
 
     now_s = time.time()
-    summary = ledger.summary(now_s)
+    summary = ledger.summary(now_s).model_dump(mode='json')
     assert summary["verdict"] == "finished" and summary["ranks"]["seen"] == 2
     steady = [e for e in of(events, "step", 0) if e.step > 3]  # after the 3 warmup steps
     expected = sum(e.tokens for e in steady) / sum(e.step_time_s for e in steady)
@@ -207,7 +207,7 @@ def test_four_ranks_tp2_dp2_name_the_slow_rank_as_straggler(tmp_path):
 def test_a_hung_rank_is_named_by_the_stall_diagnosis(tmp_path, hang_region):
     flags = ["--tp", "2", "--steps", "100000", "--hang-rank", "1", "--hang-step", "12", "--hang-region", hang_region]
     process = launch(tmp_path, 2, *flags)
-    ledger = JobLedger(stall_min_s=2.0)  # shorter than the 30 s default so the test is quick
+    ledger = JobLedger(stall_after_s=2.0)  # shorter than the 30 s default so the test is quick
     try:
         follow_and_fold(
             tmp_path / "run" / "telemetry", ledger, lambda ledger, events: ledger.diagnose(time.time()).verdict == "stalled"
@@ -253,12 +253,13 @@ def test_a_crashed_run_resumes_from_the_newest_complete_checkpoint(tmp_path):
     first_16, redone_16 = [e.loss for e in of(events, "step", 0) if e.step == 16]
     assert redone_16 == pytest.approx(first_16, rel=1e-5)
 
-    summary = ledger.summary(time.time())
+    summary = ledger.summary(time.time()).model_dump(mode='json')
     assert summary["verdict"] == "finished"
     [restart] = summary["restarts"]
     assert (restart["restart"], restart["from_step"], restart["steps_redone"]) == (1, 15, 1)
     assert restart["restart_to_first_step_s"] > restart["checkpoint_load_s"] > 0
-    assert summary["failures"][0] == {"rank": 1, "ts": crash[0].ts, "error": crash[0].message}
+    first = summary["failures"][0]
+    assert (first["rank"], first["ts"], first["error"], first["role"]) == (1, crash[0].ts, crash[0].message, "first")
     print(f"\nrestart from checkpoint: {restart['restart_to_first_step_s']:.2f} s to first step, load {restart['checkpoint_load_s'] * 1e3:.0f} ms")
 
 

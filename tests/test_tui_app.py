@@ -274,7 +274,7 @@ def test_job_view_with_telemetry_shows_verdict_throughput_collectives_and_where_
     seen = drive(make_app(with_job=True), keys=("j",), size=(200, 60))
     text = seen.text
     assert "JOB llama3-70b-run-0042 · 144 ranks on 36 hosts" in seen.header
-    for expected in ("SLOW  straggler rank 30", "8,388,608 tokens/s", "1.00 steps/s", "step time p50 1.00 s",
+    for expected in ("SLOW  rank 30 sim-trn3-gen2-us-07 chip 2 core 8", "straggler rank 30", "8,388,608 tokens/s", "1.00 steps/s", "step time p50 1.00 s",
                      "all_reduce", "rank 30", "sim-trn3-gen2-us-07 chip 2 core 8", "vs peers' median",
                      "TP 4 PP 1 DP 36"):
         assert expected in text, expected

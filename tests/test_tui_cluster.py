@@ -134,7 +134,7 @@ def test_stalls_column_marks_the_ultraserver_holding_the_hung_rank():
     healthy_row = next(line for line in lines if line is not hung_row)
     assert hung_row.rstrip().endswith("STALLED r50")  # rank 3 * 16 + 2
     assert healthy_row.rstrip().endswith(" 0")  # its ECC count ends the row: no stalls figure
-    assert "job STALLED  1 suspect rank on 1 row  no progress for" in seen.text
+    assert "job STALLED  1 suspect rank on 1 row  rank 50 (host " in seen.text
 
 
 @pytest.mark.slow

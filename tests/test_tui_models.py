@@ -133,7 +133,7 @@ def test_job_model_places_ranks_and_gives_device_evidence_for_the_straggler():
     assert m.diagnosis.verdict == "slow"
     suspect = m.diagnosis.suspects[0]
     assert (suspect.rank, suspect.host, suspect.chip) == (30, "sim-trn3-gen2-us-07", 2)
-    assert suspect.chip_util_pct > 95.0 and suspect.peer_chip_util_median_pct < 70.0
+    assert suspect.evidence.chip_util_pct > 95.0 and suspect.evidence.peer_chip_util_median_pct < 70.0
     assert len(m.ranks) == 144 and [c.op for c in m.collectives] == ["all_reduce"]
 
 

@@ -119,7 +119,15 @@ JOB_FORMATS = ["job", "nxd", "nxdt", "torchtitan"]
 
 
 def _job_options(p: argparse.ArgumentParser, demo: bool) -> None:
+    from trnwatch.ledger.job import LATE_AFTER_S, LATE_FACTOR, STALL_AFTER_S, STALL_FACTOR
+
     g = p.add_argument_group("job telemetry")
+    g.add_argument("--late-after", type=_positive, metavar="S", default=LATE_AFTER_S,
+                   help=f"LATE when no rank completes a step for max({LATE_FACTOR:g} x p99 of recent steady step "
+                   f"times, S) seconds (default {LATE_AFTER_S:g})")
+    g.add_argument("--stall-after", type=_positive, metavar="S", default=STALL_AFTER_S,
+                   help=f"STALLED after max({STALL_FACTOR:g} x median recent steady step time, S) seconds "
+                   f"(default {STALL_AFTER_S:g})")
     if demo:
         g.add_argument("--job-dir", type=Path, metavar="DIR",
                        help="write the simulated job's trnwatch.job/1 rank files (or its log, with --job-format) "
@@ -467,7 +475,7 @@ def _run_snapshot(args) -> int:
     job = session.ledger.job
     wall_s = time.time()
     now_s = session_now_s(session.ledger, wall_s, job)
-    snapshot = build_snapshot(session.ledger, now_s, job.summary(now_s) if job else None, session.recorded_evidence,
+    snapshot = build_snapshot(session.ledger, now_s, session.ledger.job_summary(now_s), session.recorded_evidence,
                               written_at_s=wall_s)
     error = _emit(snapshot_json(snapshot).rstrip("\n") if args.json else render_text(snapshot).rstrip("\n"))
     if error is not None:
@@ -736,7 +744,8 @@ def _make_session(args):
         job_spec, job_writer = _sim_job(args, hosts)
         sources.append(job_spec)
         background.append(job_writer)
-    ledger = Ledger(mode, ultraservers)
+    job_rules = {"late_after_s": getattr(args, "late_after", None), "stall_after_s": getattr(args, "stall_after", None)}
+    ledger = Ledger(mode, ultraservers, {k: v for k, v in job_rules.items() if v is not None})
     recorder = None
     if args.command == "record":
         rotation = Rotation(max_bytes=next((int(n) for unit, n in args.rotate if unit == "bytes"), None),

@@ -367,8 +367,7 @@ class TrnwatchApp(App[None]):
         """Write an SVG of the screen as it is and a JSON snapshot of every scope. A folder that
         cannot take them stops only the export: said on screen, marked in the receipt."""
         now_s = self.now_s()
-        job = self.job
-        snapshot = build_snapshot(self.ledger, now_s, job.summary(now_s) if job else None, self.recorded_evidence,
+        snapshot = build_snapshot(self.ledger, now_s, self.ledger.job_summary(now_s), self.recorded_evidence,
                                   written_at_s=time.time())
         svg = self.export_screenshot(title=f"trnwatch {self.selection.scope}")
         try:

@@ -15,14 +15,26 @@ JOB_SOURCE_HINT = ("no job telemetry: start with --job-dir DIR (the run's trnwat
                    "or --job-log FILE (an NxD log)")
 VERDICT_ROLE = {
     "steady": "ok", "finished": "ok", "compiling": "warn", "checkpointing": "warn", "no-data": "dim",
-    "slow": "warn", "stalled": "bad", "dead": "bad", "failed": "bad",
+    "slow": "warn", "late": "bad", "stalled": "bad", "dead": "bad", "failed": "bad",
 }
+# Verdicts under which the job is not stepping: throughput is history, said as such.
+NOT_STEPPING = ("late", "stalled", "dead", "failed")
 
 
-def _percentiles(values: dict | None, unit=units.latency) -> str:
-    if not values:
+def _percentiles(values, unit=units.latency) -> str:
+    if values is None:
+        return units.NA
+    if not isinstance(values, dict):
+        values = values.model_dump()
+    if all(v is None for v in values.values()):
         return units.NA
     return " ".join(f"{k} {unit(v)}" for k, v in values.items())
+
+
+def _where(suspect) -> str:
+    chip = "?" if suspect.chip is None else suspect.chip
+    core = "?" if suspect.core is None else suspect.core
+    return f" chip {chip} core {core}"
 
 
 class JobView(ScopeView):
@@ -50,33 +62,46 @@ class JobView(ScopeView):
         m = self.model
         if m is None:
             return styled(("JOB ", pal["scope"]), ("not connected", pal["warn"]))
-        ranks = m.summary["ranks"]
-        return styled(("JOB ", pal["scope"]), outside(m.summary["run"] or "?", 24, pal["title"]),
-                      (f" · {units.plural(ranks['seen'], 'rank')} on {units.plural(ranks['hosts'], 'host')}", pal["text"]))
+        ranks = m.summary.ranks
+        return styled(("JOB ", pal["scope"]), outside(m.summary.run or "?", 24, pal["title"]),
+                      (f" · {units.plural(ranks.seen, 'rank')} on {units.plural(ranks.hosts, 'host')}", pal["text"]))
 
     def _summary(self, m: JobModel, frame: Frame) -> list[Text]:
         pal = frame.palette
         s = m.summary
         d = m.diagnosis
-        ranks = s["ranks"]
-        world = f" (world size {ranks['world_size']})" if ranks["world_size"] else ""
+        ranks = s.ranks
+        world = f" (world size {ranks.world_size})" if ranks.world_size else ""
         out = [
-            styled(("Job ", pal["label"]), outside(s["run"] or "?", 32, pal["title"]),
-                   (f"  {units.plural(ranks['seen'], 'rank')}{world} on {units.plural(ranks['hosts'], 'host')}",
+            styled(("Job ", pal["label"]), outside(s.run or "?", 32, pal["title"]),
+                   (f"  {units.plural(ranks.seen, 'rank')}{world} on {units.plural(ranks.hosts, 'host')}",
                     pal["text"])),
-            styled((d.verdict.upper(), pal[VERDICT_ROLE.get(d.verdict, "text")]), ("  ", None),
-                   outside(d.reason, max(20, frame.width - len(d.verdict) - 4), pal["text"])),
         ]
-        t = s["throughput"]
-        if t is None:
-            out.append(styled(("throughput n/a: no step with a step time yet", pal["dim"])))
+        role = pal[VERDICT_ROLE.get(d.verdict, "text")]
+        if d.suspects:  # the culprit on a line of its own, so 80 columns always show it
+            first = d.suspects[0]
+            out.append(styled((d.verdict.upper(), role), (f"  rank {first.rank} ", pal["bad"]),
+                              outside(first.host or "?", 24, pal["text"]), (_where(first), pal["text"])))
+            out.append(styled(outside(d.reason, max(20, frame.width - 2), pal["text"])))
         else:
-            p50 = t["step_time_s"]["p50"]
-            rate = f"{1 / p50:.2f} steps/s" if p50 else "steps/s n/a"
-            tokens = "tokens/s n/a" if t["tokens_per_s"] is None else f"{t['tokens_per_s']:,.0f} tokens/s"
-            out.append(styled((tokens, pal["text"]), ("  ", None), (rate, pal["text"]),
-                              (f"  (rank {t['from_rank']}, last {t['steps_in_window']} steady steps)", pal["dim"])))
-            out.append(styled(("step time ", pal["label"]), (_percentiles(t["step_time_s"]), pal["text"])))
+            out.append(styled((d.verdict.upper(), role), ("  ", None),
+                              outside(d.reason, max(20, frame.width - len(d.verdict) - 4), pal["text"])))
+        t = s.throughput
+        if t is None:
+            out.append(styled(("throughput n/a: no steady step yet", pal["dim"])))
+        else:
+            p50 = t.step_time_s.p50
+            tokens = "tokens/s n/a" if t.tokens_per_s is None else f"{t.tokens_per_s:,.0f} tokens/s"
+            if d.verdict in NOT_STEPPING:
+                out.append(styled(("last steady ", pal["dim"]), (tokens, pal["dim"]),
+                                  (f", {units.age(t.last_step_age_s)} ago", pal["warn"]),
+                                  (f"  (steps {t.first_step}-{t.last_step}, rank {t.from_rank})", pal["dim"])))
+            else:
+                rate = f"{1 / p50:.2f} steps/s" if p50 else "steps/s n/a"
+                out.append(styled((tokens, pal["text"]), ("  ", None), (rate, pal["text"]),
+                                  (f"  (rank {t.from_rank}, steady steps {t.first_step}-{t.last_step}, "
+                                   f"{t.boundary})", pal["dim"])))
+            out.append(styled(("step time ", pal["label"]), (_percentiles(t.step_time_s), pal["text"])))
         if m.collectives:
             worst = max(m.collectives, key=lambda c: c.latency_s.get("p99") or 0.0)
             more = f"  (slowest of {len(m.collectives)} ops)" if len(m.collectives) > 1 else ""
@@ -91,41 +116,48 @@ class JobView(ScopeView):
         pal = frame.palette
         s = m.summary
         title = pal["title"]
-        ranks = s["ranks"]
-        out: list[Text] = [styled((f"ranks: {ranks['running']} running · {ranks['finished']} finished · "
-                                   f"{ranks['failed']} failed · {ranks['dead']} dead", pal["dim"]))]
+        ranks = s.ranks
+        unknown = f" · {ranks.unknown} never heard from" if ranks.unknown else ""
+        out: list[Text] = [styled((f"ranks: {ranks.running} running · {ranks.finished} finished · "
+                                   f"{ranks.failed} failed · {ranks.dead} dead{unknown}", pal["dim"]))]
         if m.diagnosis.suspects:
             out += [Text(), styled(("Ranks to look at", title))]
             for sus in m.diagnosis.suspects:
-                where = (f" chip {'?' if sus.chip is None else sus.chip} core {'?' if sus.core is None else sus.core}")
                 out.append(styled((f"  rank {sus.rank:<6}", pal["bad"]), outside(sus.host or "?", 28, pal["text"]),
-                                  (where, pal["text"])))
+                                  (_where(sus), pal["text"])))
+                ev = sus.evidence
                 evidence = ""
-                if sus.chip_util_pct is not None or sus.peer_chip_util_median_pct is not None:
-                    evidence = (f"; chip util {units.pct(sus.chip_util_pct)} vs peers' median "
-                                f"{units.pct(sus.peer_chip_util_median_pct)}")
-                out.append(styled("    ", outside(sus.why, 60, pal["warn"]), (evidence, pal["dim"])))
+                if ev.chip_util_pct is not None or ev.peer_chip_util_median_pct is not None:
+                    evidence = (f"; chip util {units.pct(ev.chip_util_pct)} vs peers' median "
+                                f"{units.pct(ev.peer_chip_util_median_pct)}")
+                out.append(styled("    ", outside(ev.why, 60, pal["warn"]), (evidence, pal["dim"])))
+                if ev.error:
+                    out.append(styled(("    error ", pal["label"]), outside(ev.error, 60, pal["bad"])))
 
-        model = s["model"]
-        par = s["parallel"]
+        model = s.model
+        par = s.parallel
         out += [Text(), styled(("Run", title))]
-        out.append(styled(("  model ", pal["label"]), outside(model["name"] if model else "n/a", 32, pal["text"]),
-                          (f"  {model['params']:,} parameters" if model else "", pal["text"]),
-                          ("  ", None), outside(s["precision"] or "precision n/a", 12, pal["text"])))
+        out.append(styled(("  model ", pal["label"]), outside(model.name if model else "n/a", 32, pal["text"]),
+                          (f"  {model.params:,} parameters" if model else "", pal["text"]),
+                          ("  ", None), outside(s.precision or "precision n/a", 12, pal["text"])))
         out.append(styled(("  batch ", pal["label"]),
-                          (f"global {s['global_batch']}, micro {s['micro_batch']}, sequence {s['seq_len']}"
-                           if s["global_batch"] else "n/a", pal["text"])))
+                          (f"global {s.global_batch}, micro {s.micro_batch}, sequence {s.seq_len}"
+                           if s.global_batch else "n/a", pal["text"])))
         out.append(styled(("  parallel ", pal["label"]),
-                          (f"TP {par['tp']} PP {par['pp']} DP {par['dp']}" if par else "n/a", pal["text"]),
-                          (f"  LNC {s['lnc']}" if s["lnc"] else "", pal["text"]),
-                          ("  backend ", pal["label"]), outside(s["backend"] or "n/a", 8, pal["text"])))
-        compile_s = s["cold_compile_s"]
+                          (f"TP {par.tp} PP {par.pp} DP {par.dp}" if par else "n/a", pal["text"]),
+                          (f"  LNC {s.lnc}" if s.lnc else "", pal["text"]),
+                          ("  backend ", pal["label"]), outside(s.backend or "n/a", 8, pal["text"])))
+        compile_s = s.cold_compile_s
         out.append(styled(("  cold compile ", pal["label"]),
-                          (units.NA if compile_s is None else f"{compile_s:.0f} s ({s['cold_compiles']}x)", pal["text"]),
-                          (f", {s['compile_cache_hits']} cache hits", pal["dim"])))
-        saves = s["checkpoint_saves"]
-        out.append(styled(("  checkpoint saves ", pal["label"]), (f"{saves['count']}", pal["text"]),
-                          (f"  save time {_percentiles(saves['save_s'])}" if saves["count"] else "", pal["text"])))
+                          (units.NA if compile_s is None else f"{compile_s:.0f} s ({s.cold_compiles}x)", pal["text"]),
+                          (f", {s.compile_cache_hits} cache hits", pal["dim"])))
+        saves = s.checkpoint_saves
+        out.append(styled(("  checkpoint saves ", pal["label"]), (f"{saves.count}", pal["text"]),
+                          (f"  save time {_percentiles(saves.save_s)}" if saves.count else "", pal["text"])))
+        th = s.thresholds
+        out.append(styled(("  late after ", pal["label"]), (f"{th.late_s:.0f} s", pal["text"]),
+                          ("  stalled after ", pal["label"]), (f"{th.stall_s:.0f} s", pal["text"]),
+                          ("  dead after ", pal["label"]), (f"{th.dead_after_s:.0f} s", pal["text"])))
 
         if m.collectives:
             out += [Text(), styled(("Collectives", title), (" (recent window, all ranks)", pal["dim"]))]

@@ -15,6 +15,7 @@ from typing import Literal
 
 from trnwatch.ledger.hosts import ChipState, HostState, RuntimeState
 from trnwatch.ledger.job import JobDiagnosis, JobLedger
+from trnwatch.ledger.job_summary import JobSection
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.ledger.rollups import (
     HBM_HIGH_PCT, ClusterRollup, Freshness, UltraServerRollup, chip_ecc, hbm_fill_pct, hbm_high, host_freshness,
@@ -476,7 +477,7 @@ class JobModel:
     """The job as its telemetry tells it; every figure here comes from job events only."""
 
     diagnosis: JobDiagnosis
-    summary: dict  # JobLedger.summary(now_s), for the run facts
+    summary: JobSection  # JobLedger.summary(now_s), for the run facts
     ranks: tuple[RankLine, ...]
     collectives: tuple[CollectiveLine, ...]  # empty: no collective timings in the telemetry
 
@@ -492,14 +493,14 @@ def job_model(job: JobLedger, ledger: Ledger, now_s: float) -> JobModel:
         )
         for r in sorted(job.ranks.values(), key=lambda r: r.rank)
     )
-    summary = job.summary(now_s)
-    collectives = summary["collectives"]
+    summary = job.summary(now_s, lambda host, chip: ledger.chip_util_pct(host, chip, now_s))
+    collectives = summary.collectives
     return JobModel(
-        diagnosis=ledger.job_diagnosis(now_s),
+        diagnosis=JobDiagnosis(summary.verdict, summary.reason, tuple(summary.suspects)),
         summary=summary,
         ranks=ranks,
         collectives=tuple(
-            CollectiveLine(op, c["count"], c["bytes"], c["latency_s"]) for op, c in collectives.items()
+            CollectiveLine(op, c.count, c.bytes, c.latency_s.model_dump()) for op, c in collectives.items()
         ) if isinstance(collectives, dict) else (),
     )
 
