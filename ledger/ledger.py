@@ -36,9 +36,23 @@ STALE_PERIODS = 3
 STALE_MIN_S = 5.0
 
 
+# A device source (neuron-monitor, Prometheus) silent for this many periods (and at least
+# LOST_MIN_S) is lost: its host is gone, not late. Its silence counts as a gap from then on.
+LOST_PERIODS = 10
+LOST_MIN_S = 30.0
+DEVICE_KINDS = ("neuron-monitor", *PROMETHEUS_KINDS)
+# The order a header's worst-source slot reads sources in: the most serious state first.
+WORST_STATE_FIRST: tuple[str, ...] = ("lost", "reconnecting", "stale", "connecting", "waiting")
+
+
 def stale_after_s(period_s: float | None) -> float:
     """How long without a report before figures from a stream count as stale."""
     return max(STALE_PERIODS * (period_s or 1.0), STALE_MIN_S)
+
+
+def lost_after_s(period_s: float | None) -> float:
+    """How long a device stream may be silent before it (and its host) count as lost."""
+    return max(LOST_PERIODS * (period_s or 1.0), LOST_MIN_S)
 
 
 @dataclass(slots=True)
@@ -92,7 +106,22 @@ class SourceStats:
             return "reconnecting" if self.downs else "connecting"
         if self.last_s is None:
             return "waiting"
+        if self.silent_lost_s(now_s, period_s):
+            return "lost"
         return "stale" if now_s - self.last_s > stale_after_s(period_s) else "connected"
+
+    def silent_lost_s(self, now_s: float, period_s: float | None) -> float:
+        """Seconds of ongoing silence of a device stream past the lost threshold counts as a
+        gap: its length (from the last line), or 0 when the stream is not lost by silence."""
+        if self.kind not in DEVICE_KINDS or self.last_s is None or self.ended_s is not None:
+            return 0.0
+        silence_s = now_s - self.last_s
+        return silence_s if silence_s > lost_after_s(period_s) else 0.0
+
+    def gaps_at(self, now_s: float, period_s: float | None) -> tuple[int, float]:
+        """(gaps, gap seconds) including an ongoing silence that made the stream lost."""
+        ongoing_s = self.silent_lost_s(now_s, period_s)
+        return self.gaps + (1 if ongoing_s else 0), self.gap_s + ongoing_s
 
 
 class Ledger:
@@ -236,6 +265,18 @@ class Ledger:
         """Every source's state now, each judged against the report period of the host(s) it feeds."""
         periods = source_periods_s(self)
         return {sid: s.state(now_s, periods.get(sid)) for sid, s in self.sources.items()}
+
+    def worst_sources(self, now_s: float) -> list[tuple[SourceStats, SourceState]]:
+        """Sources in trouble, worst first: by state (WORST_STATE_FIRST), device streams before
+        job files, then the longest silence; sources that are connected or ended are left out."""
+        states = self.source_states(now_s)
+        troubled = [(self.sources[sid], state) for sid, state in states.items() if state in WORST_STATE_FIRST]
+        return sorted(troubled, key=lambda item: (
+            WORST_STATE_FIRST.index(item[1]),
+            item[0].kind not in DEVICE_KINDS,
+            item[0].last_s if item[0].last_s is not None else float("inf"),
+            item[0].source_id,
+        ))
 
     def end_source(self, source_id: str, t_s: float, error: str | None = None) -> None:
         """Mark a source finished: cleanly (EOF) or lost (with the error it died of)."""

@@ -19,6 +19,7 @@ from trnwatch.ledger.goodput import THROUGHPUT_POINTS, GoodputClock
 from trnwatch.ledger.hosts import HISTORY_SAMPLES, HostState
 from trnwatch.ledger.job import percentile
 from trnwatch.ledger.job_summary import JobSection
+from trnwatch.ledger.rollups import source_periods_s
 from trnwatch.ledger.ledger import Evidence, Ledger
 from trnwatch.outside import json_safe
 
@@ -372,6 +373,7 @@ def build_receipt(ledger: Ledger, exit_reason: ExitReason, recorded_evidence: Ev
     start, end = ledger.first_s, ledger.last_s
     clock = ledger.goodput
     goodput = _goodput(clock)
+    periods = source_periods_s(ledger)
     return Receipt(
         schema=SCHEMA,
         tool=f"trnwatch {__version__}",
@@ -381,7 +383,7 @@ def build_receipt(ledger: Ledger, exit_reason: ExitReason, recorded_evidence: Ev
         exit_reason=exit_reason,
         written_at=written_at_s,
         counter_rule=COUNTER_RULE,
-        sources=[_source_entry(s) for s in sorted(ledger.sources.values(), key=lambda s: s.source_id)],
+        sources=[_source_entry(s, end, periods) for s in sorted(ledger.sources.values(), key=lambda s: s.source_id)],
         hosts=[_host_entry(ledger, h) for h in hosts],
         chips=chips,
         runtimes=runtimes,
@@ -399,12 +401,14 @@ def build_receipt(ledger: Ledger, exit_reason: ExitReason, recorded_evidence: Ev
     )
 
 
-def _source_entry(s) -> SourceEntry:
+def _source_entry(s, end_s: float | None, periods: dict[str, float]) -> SourceEntry:
+    # A device stream lost by silence at the window's end counts that silence as a gap.
+    gaps, gap_s = (s.gaps, s.gap_s) if end_s is None else s.gaps_at(end_s, periods.get(s.source_id))
     return SourceEntry(
         id=s.source_id, kind=s.kind, reports=s.reports, rejected=sum(s.rejected.values()),
         rejected_by_reason=dict(sorted(s.rejected.items())), last_rejection=s.last_rejection,
         rejected_fields=dict(sorted(s.rejected_fields.items())), last_field_rejection=s.last_field_rejection,
-        gaps=s.gaps, gap_seconds=round(s.gap_s, 3), ended=s.ended_s is not None,
+        gaps=gaps, gap_seconds=round(gap_s, 3), ended=s.ended_s is not None,
         end_error=s.end_error, simulated=s.simulated, log_profile=s.log_profile, unparsed_lines=s.unparsed_lines,
     )
 

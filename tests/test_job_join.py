@@ -29,7 +29,7 @@ def test_stall_suspect_carries_its_chips_utilisation_against_peers(tmp_path):
     diagnosis = ledger.job_diagnosis(T0 + 69)
     assert diagnosis.verdict == "stalled"
     (suspect,) = diagnosis.suspects
-    assert (suspect.rank, suspect.host, suspect.chip) == (3 * 16 + 2, hosts[3].instance_name, 2)
+    assert (suspect.rank, suspect.host, suspect.chip) == ((3 * 16 + 2) * 4, hosts[3].instance_name, 2)  # its core 0
     # hung job: the suspect's chip and its peers all idle, and the evidence says so with numbers
     assert suspect.evidence.chip_util_pct == 0.0 and suspect.evidence.peer_chip_util_median_pct == 0.0
 
@@ -46,6 +46,7 @@ def test_watch_job_dir_alone_gives_the_job_scope(tmp_path):
                             capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
     assert result.returncode == 0, result.stderr
     r = json.loads(receipt.read_text())
-    assert r["job"]["ranks"]["seen"] == 16 and r["job"]["parallel"] == {"tp": 16, "pp": 1, "dp": 1}
-    assert r["chips"] == [] and len(r["sources"]) == 16
+    # one rank per logical core: 16 chips x 4 at LNC=2
+    assert r["job"]["ranks"]["seen"] == 64 and r["job"]["parallel"] == {"tp": 64, "pp": 1, "dp": 1}
+    assert r["chips"] == [] and len(r["sources"]) == 64
     assert all(s["reports"] > 0 and s["rejected"] == 0 for s in r["sources"])

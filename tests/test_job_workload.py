@@ -164,9 +164,12 @@ def test_tp2_run_reports_what_it_did(tmp_path):
     now_s = time.time()
     summary = ledger.summary(now_s).model_dump(mode='json')
     assert summary["verdict"] == "finished" and summary["ranks"]["seen"] == 2
-    steady = [e for e in of(events, "step", 0) if e.step > 3]  # after the 3 warmup steps
+    # after the 3 warmup steps, leaving out the step whose interval held the blocking save at step 20
+    steady = [e for e in of(events, "step", 0) if e.step > 3 and e.step != 21]
     expected = sum(e.tokens for e in steady) / sum(e.step_time_s for e in steady)
     assert summary["throughput"]["tokens_per_s"] == pytest.approx(expected)  # rank 0 alone, counted once
+    t = summary["throughput"]
+    assert (t["boundary"], t["warmup_steps"], t["first_step"], t["last_step"]) == ("explicit", 3, 4, steps)
     losses = [e.loss for e in of(events, "step", 0)]
     assert sum(losses[-5:]) < sum(losses[:5])  # it learns
     saves = CheckpointDirWatcher(str(tmp_path / "run" / "checkpoints"), run="run").scan()

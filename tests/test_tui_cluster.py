@@ -122,8 +122,9 @@ def test_stalls_column_marks_the_ultraserver_holding_the_hung_rank():
     for tick in range(last_tick + 1):
         for host in hung:
             for chip in range(host.topology.chips_per_host):
-                for event in rank_events(host, chip, tick, now_at(tick) - 0.5):
-                    ledger.ingest(Line(f"job:rank-{event['rank']}", "job", event["ts"], json.dumps(event)))
+                for core in range(host.topology.cores_per_chip):
+                    for event in rank_events(host, chip, core, tick, now_at(tick) - 0.5):
+                        ledger.ingest(Line(f"job:rank-{event['rank']}", "job", event["ts"], json.dumps(event)))
     for tick in (last_tick - 1, last_tick):
         for host in hung + healthy:
             ledger.ingest(cluster_line(host, tick))
@@ -132,9 +133,9 @@ def test_stalls_column_marks_the_ultraserver_holding_the_hung_rank():
     hung_id = hung[0].report(0)["instance_info"]["ultraserver_id"]
     hung_row = next(line for line in lines if line.startswith(hung_id[:15]))
     healthy_row = next(line for line in lines if line is not hung_row)
-    assert hung_row.rstrip().endswith("STALLED r50")  # rank 3 * 16 + 2
+    assert hung_row.rstrip().endswith("STALLED r200")  # logical core 0 of host 3 chip 2: (3 * 16 + 2) * 4
     assert healthy_row.rstrip().endswith(" 0")  # its ECC count ends the row: no stalls figure
-    assert "job STALLED  1 suspect rank on 1 row  rank 50 (host " in seen.text
+    assert "job STALLED  1 suspect rank on 1 row  rank 200 (host " in seen.text
 
 
 @pytest.mark.slow

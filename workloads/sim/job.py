@@ -1,7 +1,14 @@
 """The simulated fleet's job side: `trnwatch.job/1` rank files that tell the same story as the
 simulated neuron-monitor reports, for the demo's job view and stall diagnosis.
 
-One rank per chip (rank = host * chips_per_host + chip, as in scenarios.py), one step per tick,
+One rank per logical NeuronCore, as a real job runs one process per logical core (576 ranks on
+`trn3-gen2-us` at LNC=2: 36 hosts x 4 chips x 4 logical cores): rank = chip's global index x
+cores_per_chip + core within the chip, so chip c of host h holds ranks (h x chips_per_host + c) x
+cores_per_chip ... + cores_per_chip - 1, and `core` in run_start is the host-global logical core.
+TP spans a host's cores, DP the hosts. The fault-site rank is logical core 0 of the fault-site
+chip (scenarios.fault_site): `fault_rank(topology)`, rank 120 on trn3-gen2-us (host 7, chip 2,
+core 8), rank 200 on trn3-gen1-us at LNC=2 (host 3, chip 2). The device side simulates one
+Neuron runtime per chip; the ranks of a chip report that runtime's pid. One step per tick,
 events timed with the wall clock the caller passes. The ground truth per scenario:
 
 | scenario  | job telemetry                                                                     |
@@ -11,9 +18,10 @@ events timed with the wall clock the caller passes. The ground truth per scenari
 | straggler | from tick 30 the fault-site rank computes ~95% of each step and waits ~1%; its    |
 |           | peers compute ~50% and wait ~45%: the rank that waits least is the straggler      |
 | hang      | no step from tick 30; heartbeats go on: every rank sits in collective:all_reduce  |
-|           | at the last step, the fault-site rank in `dataloader`: it is the suspect          |
-| host-loss | the fault-site host's ranks send nothing from tick 45 (dead); the others wait in  |
-|           | collective:all_reduce                                                             |
+|           | at the last step, the fault-site rank in `dataloader`: it is the suspect (LATE    |
+|           | 5 s after the last step, STALLED after 30 s)                                      |
+| host-loss | the fault-site host's ranks (16 at LNC=2) send nothing from tick 45 (dead); the   |
+|           | others wait in collective:all_reduce                                              |
 | hbm-leak, | like healthy: those faults show in the device telemetry only (the job keeps       |
 | ecc       | stepping through a corrected or a single uncorrected ECC event)                   |
 """
@@ -25,6 +33,7 @@ from pathlib import Path
 
 from trnwatch.workloads.sim import chip as chip_model
 from trnwatch.workloads.sim.fleet import SimHost
+from trnwatch.workloads.sim.topology import Topology
 from trnwatch.workloads.sim.scenarios import (
     CHECKPOINT_EVERY_TICKS,
     CHECKPOINT_TICKS,
@@ -51,13 +60,24 @@ def run_id(host: SimHost) -> str:
     return f"sim-{host.topology.name}-seed{host.seed}-{host.scenario}"
 
 
-def rank_events(host: SimHost, chip: int, tick: int, ts: float) -> list[dict]:
-    """The events rank (host, chip) writes during `tick` (wall time `ts`); [] once its host is lost."""
+def job_rank(topology: Topology, host: int, chip: int, core: int) -> int:
+    """Global rank of the process on logical core `core` (0-based within the chip) of (host, chip)."""
+    return chip_model.rank(topology, host, chip) * topology.cores_per_chip + core
+
+
+def fault_rank(topology: Topology) -> int:
+    """The rank the scenario's fault is injected in: logical core 0 of the fault-site chip."""
+    return job_rank(topology, *fault_site(topology), 0)
+
+
+def rank_events(host: SimHost, chip: int, core: int, tick: int, ts: float) -> list[dict]:
+    """The events of the rank on logical core `core` of (host, chip) during `tick` (wall time
+    `ts`); [] once its host is lost."""
     topology, scenario = host.topology, host.scenario
     if not host.alive(tick):
         return []
-    rank = chip_model.rank(topology, host.host_index, chip)
-    at_fault = (host.host_index, chip) == fault_site(topology)
+    rank = job_rank(topology, host.host_index, chip, core)
+    at_fault = rank == fault_rank(topology)
     base = {"v": SCHEMA, "ts": ts, "run": run_id(host), "rank": rank}
     out: list[dict] = []
 
@@ -68,10 +88,12 @@ def rank_events(host: SimHost, chip: int, tick: int, ts: float) -> list[dict]:
     stopped_at = _stopped_at(scenario)
     stopped = stopped_at is not None and tick >= stopped_at
     if tick == 0:
-        emit("run_start", world_size=topology.chips, host=host.instance_name, pid=host.runtime_pid(chip),
-             local_rank=chip, backend="neuron", core=chip * topology.cores_per_chip, chip=chip, model=MODEL,
+        cores_per_host = topology.chips_per_host * topology.cores_per_chip
+        emit("run_start", world_size=topology.chips * topology.cores_per_chip, host=host.instance_name,
+             pid=host.runtime_pid(chip), local_rank=chip * topology.cores_per_chip + core, backend="neuron",
+             core=chip * topology.cores_per_chip + core, chip=chip, model=MODEL,
              precision="bf16", global_batch=GLOBAL_BATCH, micro_batch=MICRO_BATCH, seq_len=SEQ_LEN,
-             parallel={"tp": topology.chips_per_host, "pp": 1, "dp": topology.hosts},
+             parallel={"tp": cores_per_host, "pp": 1, "dp": topology.hosts},
              versions=SIM_VERSIONS, restart=0, lnc=topology.lnc)
         emit("phase", phase="init", state="begin")
         emit("phase", phase="init", state="end")
@@ -153,15 +175,15 @@ class SimJobWriter:
         run_dir.mkdir(parents=True, exist_ok=True)
         self.hosts = hosts
         self._files = {
-            (h.host_index, chip): open(run_dir / f"rank-{chip_model.rank(h.topology, h.host_index, chip):05d}.jsonl",
-                                       "a", encoding="utf-8")
-            for h in hosts for chip in range(h.topology.chips_per_host)
+            (h.host_index, chip, core): open(
+                run_dir / f"rank-{job_rank(h.topology, h.host_index, chip, core):05d}.jsonl", "a", encoding="utf-8")
+            for h in hosts for chip in range(h.topology.chips_per_host) for core in range(h.topology.cores_per_chip)
         }
 
     def write_tick(self, tick: int, ts: float) -> None:
         """Write and flush every rank's events for `tick` (whole lines only)."""
-        for (host_index, chip), f in self._files.items():
-            events = rank_events(self.hosts[host_index], chip, tick, ts)
+        for (host_index, chip, core), f in self._files.items():
+            events = rank_events(self.hosts[host_index], chip, core, tick, ts)
             if events:
                 f.write("".join(json.dumps(e, separators=(",", ":")) + "\n" for e in events))
                 f.flush()

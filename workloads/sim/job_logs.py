@@ -165,7 +165,7 @@ class SimLogWriter:
 
     def write_tick(self, tick: int, ts: float) -> None:
         """Write and flush what rank 0's log shows during `tick`."""
-        text = "".join(self._renderer.render(event) for event in rank_events(self.host, 0, tick, ts))
+        text = "".join(self._renderer.render(event) for event in rank_events(self.host, 0, 0, tick, ts))
         if text:
             self._file.write(text)
             self._file.flush()
