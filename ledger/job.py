@@ -581,7 +581,7 @@ class JobLedger:
         wait_s = {
             rank.rank: median(wait for _, wait in rank.wait_per_step)
             for rank in self.ranks.values()
-            if rank.rank not in dead and rank.status == "running" and len(rank.wait_per_step) >= MIN_WAIT_STEPS
+            if rank.rank not in dead and len(rank.wait_per_step) >= MIN_WAIT_STEPS
         }
         if len(wait_s) < 2:
             return None

@@ -154,3 +154,13 @@ def test_sigkill_mid_run_leaves_only_whole_lines_for_readers(tmp_path):
     lines = path.read_bytes().decode().split("\n")
     assert lines[-1] == ""
     assert parse_job_line(lines[-2]).event == "run_end"
+
+
+def test_a_background_save_is_marked_not_blocking_and_a_synchronous_one_as_before(tmp_path):
+    em = JobEmitter(str(tmp_path), run="r", rank=0, heartbeat_interval_s=60)
+    em.checkpoint("save", "begin", 10, tag="step_10", blocking=False)
+    em.checkpoint("save", "begin", 20, tag="step_20")
+    em.run_end("success")
+    saves = [event for event in read_events(tmp_path / "rank-00000.jsonl") if event.event == "checkpoint"]
+    assert [(event.step, event.blocking) for event in saves] == [(10, False), (20, None)]
+    assert '"blocking"' not in (tmp_path / "rank-00000.jsonl").read_text().splitlines()[-2]

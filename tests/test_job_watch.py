@@ -84,3 +84,40 @@ def test_an_injected_hang_is_named_within_60_s_of_the_stall(tmp_path):
     (stall,) = [s for s in j["stalls"] if s["end_ts"] is None]
     assert [s["rank"] for s in stall["suspects"]] == [1] and j["suspects"][0]["rank"] == 1
     assert 30 <= stall["duration_s"] < 60
+
+
+def test_kill_9_of_rank_1_of_2_blames_rank_1_and_the_counts_add_up(tmp_path):
+    """SIGKILL leaves rank 1 no word to say; torchrun then stops rank 0 (or rank 0 fails in its
+    collective). The receipt must blame rank 1, the silent one, and list rank 0 as a consequence."""
+    monitor = watch(tmp_path)
+    job = torchrun(tmp_path, "--tp", "2", "--steps", "100000")
+    rank_file = tmp_path / "run" / "telemetry" / "rank-00001.jsonl"
+    try:
+        deadline = time.monotonic() + 120
+        pid = None
+        while time.monotonic() < deadline:  # wait for rank 1's pid and a few of its steps
+            lines = rank_file.read_text().splitlines() if rank_file.exists() else []
+            events = [json.loads(line) for line in lines if line.endswith("}")]
+            pid = next((e["pid"] for e in events if e["event"] == "run_start"), None)
+            if pid is not None and sum(e["event"] == "step" for e in events) >= 5:
+                break
+            time.sleep(0.2)
+        assert pid is not None, (tmp_path / "torchrun.log").read_text()[-2000:]
+        os.kill(pid, signal.SIGKILL)
+        assert job.wait(timeout=120) != 0
+        time.sleep(1.0)  # the follower polls every 0.25 s
+        monitor.send_signal(signal.SIGTERM)
+        monitor.communicate(timeout=60)
+    finally:
+        end(job)
+        monitor.kill()
+    j = json.loads((tmp_path / "receipt.json").read_text())["job"]
+    assert j["verdict"] == "failed", j["reason"]
+    assert j["suspects"][0]["rank"] == 1 and j["suspects"][0]["host"] == os.uname().nodename
+    assert j["reason"].startswith("first failure rank 1 ")
+    first = [f for f in j["failures"] if f["role"] == "first"]
+    assert [(f["rank"], f["kind"]) for f in first] == [(1, "silent")]
+    assert {f["rank"] for f in j["failures"] if f["role"] == "consequence"} == {0}
+    r = j["ranks"]
+    assert (r["running"], r["dead"], r["failed"]) == (0, 1, 1)
+    assert r["running"] + r["finished"] + r["failed"] + r["dead"] + r["unknown"] == r["world_size"] == 2

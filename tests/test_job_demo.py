@@ -1,0 +1,44 @@
+"""The demo's hang through the real CLI, headless: LATE within seconds of the last step, and the
+receipt, its Markdown and the snapshot text name the fault-site rank with its host and chip."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from trnwatch.workloads.sim.job import fault_rank
+from trnwatch.workloads.sim.topology import get_topology
+
+pytestmark = pytest.mark.slow
+
+PERIOD_S = 0.25  # a tick every 0.25 s: the hang starts at tick 30, 7.5 s in
+FAULT_RANK = fault_rank(get_topology("trn3-gen2-us"))
+FAULT_HOST = "sim-trn3-gen2-us-07"
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "trnwatch", *args], capture_output=True, text=True, timeout=180)
+
+
+def test_demo_hang_receipt_names_the_fault_site_as_the_first_suspect(tmp_path):
+    receipt = tmp_path / "hang.json"
+    # The last step ends about 7.5 s in; LATE after 5 s more; the session ends 16 s in, before STALLED.
+    result = run("demo", "--headless", "--scenario", "hang", "--period", str(PERIOD_S), "--duration", "16",
+                 "--receipt", str(receipt), "--job-dir", str(tmp_path / "job"))
+    assert result.returncode == 0, result.stderr
+    job = json.loads(receipt.read_text())["job"]
+    assert job["verdict"] == "late", job["reason"]
+    first = job["suspects"][0]
+    assert (first["rank"], first["host"], first["chip"], first["region"]) == (FAULT_RANK, FAULT_HOST, 2, "dataloader")
+    assert job["ranks"]["world_size"] == 576 and job["ranks"]["running"] == 576
+    assert job["throughput"]["last_step_age_s"] > job["thresholds"]["late_s"]
+    markdown = receipt.with_suffix(".md").read_text()
+    assert f"- Job: **LATE**: rank {FAULT_RANK} on host {FAULT_HOST} chip 2 core 8" in markdown
+
+
+def test_snapshot_of_the_demo_hang_names_rank_host_and_chip():
+    result = run("snapshot", "--demo", "--scenario", "hang", "--period", str(PERIOD_S), "--duration", "16")
+    assert result.returncode == 0, result.stderr
+    assert "LATE - rank 120 (host sim-trn3-gen2-us-07 chip 2)" in result.stdout
+    assert f"suspect rank {FAULT_RANK}: host {FAULT_HOST} chip 2 core 8, region dataloader" in result.stdout
