@@ -12,7 +12,9 @@ from trnwatch.workloads.sim.topology import get_topology
 
 pytestmark = pytest.mark.slow
 
-PERIOD_S = 0.25  # a tick every 0.25 s: the hang starts at tick 30, 7.5 s in
+# The demo's own pace (a tick a second): the last step ends at tick 29, about 30 s in; LATE
+# follows 5 s later; each session ends 40 s in, before STALLED (30 s after the last step).
+DURATION_S = "40"
 FAULT_RANK = fault_rank(get_topology("trn3-gen2-us"))
 FAULT_HOST = "sim-trn3-gen2-us-07"
 
@@ -23,8 +25,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
 
 def test_demo_hang_receipt_names_the_fault_site_as_the_first_suspect(tmp_path):
     receipt = tmp_path / "hang.json"
-    # The last step ends about 7.5 s in; LATE after 5 s more; the session ends 16 s in, before STALLED.
-    result = run("demo", "--headless", "--scenario", "hang", "--period", str(PERIOD_S), "--duration", "16",
+    result = run("demo", "--headless", "--scenario", "hang", "--duration", DURATION_S,
                  "--receipt", str(receipt), "--job-dir", str(tmp_path / "job"))
     assert result.returncode == 0, result.stderr
     job = json.loads(receipt.read_text())["job"]
@@ -38,7 +39,7 @@ def test_demo_hang_receipt_names_the_fault_site_as_the_first_suspect(tmp_path):
 
 
 def test_snapshot_of_the_demo_hang_names_rank_host_and_chip():
-    result = run("snapshot", "--demo", "--scenario", "hang", "--period", str(PERIOD_S), "--duration", "16")
+    result = run("snapshot", "--demo", "--scenario", "hang", "--duration", DURATION_S)
     assert result.returncode == 0, result.stderr
     assert "LATE - rank 120 (host sim-trn3-gen2-us-07 chip 2)" in result.stdout
     assert f"suspect rank {FAULT_RANK}: host {FAULT_HOST} chip 2 core 8, region dataloader" in result.stdout
