@@ -35,7 +35,8 @@ def test_demo_hang_receipt_names_the_fault_site_as_the_first_suspect(tmp_path):
     assert job["ranks"]["world_size"] == 576 and job["ranks"]["running"] == 576
     assert job["throughput"]["last_step_age_s"] > job["thresholds"]["late_s"]
     markdown = receipt.with_suffix(".md").read_text()
-    assert f"- Job: **LATE**: rank {FAULT_RANK} on host {FAULT_HOST} chip 2 core 8" in markdown
+    assert f"**Verdict: LATE** (rank {FAULT_RANK} (host {FAULT_HOST} chip 2)" in markdown
+    assert f"culprit: rank {FAULT_RANK} (host {FAULT_HOST}, chip 2, core 8, region dataloader)" in markdown
 
 
 def test_snapshot_of_the_demo_hang_names_rank_host_and_chip():

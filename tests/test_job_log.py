@@ -80,7 +80,7 @@ def test_the_ledger_folds_a_passive_log_and_names_its_profile():
         ledger.ingest(line)
     stats = ledger.sources["joblog:torchtitan_plain.log"]
     assert (stats.kind, stats.log_profile, stats.unparsed_lines, sum(stats.rejected.values())) == ("job", "torchtitan", 5, 0)
-    summary = ledger.job.summary(ledger.job.last_event_ts)
+    summary = ledger.job.summary(ledger.job.last_event_ts).model_dump(mode="json")
     assert summary["log_profiles"] == {"joblog:torchtitan_plain.log": "torchtitan"}
     assert summary["throughput"]["tokens_per_s"] == pytest.approx(8 * 8192 / 2.0, rel=0.05)
 

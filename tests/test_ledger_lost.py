@@ -34,6 +34,6 @@ def test_a_silent_device_stream_becomes_lost_counts_a_gap_and_is_the_worst_sourc
     assert states["host-1"] == "lost" and states["host-0"] == "connected"
     worst = ledger.worst_sources(now_s)
     assert [(s.source_id, state) for s, state in worst][:2] == [("host-1", "lost"), ("job:rank-00000.jsonl", "stale")]
-    receipt = {s.id: s for s in build_receipt(ledger, "eof").sources}
+    receipt = {s.id: s for s in build_receipt(ledger, "eof", written_at_s=0.0).sources}
     assert receipt["host-1"].gaps == 1 and receipt["host-1"].gap_seconds == now_s - (T0 + quiet_after - 1)
     assert receipt["host-0"].gaps == 0
