@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("torch", reason="the reference workload needs torch (CPU wheel torch==2.13.0)")
 
 from trnwatch.workloads import train  # noqa: E402
+from tests.torchrun import stop_torchrun as end  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -32,16 +33,11 @@ def watch(tmp_path, *flags):
                             env={**os.environ, "PATH": "/usr/bin:/bin"})  # no neuron-monitor: job scope only
 
 
-def end(process):
-    """Stop torchrun with SIGTERM so it stops its workers (they run in sessions of their own: a
-    SIGKILL of torchrun's group would leave them running)."""
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+def stop_monitor(monitor):
+    """Let the follower (0.25 s polls) read the last lines, then end the watch as a user would."""
+    time.sleep(1.0)
+    monitor.send_signal(signal.SIGTERM)
+    monitor.communicate(timeout=60)
 
 
 def test_watching_a_two_rank_run_gives_real_step_times_throughput_and_all_reduce_latency(tmp_path):
@@ -49,9 +45,7 @@ def test_watching_a_two_rank_run_gives_real_step_times_throughput_and_all_reduce
     job = torchrun(tmp_path, "--tp", "2", "--steps", "40")
     try:
         assert job.wait(timeout=180) == 0, (tmp_path / "torchrun.log").read_text()[-2000:]
-        time.sleep(1.0)  # the follower polls every 0.25 s
-        monitor.send_signal(signal.SIGTERM)
-        monitor.communicate(timeout=60)
+        stop_monitor(monitor)
     finally:
         end(job)
         monitor.kill()
@@ -105,9 +99,7 @@ def test_kill_9_of_rank_1_of_2_blames_rank_1_and_the_counts_add_up(tmp_path):
         assert pid is not None, (tmp_path / "torchrun.log").read_text()[-2000:]
         os.kill(pid, signal.SIGKILL)
         assert job.wait(timeout=120) != 0
-        time.sleep(1.0)  # the follower polls every 0.25 s
-        monitor.send_signal(signal.SIGTERM)
-        monitor.communicate(timeout=60)
+        stop_monitor(monitor)
     finally:
         end(job)
         monitor.kill()

@@ -3,7 +3,6 @@ telemetry is followed with the real follower and folded by the real JobLedger.""
 
 import asyncio
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from trnwatch.collectors.job_events import parse_job_line  # noqa: E402
 from trnwatch.collectors.job_files import follow_run_dir  # noqa: E402
 from trnwatch.ledger.job import JobLedger  # noqa: E402
 from trnwatch.workloads import train  # noqa: E402
+from tests.torchrun import stop_torchrun as stop  # noqa: E402
 
 LAYERS = 2
 TP_ALL_REDUCES_PER_LAYER = 4  # forward: attention out + MLP down; backward: qkv input + MLP up input
@@ -89,17 +89,6 @@ def run_to_end(tmp_path, nproc: int, *flags: str, log: str = "torchrun.log") -> 
         return process.wait(timeout=120)
     finally:
         stop(process)
-
-
-def stop(process: subprocess.Popen) -> None:
-    """End torchrun and its workers (its own session) if still running."""
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
 
 
 def follow_and_fold(telemetry_dir, ledger: JobLedger, done, timeout_s: float = 60.0) -> list:

@@ -16,14 +16,16 @@ interval add. Measured on a shared 2-core machine: read the figures relative to 
 
 import argparse
 import asyncio
-import os
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # for tests.* helpers when run as a script
+
+from tests.torchrun import stop_torchrun  # noqa: E402
 from trnwatch.collectors.job_events import parse_job_line
 from trnwatch.collectors.job_files import follow_run_dir
 from trnwatch.ledger.job import JobLedger
@@ -67,23 +69,13 @@ async def _watch(run_dir: Path, timeout_s: float) -> dict:
     return {verdict: (at - onset_s, threshold_s, suspects) for verdict, (at, threshold_s, suspects) in seen.items()}
 
 
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-
-
 def _measure(command: list[str], run_dir: Path, cwd: Path) -> dict:
     with open(cwd / "job.log", "w") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True)
     try:
         return asyncio.run(_watch(run_dir, timeout_s=180))
     finally:
-        _stop(process)
+        stop_torchrun(process)
 
 
 def _report(name: str, expected_rank: int, figures: dict) -> None:
