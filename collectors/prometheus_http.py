@@ -1,7 +1,10 @@
 """HTTP for the Prometheus sources: which URLs are accepted, the bearer token, one bounded GET.
 
-Standard library only (`http.client`), each request in a worker thread of a pool of its own, so
-a hung endpoint holds one thread until its timeout and never the event loop or the other sources.
+Standard library only (`http.client`), each request in a daemon thread of its own with a total
+deadline: a peer that drips one byte a second (which no per-read socket timeout ever stops)
+has its socket shut at the deadline, and so does every request still running when the session
+ends, so no worker outlives the session or holds the exit after the receipt (issue 9.6). A
+hung endpoint never holds the event loop or the other sources.
 No redirects are followed (a redirect could carry the token to another host) and no proxy
 variables are read: trnwatch talks to exactly the URL it was given.
 
@@ -15,10 +18,11 @@ header. Error messages never contain it (any echo of it by a server is masked).
 import asyncio
 import http.client
 import os
+import socket
 import ssl
+import threading
 import time
 import urllib.parse
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from trnwatch.collectors.text_files import TextFileError, read_text_file
@@ -26,8 +30,6 @@ from trnwatch.collectors.text_files import TextFileError, read_text_file
 TOKEN_ENV = "TRNWATCH_PROMETHEUS_TOKEN"
 USER_AGENT = "trnwatch"
 READ_CHUNK_BYTES = 256 * 1024
-# Threads are made on demand; the bound only matters for hundreds of hung scrape targets.
-_POOL = ThreadPoolExecutor(max_workers=256, thread_name_prefix="trnwatch-http")
 
 
 class UrlError(ValueError):
@@ -93,10 +95,36 @@ def load_token(path: Path | None, environ: dict[str, str] | None = None) -> str 
     return token
 
 
-def fetch(url: str, token: str | None, timeout_s: float, max_bytes: int) -> bytes:
+class _Request:
+    """One GET whose socket another thread may shut (the deadline, or the session ending)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._conn: http.client.HTTPConnection | None = None
+        self.aborted = False
+
+    def connection(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            self._conn = conn
+
+    def abort(self) -> None:
+        """Wake a read blocked on the socket (shutdown does; closing from another thread does not)."""
+        with self._lock:
+            self.aborted = True
+            sock = self._conn.sock if self._conn is not None else None
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed or never connected
+
+
+def fetch(url: str, token: str | None, timeout_s: float, max_bytes: int, request: _Request | None = None) -> bytes:
     """GET `url` (checked with `check_url`) and return the body of a 200 answer; `FetchError` else.
 
-    `timeout_s` bounds connecting and the whole read; a body over `max_bytes` is an error.
+    `timeout_s` bounds connecting and each wait for bytes, and the whole read is checked against
+    it between chunks; a body over `max_bytes` is an error. A peer that drips bytes slower than
+    that is only stopped by `request.abort()`, which `fetch_async` calls at the total deadline.
     """
     parts = urllib.parse.urlsplit(url)
     path = urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, ""))
@@ -109,16 +137,21 @@ def fetch(url: str, token: str | None, timeout_s: float, max_bytes: int) -> byte
                                            context=ssl.create_default_context())
     else:
         conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout_s)
+    request = request or _Request()
+    request.connection(conn)
     try:
         conn.request("GET", path, headers=headers)
         response = conn.getresponse()
         body = bytearray()
-        while chunk := response.read(READ_CHUNK_BYTES):
+        # read1: whatever has arrived, so the deadline is checked however slowly bytes come.
+        while chunk := response.read1(READ_CHUNK_BYTES):
             body += chunk
             if len(body) > max_bytes:
                 raise FetchError(f"answer from {url} is over {max_bytes} bytes")
             if time.monotonic() > deadline:
                 raise FetchError(f"{url} did not finish answering within {timeout_s:g} s")
+        if request.aborted:
+            raise FetchError(f"{url} did not finish answering within {timeout_s:g} s")
         if response.status != 200:
             # The first line of a short text or JSON answer says why (Prometheus: {"error": ...});
             # an HTML error page says nothing a status line does not.
@@ -130,6 +163,8 @@ def fetch(url: str, token: str | None, timeout_s: float, max_bytes: int) -> byte
             raise FetchError(message if token is None else message.replace(token, "<token>"))
         return bytes(body)
     except (OSError, http.client.HTTPException) as exc:
+        if request.aborted:
+            raise FetchError(f"{url} did not finish answering within {timeout_s:g} s") from None
         reason = "timed out" if isinstance(exc, TimeoutError) else (getattr(exc, "strerror", None) or str(exc) or type(exc).__name__)
         raise FetchError(f"{url}: {reason}") from None
     finally:
@@ -137,5 +172,38 @@ def fetch(url: str, token: str | None, timeout_s: float, max_bytes: int) -> byte
 
 
 async def fetch_async(url: str, token: str | None, timeout_s: float, max_bytes: int) -> bytes:
-    """`fetch` in the HTTP worker pool, awaitable from the event loop."""
-    return await asyncio.get_running_loop().run_in_executor(_POOL, fetch, url, token, timeout_s, max_bytes)
+    """`fetch` in a daemon thread of its own, awaitable from the event loop, with a total deadline.
+
+    At `timeout_s` (however slowly the peer drips bytes), or when the awaiting task is cancelled
+    (the session ends), the request's socket is shut down, so the thread ends at once; being a
+    daemon, a thread stuck where no socket can wake it (a name lookup) never holds the exit.
+    """
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[bytes] = loop.create_future()
+    request = _Request()
+
+    def settle(body: bytes | None, error: BaseException | None) -> None:
+        if not done.done():
+            if error is not None:
+                done.set_exception(error)
+            else:
+                done.set_result(body)
+
+    def work() -> None:
+        body, error = None, None
+        try:
+            body = fetch(url, token, timeout_s, max_bytes, request)
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
+            error = exc
+        try:
+            loop.call_soon_threadsafe(settle, body, error)
+        except RuntimeError:
+            pass  # the loop is closed: nobody waits any more
+
+    threading.Thread(target=work, name="trnwatch-http", daemon=True).start()
+    try:
+        return await asyncio.wait_for(done, timeout_s)  # on timeout or cancel, `done` is cancelled
+    except TimeoutError:
+        raise FetchError(f"{url} did not finish answering within {timeout_s:g} s") from None
+    finally:
+        request.abort()  # nothing left to shut once the request finished (its connection is closed)
