@@ -12,11 +12,16 @@ Prometheus holds every host, then measures trnwatch's server-mode refresh in thi
   run, the fold of the same hosts' own neuron-monitor report lines (the SSH / local path);
 - rollup: `Ledger.rollup_cluster` over all hosts;
 - CPU per refresh (process CPU time, all threads) and resident memory after the refreshes;
-- scrape mode for comparison: ingest of one host's exporter body (prometheus_client's text
-  parser) against server mode's fold per host;
+- scrape mode: ingest of one Gen2 host's exporter body as an exporter serves it (~95 KB with the
+  process series), process CPU time, of which trnwatch's text reader, side by side with
+  prometheus_client's parser on the same bodies;
+- the garbage collector with every chip's history full (300 samples per chip, filled directly):
+  a full collection's pause and the objects it tracks, side by side with the same samples kept
+  the way they were before (a deque of one slots object per sample);
 - event-loop stall: the real source (`promql_lines`, which folds in chunks) run in a session
-  for a few refreshes while a 5 ms ticker records its worst lateness, against the stall of
-  folding one refresh in a single go.
+  on the ledger with full histories for a few refreshes, while a 5 ms ticker records its worst
+  lateness and `gc.callbacks` the longest collection, against the stall of folding one refresh
+  in a single go and the ticker alone on this machine.
 
 Needs /usr/bin/prometheus (apt-get install prometheus). This machine is noisy: compare the
 side-by-side figures of one run, not figures across runs.
@@ -24,6 +29,7 @@ side-by-side figures of one run, not figures across runs.
 
 import argparse
 import asyncio
+import gc
 import json
 import signal
 import statistics
@@ -31,9 +37,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # for tests.* helpers when run as a script
@@ -46,7 +55,8 @@ from trnwatch.collectors.prometheus_sources import SERVER_QUERIES, host_lines, p
 from trnwatch.ledger.ledger import Ledger  # noqa: E402
 from trnwatch.session import Session, SourceSpec  # noqa: E402
 from trnwatch.collectors.prometheus import scrape_samples  # noqa: E402
-from trnwatch.workloads.sim.exporter import ExporterState, fleet  # noqa: E402
+from trnwatch.ledger.hosts import HISTORY_SAMPLES  # noqa: E402
+from trnwatch.workloads.sim.exporter import ExporterState, _process_series, fleet  # noqa: E402
 
 START_TICK = 25  # steady training: every core busy
 
@@ -95,26 +105,66 @@ def direct_fold_s(hosts, ultraservers: dict[str, str]) -> float:
     return time.perf_counter() - start
 
 
-def scrape_ingest_s(hosts) -> tuple[float, float]:
-    """Scrape mode for comparison: (ingest of one host's exporter body, of which the text parser)."""
+def scrape_ingest_s(hosts) -> tuple[float, float, float, int]:
+    """Scrape mode: (ingest of one host's exporter body, of which the text reader, prometheus_client's
+    parser on the same body, body bytes); process CPU time, best of interleaved rounds."""
+    process = _process_series()
     bodies = []
     for h in hosts[:36]:
         state = ExporterState()
         state.consume(h.report(START_TICK))
-        bodies.append(state.render())
+        bodies.append(process + state.render())
     lines = [json.dumps({"url": "u", "interval_s": 10.0, "body": b}) for b in bodies]
-    ingest = parser = float("inf")
+    ingest = reader = reference = float("inf")
     for _ in range(3):  # interleaved rounds, best of each: this machine is noisy
         ledger = Ledger("live")
-        start = time.perf_counter()
+        start = time.process_time()
         for text in lines:
             ledger.ingest(Line("u", "prometheus", 1000.0, text))
-        ingest = min(ingest, (time.perf_counter() - start) / len(lines))
-        start = time.perf_counter()
+        ingest = min(ingest, (time.process_time() - start) / len(lines))
+        start = time.process_time()
         for b in bodies:
             scrape_samples(b)
-        parser = min(parser, (time.perf_counter() - start) / len(bodies))
-    return ingest, parser
+        reader = min(reader, (time.process_time() - start) / len(bodies))
+        start = time.process_time()
+        for b in bodies[:6]:
+            for family in text_string_to_metric_families(b):
+                family.samples  # noqa: B018 - parsed, as trnwatch parsed before
+        reference = min(reference, (time.process_time() - start) / 6)
+    return ingest, reader, reference, len(bodies[0].encode())
+
+
+@dataclass(slots=True)
+class _SampleObject:
+    """A history sample as ledger/hosts.py kept it before (one slots object per sample)."""
+
+    t_s: float
+    util_pct: float | None
+    hbm_bytes: int | None
+
+
+def _full_collection_s() -> float:
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        gc.collect()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def gc_with_full_histories(ledger: Ledger) -> dict:
+    """Fill every chip's history to HISTORY_SAMPLES; a full collection's pause and tracked objects,
+    then the same with the same samples also kept as objects (the storage before)."""
+    chips = [c for h in ledger.hosts.values() for c in h.chips]
+    for chip in chips:
+        for i in range(HISTORY_SAMPLES - len(chip.history)):
+            chip.history.append(float(i), 50.0, 10**9)
+    figures = {"chips": len(chips), "tracked": len(gc.get_objects()), "pause_s": _full_collection_s()}
+    old = [deque((_SampleObject(float(i), 50.0, 10**9) for i in range(HISTORY_SAMPLES)), maxlen=HISTORY_SAMPLES)
+           for _ in chips]
+    figures.update(old_tracked=len(gc.get_objects()), old_pause_s=_full_collection_s())
+    del old
+    return figures
 
 
 async def _worst_lateness_s(stop: asyncio.Event) -> float:
@@ -134,27 +184,40 @@ async def baseline_lateness_ms(seconds: float) -> float:
     return await _worst_lateness_s(stop) * 1000
 
 
-async def loop_stall_ms(url: str, interval_s: float, refreshes: int, ultraservers: dict[str, str]) -> tuple[float, int]:
-    """Worst lateness of a 5 ms ticker while the real source folds `refreshes` refreshes in a session."""
-    hosts = len(ultraservers)  # the map has one entry per host
-    ledger = Ledger("live", ultraservers)
+async def loop_stall_ms(url: str, interval_s: float, refreshes: int, ledger: Ledger) -> tuple[float, float, int]:
+    """Worst lateness of a 5 ms ticker, and the longest garbage collection, while the real source
+    folds `refreshes` refreshes into `ledger` (full histories) in a session."""
+    hosts = len(ledger.hosts)
+    before = ledger.sources[url].reports if url in ledger.sources else 0
     session = Session(ledger, [SourceSpec(url, "promql", lambda: promql_lines(url, interval_s))])
     done = asyncio.Event()
+    collections: list[float] = []
+    started: list[float] = []
+
+    def timed(phase: str, info: dict) -> None:
+        if phase == "start":
+            started.append(time.perf_counter())
+        elif started:
+            collections.append(time.perf_counter() - started.pop())
 
     async def stop_after():
-        while ledger.sources.get(url) is None or ledger.sources[url].reports < refreshes * hosts:
+        while ledger.sources[url].reports < before + refreshes * hosts:
             await asyncio.sleep(0.05)
         session.stop("duration")
 
-    tick, stopper = asyncio.create_task(_worst_lateness_s(done)), asyncio.create_task(stop_after())
-    await session.run()
-    done.set()
-    stopper.cancel()
-    return await tick * 1000, ledger.sources[url].reports
+    gc.callbacks.append(timed)
+    try:
+        tick, stopper = asyncio.create_task(_worst_lateness_s(done)), asyncio.create_task(stop_after())
+        await session.run()
+        done.set()
+        stopper.cancel()
+        worst = await tick
+    finally:
+        gc.callbacks.remove(timed)
+    return worst * 1000, max(collections, default=0.0) * 1000, ledger.sources[url].reports - before
 
 
-async def measure(url: str, refreshes: int, interval_s: float, ultraservers: dict[str, str]) -> list[dict]:
-    ledger = Ledger("live", ultraservers)
+async def measure(url: str, refreshes: int, interval_s: float, ledger: Ledger) -> list[dict]:
     rows = []
     for _ in range(refreshes):
         rows.append(await one_refresh(url, ledger, interval_s))
@@ -186,8 +249,10 @@ def main() -> None:
             series = float(server.query("count({__name__=~'neuron.*|execution.*|hardware.*|system.*'})")[0]["value"][1])
             print(f"{n} hosts, {n * 4} chips; Prometheus holds {series:.0f} exporter series "
                   f"(all hosts scraped after {time.monotonic() - started:.0f} s)")
-            rows = asyncio.run(measure(server.url, args.refreshes, args.scrape_interval, ultraservers))
-            stall_ms, reports = asyncio.run(loop_stall_ms(server.url, 3.0, 3, ultraservers))
+            ledger = Ledger("live", ultraservers)
+            rows = asyncio.run(measure(server.url, args.refreshes, args.scrape_interval, ledger))
+            collector = gc_with_full_histories(ledger)
+            stall_ms, gc_max_ms, reports = asyncio.run(loop_stall_ms(server.url, 3.0, 3, ledger))
             idle_ms = asyncio.run(baseline_lateness_ms(10.0))
             prometheus_cpu_s = psutil.Process(server.proc.pid).cpu_times()
         finally:
@@ -200,7 +265,7 @@ def main() -> None:
            for k in ("query_s", "split_s", "fold_s", "rollup_s", "cpu_s", "bytes", "decode_max_s")}
     direct_s = min(direct_fold_s(hosts, ultraservers) for _ in range(3))
     rss_mb = psutil.Process().memory_info().rss / 2**20
-    scrape_s, parser_s = scrape_ingest_s(hosts)
+    scrape_s, reader_s, reference_s, body_bytes = scrape_ingest_s(hosts)
     print(f"per refresh (median of {len(rows)}): query {med['query_s'] * 1000:.0f} ms for {med['bytes'] / 2**20:.1f} MiB "
           f"of answers ({len(SERVER_QUERIES)} queries), split {med['split_s'] * 1000:.0f} ms, "
           f"fold {med['fold_s'] * 1000:.0f} ms, cluster rollup {med['rollup_s'] * 1000:.1f} ms")
@@ -208,13 +273,18 @@ def main() -> None:
           f"at a 10 s refresh, {med['cpu_s'] / 30 * 100:.1f}% at 30 s")
     print(f"side by side, fold of one refresh for {n} hosts: promql lines {med['fold_s'] * 1000:.0f} ms vs the hosts' own "
           f"neuron-monitor lines {direct_s * 1000:.0f} ms ({direct_s / med['fold_s']:.1f}x)")
-    print(f"event loop worst stall with the chunked source: {stall_ms:.0f} ms (vs {med['fold_s'] * 1000:.0f} ms "
-          f"folding a refresh in one go; the largest answer's json.loads alone holds the GIL "
-          f"{med['decode_max_s'] * 1000:.0f} ms); {reports} host reports folded; the same ticker with no refresh "
-          f"running, over 10 s: {idle_ms:.0f} ms")
-    print(f"scrape mode instead, per host and scrape: ingest {scrape_s * 1000:.1f} ms, of which prometheus_client's "
-          f"text parser {parser_s * 1000:.1f} ms; server mode: {med['fold_s'] / n * 1000:.2f} ms fold per host "
-          f"({scrape_s / (med['fold_s'] / n):.0f}x less)")
+    print(f"garbage collector with every chip's history full ({collector['chips']} chips x {HISTORY_SAMPLES} samples): "
+          f"full collection {collector['pause_s'] * 1000:.0f} ms over {collector['tracked'] / 1e6:.2f} M tracked objects; "
+          f"the same samples also kept as one object each (the storage before): {collector['old_pause_s'] * 1000:.0f} ms "
+          f"over {collector['old_tracked'] / 1e6:.2f} M")
+    print(f"event loop worst stall with the chunked source and full histories: {stall_ms:.0f} ms, longest garbage "
+          f"collection meanwhile {gc_max_ms:.0f} ms (vs {med['fold_s'] * 1000:.0f} ms folding a refresh in one go; the "
+          f"largest answer's json.loads alone holds the GIL {med['decode_max_s'] * 1000:.0f} ms); {reports} host reports "
+          f"folded; the same ticker with no refresh running, over 10 s: {idle_ms:.0f} ms")
+    print(f"scrape mode instead, per Gen2 host body ({body_bytes / 1000:.0f} KB), process CPU time: ingest "
+          f"{scrape_s * 1000:.2f} ms, of which trnwatch's text reader {reader_s * 1000:.2f} ms; prometheus_client's parser "
+          f"on the same bodies {reference_s * 1000:.1f} ms ({reference_s / reader_s:.1f}x the reader); server mode: "
+          f"{med['fold_s'] / n * 1000:.2f} ms fold per host")
     print(f"resident memory of this process after the run: {rss_mb:.0f} MiB; "
           f"Prometheus CPU over the whole run: {prometheus_cpu_s.user + prometheus_cpu_s.system:.0f} s")
 
