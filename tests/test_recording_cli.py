@@ -1,9 +1,8 @@
 """Recordings through the command line, as real child processes: exact replay of /1 and /2,
 SIGKILL, `record` with rotation, retention and signals, a full disk, windows and --info."""
 
+import asyncio
 import json
-import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -13,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from trnwatch.collectors.lines import Line, SourceEvent
-from trnwatch.collectors.recording import index_path
+from trnwatch.collectors.recording import Recorder, RecordingError
+from tests.mounts import tmpfs
 from tests.recordings import read_all, write_v1
 from tests.test_cli import SIM, TRNWATCH, figures, load_receipt, run
 
@@ -38,7 +38,7 @@ def wait_for(condition, what: str, timeout_s: float = 30.0):
 def recorded_lines(path: Path) -> int:
     try:
         return sum(isinstance(i, Line) for i in read_all(path)[0])
-    except Exception:  # the header frame not written yet
+    except RecordingError:  # not there yet, or its header frame not written yet
         return 0
 
 
@@ -137,21 +137,13 @@ def _parts_made(folder: Path) -> int:
 
 @pytest.mark.slow
 def test_a_full_disk_stops_only_the_recording(tmp_path):
-    """ENOSPC for real: the recording goes to a 16 KiB tmpfs mounted in a private mount
-    namespace (unshare), the receipt to a healthy folder."""
-    if shutil.which("unshare") is None or os.geteuid() != 0:
-        pytest.skip("needs root and unshare to mount a tiny tmpfs")
-    small = tmp_path / "small"
-    small.mkdir()
+    """ENOSPC for real: the recording goes to a 16 KiB tmpfs (tests/mounts.py), the receipt to a
+    healthy folder; 200 reports do not fit."""
     receipt = tmp_path / "r.json"
-    command = " ".join(TRNWATCH + ["watch", "--stdin", "--headless", "--record", str(small / "r.trnrec"),
-                                   "--receipt", str(receipt)])
-    probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"], capture_output=True)
-    if probe.returncode != 0:
-        pytest.skip(f"unshare --mount is not allowed here: {probe.stderr.decode().strip()}")
-    result = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                             f"mount -t tmpfs -o size=16k tmpfs {small} && exec {command}"],
-                            input="\n".join(sim_lines(200)) + "\n", capture_output=True, text=True, timeout=120)
+    with tmpfs(tmp_path / "small", size_kib=16) as small:
+        result = run(["watch", "--stdin", "--headless", "--record", str(small / "r.trnrec"), "--receipt", str(receipt)],
+                     input="\n".join(sim_lines(200)) + "\n")
+        items, recording = read_all(small / "r.trnrec")
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("recording stopped") == 1 and "no space left on the device" in result.stderr
     r = load_receipt(receipt)
@@ -162,6 +154,36 @@ def test_a_full_disk_stops_only_the_recording(tmp_path):
     assert (failure["output"], failure["error"]) == ("recording", rec["error"]) and failure["path"] == rec["files"][-1]
     assert "Traceback" not in result.stderr
     assert "Recording:" in receipt.with_suffix(".md").read_text()
+    # what was recorded before the disk filled still reads (the partial frame was cut away)
+    assert recording.stats.skipped == {} and sum(isinstance(i, Line) for i in items) < 200
+
+
+def test_a_recording_that_stops_is_said_on_the_screen(tmp_path):
+    from tests.test_tui_app import drive, screen_text, wait_until
+    from trnwatch.ledger.ledger import Ledger
+    from trnwatch.session import Session, SourceSpec
+    from trnwatch.tui.app import TrnwatchApp
+    reports = sim_lines(60)
+
+    async def lines():
+        for text in reports:
+            yield Line("stdin", "neuron-monitor", time.time(), text)
+            await asyncio.sleep(0)
+
+    with tmpfs(tmp_path / "small", size_kib=16) as small:
+        ledger = Ledger("live")
+        recorder = Recorder.to_file(small / "r[bold]x[/].trnrec", "live", {}, known_hosts=lambda: ledger.hosts.keys())
+        session = Session(ledger, [SourceSpec("stdin", "neuron-monitor", lines)], recorder)
+        app = TrnwatchApp(ledger, session=session, receipt_path=tmp_path / "r.json", theme="dark")
+
+        async def check(app, pilot):
+            await wait_until(pilot, lambda: "recording stopped" in screen_text(app), "the notification")
+            await app._session_task
+            assert ledger.sources["stdin"].reports == 60  # the screen and the ledger went on
+
+        seen = drive(app, size=(160, 40), check=check)
+    assert "r[bold]x[/].trnrec" in seen.screen  # the path shown as text, not markup
+    assert json.loads((tmp_path / "r.json").read_text())["recording"]["error"] == "no space left on the device"
 
 
 def test_replay_window_and_info_from_the_command_line(tmp_path):

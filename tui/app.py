@@ -129,7 +129,7 @@ class TrnwatchApp(App[None]):
         self.call_after_refresh(self.render_now)
         if self.session is not None:
             # A message the session has for people (a recording that stopped) goes on the screen.
-            self.session.notice = lambda text: self.notify(text, severity="error", timeout=30)
+            self.session.notice = lambda text: self.notify(text, severity="error", markup=False, timeout=30)
             self._session_task = asyncio.create_task(self._run_session())
 
     def on_resize(self) -> None:
