@@ -10,7 +10,7 @@ the job ledger's phase timeline does) and attributes every second of the window
 
 - `productive`: inside a step (`[ts - step_time_s, ts]`) taken in steady state (a `steady` phase
   open and no start-up, compile or blocking checkpoint open; a job that never emits phases has
-  every step counted steady, and the steady segment says `inferred`);
+  every step counted steady);
 - `startup`: before the first step of a process, and inside `init` / `warmup` (steps included);
 - `compile`: inside a `compile` phase (cache hits are instant and cost nothing here);
 - `checkpoint_save`: inside a `checkpoint` phase or a save that blocks steps (`blocking` absent or
@@ -48,34 +48,6 @@ def _nearest_rank(ordered: list[float], q: float) -> float:
 
 
 @dataclass
-class SteadySteps:
-    """The steady steps of the timeline rank over the whole window (bounded samples)."""
-
-    first_step: int | None = None
-    last_step: int | None = None
-    start_ts: float | None = None
-    end_ts: float | None = None
-    steps: int = 0
-    seconds: float = 0.0
-    tokens: int = 0
-    tokens_seconds: float = 0.0  # step time of the steps that reported tokens
-    samples_s: deque = field(default_factory=lambda: deque(maxlen=STEP_SAMPLES))
-
-    def add(self, step: int, begin_ts: float, end_ts: float, step_time_s: float | None, tokens: int | None) -> None:
-        if self.first_step is None:
-            self.first_step, self.start_ts = step, begin_ts
-        self.last_step, self.end_ts = step, end_ts
-        self.steps += 1
-        seconds = step_time_s if step_time_s is not None else end_ts - begin_ts
-        self.seconds += seconds
-        if tokens is not None:
-            self.tokens += tokens
-            self.tokens_seconds += seconds
-        if step_time_s is not None:
-            self.samples_s.append(step_time_s)
-
-
-@dataclass
 class SequenceLengths:
     """Distribution of the optional per-step `seq_len` (timeline rank, every step)."""
 
@@ -109,7 +81,7 @@ class GoodputClock:
         self.last_ts: float | None = None
         self.cursor_ts: float | None = None  # the window is attributed up to here
         self.seconds: dict[str, float] = dict.fromkeys(("productive",) + CAUSES, 0.0)
-        self.steady = SteadySteps()
+        self.steady_samples_s: deque = deque(maxlen=STEP_SAMPLES)  # the latest steady step times
         self.sequence_lengths = SequenceLengths()
         self.phases_seen = False
         self._open: set[str] = set()
@@ -220,16 +192,15 @@ class GoodputClock:
         steady = cause is None
         self._attribute_until(event.ts, cause or "productive")
         self._last_step = event.step
-        if steady:
-            self.steady.add(event.step, begin_ts, event.ts, event.step_time_s, event.tokens)
-            if event.step_time_s is not None:
-                self._recent_s.append(event.step_time_s)
+        if steady and event.step_time_s is not None:
+            self.steady_samples_s.append(event.step_time_s)
+            self._recent_s.append(event.step_time_s)
 
     def _waste(self, steps_lost: int) -> None:
         """Wasted progress: steps redone after a restart leave productive time for restart."""
-        if steps_lost <= 0 or not self.steady.samples_s:
+        if steps_lost <= 0 or not self.steady_samples_s:
             return
-        seconds = min(steps_lost * median(self.steady.samples_s), self.seconds["productive"])
+        seconds = min(steps_lost * median(self.steady_samples_s), self.seconds["productive"])
         self.seconds["productive"] -= seconds
         self.seconds["restart"] += seconds
 

@@ -219,9 +219,10 @@ class SteadySegment(_Section):
     steps: int
     tokens_per_s: float | None
     step_time_s: Percentiles
-    inferred: bool  # true when the job emits no phases and every step was taken as steady
+    inferred: bool  # true when no steady phase was emitted and the warm-up was inferred from step times
     from_rank: int
-    step_time_samples_s: list[float]  # the latest steady step times (at most 1,024), for compare's noise interval
+    # The goodput clock's latest steady step times (at most 1,024), for compare's noise interval.
+    step_time_samples_s: list[float]
 
 
 class RestartSegment(_Section):
@@ -365,8 +366,8 @@ def build_receipt(ledger: Ledger, exit_reason: ExitReason, recorded_evidence: Ev
     replay gives the same job figures."""
     job = ledger.job_summary(ledger.last_s) if ledger.last_s is not None else None
     hosts = sorted(ledger.hosts.values(), key=lambda h: h.host_id)
-    # The derived sections read the job section as the JSON has it (a typed model dumps to that).
-    job_data = job if job is None or isinstance(job, dict) else job.model_dump(mode="json")
+    # The derived sections read the job section as the JSON has it.
+    job_data = None if job is None else job.model_dump(mode="json")
     precision = job_data.get("precision") if job_data else None
     chips = [_chip_entry(h, c, precision) for h in hosts for c in h.chips]
     runtimes = [_runtime_entry(h, r) for h in hosts for r in sorted(h.runtimes.values(), key=lambda r: r.order)]
@@ -581,15 +582,15 @@ def _segments(job: dict[str, Any], clock: GoodputClock | None) -> Segments:
         seconds=_r(job.get("cold_compile_s")), compiles=job.get("cold_compiles", 0),
         cache_hits=job.get("compile_cache_hits", 0),
     )
-    steady = None
-    s = clock.steady if clock is not None else None
-    if s is not None and s.steps:
-        steady = SteadySegment(
-            start=s.start_ts, end=s.end_ts, first_step=s.first_step, last_step=s.last_step, steps=s.steps,
-            tokens_per_s=_r(s.tokens / s.tokens_seconds) if s.tokens_seconds > 0 else None,
-            step_time_s=_percentiles(s.samples_s), inferred=not clock.phases_seen, from_rank=clock.rank,
-            step_time_samples_s=[round(v, 6) for v in s.samples_s],
-        )
+    # The job ledger's steady segment (the figures the job section and the headline quote); the
+    # step-time samples for compare's noise interval are the goodput clock's steady steps.
+    t = job.get("throughput")
+    steady = None if t is None else SteadySegment(
+        start=t["begin_ts"], end=t["end_ts"], first_step=t["first_step"], last_step=t["last_step"],
+        steps=t["steps_in_window"], tokens_per_s=_r(t["tokens_per_s"]), step_time_s=Percentiles(**t["step_time_s"]),
+        inferred=t["boundary"] == "inferred", from_rank=t["from_rank"],
+        step_time_samples_s=[round(v, 6) for v in clock.steady_samples_s] if clock is not None else [],
+    )
     restarts = [
         RestartSegment(restart=r["restart"], checkpoint_step=r["from_step"], load_s=_r(r["checkpoint_load_s"]),
                        time_to_first_step_s=_r(r["restart_to_first_step_s"]), steps_lost=r["steps_redone"])

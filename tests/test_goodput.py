@@ -71,7 +71,7 @@ def test_a_job_without_phases_counts_steps_as_steady_from_the_first():
     clock = clock_of(events)
     g = clock.breakdown()
     assert g["productive_s"] == pytest.approx(5)  # step 1 began at the run_start, 0.0
-    assert clock.steady.steps == 5 and not clock.phases_seen
+    assert len(clock.steady_samples_s) == 5 and not clock.phases_seen
 
 
 def test_other_ranks_and_other_runs_do_not_move_the_attribution():
@@ -79,7 +79,7 @@ def test_other_ranks_and_other_runs_do_not_move_the_attribution():
     foreign = dict(js.step(2000.0, 99, 1.0), run="other")
     clock = clock_of(events + [foreign])
     assert clock.rank == 0
-    assert clock.steady.steps == 5
+    assert len(clock.steady_samples_s) == 5
     assert clock.breakdown()["window"]["end"] == pytest.approx(1000.0 + 11 + 2 + 5)
 
 

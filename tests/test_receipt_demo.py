@@ -32,7 +32,8 @@ def test_demo_receipt_has_every_field_of_the_contract(demo):
     assert seg["cold_compile"]["seconds"] > 0 and seg["cold_compile"]["cache_hits"] == 0
     steady = seg["steady"]
     assert steady["steps"] >= 3 and steady["tokens_per_s"] > 0 and steady["inferred"] is False
-    assert steady["step_time_s"]["p99"] is not None and len(steady["step_time_samples_s"]) == steady["steps"]
+    assert steady["step_time_s"]["p99"] is not None and len(steady["step_time_samples_s"]) >= steady["steps"] - 1
+    assert steady["tokens_per_s"] == r["job"]["throughput"]["tokens_per_s"]  # the job section's segment
     assert seg["restarts"] == []  # the healthy demo never restarts
     g = r["goodput"]
     parts = g["productive_s"] + sum(g["badput_s"].values())
