@@ -220,7 +220,7 @@ class GoodputClock:
         explained = {k: v for k, v in seconds.items() if k != "unexplained"}
         badput = {cause: round(explained.get(cause, 0.0), 6) for cause in CAUSES if cause != "unexplained"}
         productive_s = round(explained["productive"], 6)
-        badput["unexplained"] = round(window_s - productive_s - sum(badput.values()), 6)
+        badput["unexplained"] = round(window_s - productive_s - sum(badput.values()), 6) or 0.0  # never -0.0
         return {
             "from_rank": self.rank,
             "window": {"start": self.first_ts, "end": self.last_ts, "seconds": round(window_s, 6)},
