@@ -4,118 +4,266 @@ Files are read from their start and then followed, so a monitor opened late stil
 history. Only complete lines are yielded: a partial last line waits for its newline (the emitter
 writes whole lines; a crash can leave a fragment, which stays unread until a resumed run ends it).
 
-Reads are plain blocking reads on the event loop, bounded per poll (`chunk_bytes` per file), which
-is fine for local disks and shared file systems that answer promptly.
+What is followed, and what is not:
+
+- Only regular files. A FIFO, a folder, a device (`/dev/zero`), a socket named like a rank file
+  is never opened (opening a FIFO would block the whole monitor): it is reported once, as that
+  rank's source ending with the reason, and skipped.
+- A line longer than `MAX_LINE_BYTES` is discarded up to its newline and delivered once as an
+  oversize marker (the ledger counts it rejected); its bytes are never held.
+- A file truncated in place is read again from its start, also when it was rewritten past its old
+  size between two polls (the first bytes of the file, or the bytes just before the read
+  position, no longer match what was read there). A file replaced by rename is drained, then the
+  new one is read from its start.
+- Any other error on a file (permission, I/O) is reported once per distinct error, as a "down"
+  link event of that rank's source, and the file is tried again every poll; the follower never
+  ends because of one file. Errors on the run directory itself are reported the same way.
+- Open files are bounded: the first `held_open_bound()` rank files stay open between polls; the
+  others are opened, read and closed on every poll (the read position is kept), so 10,000 rank
+  files work under a 1,024-descriptor limit. A file rotated by rename while closed between polls
+  is read from the new file's start (the old file's unread rest is not seen).
+
+Reads are plain blocking reads on the event loop (regular files only), bounded per poll
+(`chunk_bytes` per file), which is fine for local disks and shared file systems that answer
+promptly.
 """
 
 import asyncio
 import fnmatch
 import os
 import re
+import resource
+import stat
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
-from trnwatch.collectors.lines import Line
+from trnwatch.collectors.lines import Line, SourceEvent
+from trnwatch.collectors.streams import SourceLost
 
 POLL_S = 0.25
 CHUNK_BYTES = 4 << 20
 MAX_LINE_BYTES = 1 << 20
 RANK_FILE_PATTERN = "rank-*.jsonl"
+MAX_HELD_OPEN = 256  # rank files kept open between polls, at most (see held_open_bound)
+FINGERPRINT_BYTES = 64  # bytes compared to notice a file rewritten in place
+
+_FILE_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+class NotRegularFile(Exception):
+    """The path is not a regular file (a FIFO, a folder, a device): never opened, never followed."""
+
+
+def _not_regular(path: str, mode: int) -> NotRegularFile:
+    kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a regular file")
+    return NotRegularFile(f"{os.path.basename(path)} is {kind}, not a regular file: skipped")
+
+
+@dataclass(frozen=True, slots=True)
+class TailLine:
+    """One complete line of a followed file, or (oversize_bytes > 0) a discarded overlong one."""
+
+    text: str
+    oversize_bytes: int = 0
+
+
+def held_open_bound() -> int:
+    """How many files a follower keeps open: MAX_HELD_OPEN, or a quarter of the soft descriptor
+    limit when that is lower (the rest stays for sockets, pipes and the other sources)."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return MAX_HELD_OPEN if soft == resource.RLIM_INFINITY else min(MAX_HELD_OPEN, soft // 4)
 
 
 class FileTail:
-    """Complete lines appended to one file since the last read; survives truncation and rotation."""
+    """Complete lines appended to one regular file since the last read; survives truncation,
+    rewriting in place and rotation. With `hold_open=False` the file is closed after each read."""
 
     def __init__(self, path: str, chunk_bytes: int = CHUNK_BYTES, max_line_bytes: int = MAX_LINE_BYTES,
-                 split_cr: bool = False):
+                 hold_open: bool = True, split_cr: bool = False):
         self.path = path
         # Logs: a carriage return ends a line too (progress bars redraw with \r and no newline).
-        self._split = re.compile(rb"\r\n|\r|\n").split if split_cr else lambda data: data.split(b"\n")
+        self._split_lines = re.compile(rb"\r\n|\r|\n").split if split_cr else lambda data: data.split(b"\n")
         self.chunk_bytes = chunk_bytes
         self.max_line_bytes = max_line_bytes
-        self._file = None
-        self._partial = b""
+        self.hold_open = hold_open
+        self._fd: int | None = None
+        self._ino: int | None = None
+        self._seen: tuple[int, int] | None = None  # (size, mtime_ns) at the last read
+        self._start_over()
 
-    def read_lines(self) -> tuple[list[str], bool]:
-        """Return (complete lines read now, whether more bytes are already waiting)."""
-        if self._file is None and not self._open():
+    def _start_over(self) -> None:
+        self._offset = 0
+        self._head = b""  # the file's first bytes, as read
+        self._before = b""  # the bytes just before _offset, as read
+        self._partial = b""
+        self._discarding = 0  # bytes of an overlong line dropped so far
+
+    def read_lines(self) -> tuple[list[TailLine], bool]:
+        """Return (complete lines read now, whether more bytes are already waiting).
+
+        Raises `NotRegularFile` (skip the path for good) or `OSError` (try again later)."""
+        if self._fd is None and not self._open():
             return [], False
-        if os.fstat(self._file.fileno()).st_size < self._file.tell():
-            self._file.seek(0)  # truncated in place (copytruncate rotation): start over
-            self._partial = b""
-        data = self._file.read(self.chunk_bytes)
-        more_waiting = len(data) == self.chunk_bytes
-        if not data and self._replaced():
-            self._file.close()
-            self._file = None
-            self._partial = b""
-            return self.read_lines()
-        pieces = self._split(self._partial + data)
-        self._partial = pieces.pop()
-        if len(self._partial) > self.max_line_bytes:
-            # A "line" this long is garbage; hand it on (it will be rejected and counted) rather
-            # than hold unbounded memory waiting for a newline.
-            pieces.append(self._partial)
-            self._partial = b""
-        return [piece.decode("utf-8", errors="replace").rstrip("\r") for piece in pieces], more_waiting
+        try:
+            return self._read()
+        finally:
+            if not self.hold_open:
+                self._close_fd()
 
     def close(self) -> None:
-        """Release the file handle."""
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        """Release the file descriptor."""
+        self._close_fd()
+
+    def _close_fd(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     def _open(self) -> bool:
         try:
-            self._file = open(self.path, "rb")
+            st = os.stat(self.path)
         except FileNotFoundError:
             return False
+        if not stat.S_ISREG(st.st_mode):
+            raise _not_regular(self.path, st.st_mode)
+        # O_NONBLOCK: should a FIFO take the file's place between stat and open, open returns
+        # at once instead of waiting for a writer; the fstat below then refuses it.
+        fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise _not_regular(self.path, st.st_mode)
+        if self._ino is not None and st.st_ino != self._ino:
+            self._start_over()  # reopened (closed between polls) and found another file
+        self._fd, self._ino = fd, st.st_ino
         return True
+
+    def _rewritten(self, st: os.stat_result) -> bool:
+        """Truncated in place, or truncated and rewritten (maybe past the old size) since the last read."""
+        if st.st_size < self._offset:
+            return True
+        seen = (st.st_size, st.st_mtime_ns)
+        changed, self._seen = seen != self._seen, seen
+        if not changed or self._offset == 0:
+            return False
+        before_at = self._offset - len(self._before)
+        return (os.pread(self._fd, len(self._head), 0) != self._head
+                or os.pread(self._fd, len(self._before), before_at) != self._before)
+
+    def _read(self) -> tuple[list[TailLine], bool]:
+        if self._rewritten(os.fstat(self._fd)):
+            self._start_over()
+        data = os.pread(self._fd, self.chunk_bytes, self._offset)
+        if not data and self.hold_open and self._replaced():
+            self._close_fd()
+            self._ino = None
+            self._start_over()
+            return self.read_lines()
+        if len(self._head) < FINGERPRINT_BYTES:
+            self._head += data[:FINGERPRINT_BYTES - len(self._head)]
+        self._offset += len(data)
+        self._before = (self._before + data)[-FINGERPRINT_BYTES:]
+        return self._split(data), len(data) == self.chunk_bytes
+
+    def _split(self, data: bytes) -> list[TailLine]:
+        pieces = self._split_lines(self._partial + data)
+        rest = pieces.pop()
+        out = []
+        for piece in pieces:
+            if self._discarding:
+                out.append(TailLine("", self._discarding + len(piece)))
+                self._discarding = 0
+            elif len(piece) > self.max_line_bytes:
+                out.append(TailLine("", len(piece)))
+            else:
+                out.append(TailLine(piece.decode("utf-8", errors="replace").rstrip("\r")))
+        if self._discarding:
+            self._discarding += len(rest)
+            rest = b""
+        elif len(rest) > self.max_line_bytes:
+            self._discarding, rest = len(rest), b""  # a "line" this long is garbage: drop, count at its end
+        self._partial = rest
+        return out
 
     def _replaced(self) -> bool:
         try:
-            return os.stat(self.path).st_ino != os.fstat(self._file.fileno()).st_ino
+            return os.stat(self.path).st_ino != self._ino
         except FileNotFoundError:
             return False
 
 
-async def follow_run_dir(run_dir: str, poll_s: float = POLL_S) -> AsyncIterator[Line]:
-    """Yield every complete line of every `rank-*.jsonl` in `run_dir`, history first, then live.
+def _error_text(exc: OSError) -> str:
+    return f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
+
+
+async def follow_run_dir(run_dir: str, poll_s: float = POLL_S,
+                         max_held_open: int | None = None) -> AsyncIterator[Line | SourceEvent]:
+    """Yield every complete line of every `rank-*.jsonl` in `run_dir`, history first, then live,
+    and the events of ranks that cannot be read (see the module docstring). Ends only when
+    cancelled.
 
     New rank files are picked up as they appear; the directory itself may appear later too.
     """
+    hold_bound = held_open_bound() if max_held_open is None else max_held_open
+    dir_source = f"job-dir:{run_dir}"
     tails: dict[str, FileTail] = {}
+    skipped: set[str] = set()
+    reported: dict[str, str] = {}  # source id -> the error last reported for it
     try:
         while True:
             try:
                 names = sorted(os.listdir(run_dir))
+                reported.pop(dir_source, None)
             except FileNotFoundError:
                 names = []
+            except OSError as exc:  # not a folder, no permission: say so, try again next poll
+                names = []
+                if reported.get(dir_source) != (error := _error_text(exc)):
+                    reported[dir_source] = error
+                    yield SourceEvent(dir_source, "job", time.time(), "down", error)
             for name in names:
-                if name not in tails and fnmatch.fnmatch(name, RANK_FILE_PATTERN):
-                    tails[name] = FileTail(os.path.join(run_dir, name))
+                if name not in tails and name not in skipped and fnmatch.fnmatch(name, RANK_FILE_PATTERN):
+                    tails[name] = FileTail(os.path.join(run_dir, name), hold_open=len(tails) < hold_bound)
             backlog = False
-            for name, tail in tails.items():
-                lines, more_waiting = tail.read_lines()
+            for name, tail in list(tails.items()):
+                source_id = f"job:{name}"
+                try:
+                    lines, more_waiting = tail.read_lines()
+                except NotRegularFile as exc:
+                    del tails[name]
+                    skipped.add(name)
+                    now_s = time.time()
+                    yield SourceEvent(source_id, "job", now_s, "open")
+                    yield SourceEvent(source_id, "job", now_s, "end", str(exc))
+                    continue
+                except OSError as exc:
+                    tail.close()
+                    if reported.get(source_id) != (error := _error_text(exc)):
+                        reported[source_id] = error
+                        yield SourceEvent(source_id, "job", time.time(), "down", error)
+                    continue
+                reported.pop(source_id, None)
                 backlog = backlog or more_waiting
                 received_s = time.time()
-                for text in lines:
-                    yield Line(source_id=f"job:{name}", kind="job", received_s=received_s, text=text)
+                for line in lines:
+                    yield Line(source_id=source_id, kind="job", received_s=received_s, text=line.text,
+                               oversize_bytes=line.oversize_bytes)
             await asyncio.sleep(0 if backlog else poll_s)
     finally:
         for tail in tails.values():
             tail.close()
 
 
-async def follow_file(path: str, poll_s: float = POLL_S) -> AsyncIterator[tuple[float, str]]:
-    """Yield (received_s, line) for every complete line of one file, history first, then live."""
-    tail = FileTail(path)
+def read_followed(tail: FileTail) -> tuple[list[str], bool]:
+    """One read of a single followed file (a job log): the texts of its complete lines, and
+    whether more bytes wait. A line over `MAX_LINE_BYTES` is skipped (a log line that long is no
+    event). Raises `SourceLost` when the path is not a regular file or cannot be read."""
     try:
-        while True:
-            lines, more_waiting = tail.read_lines()
-            received_s = time.time()
-            for text in lines:
-                yield received_s, text
-            await asyncio.sleep(0 if more_waiting else poll_s)
-    finally:
-        tail.close()
+        lines, more_waiting = tail.read_lines()
+    except NotRegularFile as exc:
+        raise SourceLost(str(exc)) from None
+    except OSError as exc:
+        raise SourceLost(f"cannot read {tail.path}: {_error_text(exc)}") from None
+    return [line.text for line in lines if not line.oversize_bytes], more_waiting

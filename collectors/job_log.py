@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator
 
 from pydantic import BaseModel, ConfigDict
 
-from trnwatch.collectors.job_files import POLL_S, FileTail
+from trnwatch.collectors.job_files import POLL_S, FileTail, read_followed
 from trnwatch.collectors.lines import Line
 from trnwatch.collectors.log_profiles import LogProfile, LogTranslator
 
@@ -87,7 +87,7 @@ async def follow_job_log(
     reported = None
     try:
         while True:
-            texts, more_waiting = tail.read_lines()
+            texts, more_waiting = read_followed(tail)
             received_s = time.time()
             for text in texts:
                 try:

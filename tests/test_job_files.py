@@ -3,7 +3,7 @@
 import asyncio
 import os
 
-from trnwatch.collectors.job_files import CHUNK_BYTES, FileTail, follow_file, follow_run_dir
+from trnwatch.collectors.job_files import CHUNK_BYTES, FileTail, TailLine, follow_run_dir
 
 POLL_S = 0.02
 
@@ -111,16 +111,21 @@ def test_history_larger_than_one_read_is_delivered_without_waiting_for_polls(tmp
     assert got[-1].text == f"{CHUNK_BYTES // 100 * 2 - 1:099d}"
 
 
+def texts(tail: FileTail) -> tuple[list[str], bool]:
+    lines, more_waiting = tail.read_lines()
+    return [line.text for line in lines], more_waiting
+
+
 def test_file_tail_reads_chunks_and_handles_truncation_and_rotation(tmp_path):
     path = tmp_path / "job.log"
     path.write_text("one\ntwo\nthr")
     tail = FileTail(str(path), chunk_bytes=4)
-    assert tail.read_lines() == (["one"], True)
-    assert tail.read_lines() == (["two"], True)
-    assert tail.read_lines() == ([], False)  # "thr" has no newline yet
+    assert texts(tail) == (["one"], True)
+    assert texts(tail) == (["two"], True)
+    assert texts(tail) == ([], False)  # "thr" has no newline yet
 
     path.write_text("new\n")  # truncated and rewritten in place
-    assert tail.read_lines()[0] == ["new"]
+    assert texts(tail)[0] == ["new"]
 
     os.rename(path, tmp_path / "job.log.1")
     path.write_text("rotated\n")
@@ -128,32 +133,22 @@ def test_file_tail_reads_chunks_and_handles_truncation_and_rotation(tmp_path):
         old.write("last words of the old file\n")
     lines = []
     for _ in range(20):
-        lines += tail.read_lines()[0]
+        lines += texts(tail)[0]
     assert lines == ["last words of the old file", "rotated"]  # the old file is drained first
     tail.close()
 
 
-def test_a_line_without_newline_beyond_the_cap_is_handed_on_not_buffered_forever(tmp_path):
+def test_a_line_without_newline_beyond_the_cap_is_dropped_not_buffered_and_counted_once_at_its_end(tmp_path):
     path = tmp_path / "rank-00000.jsonl"
     path.write_bytes(b"x" * 5000)
     tail = FileTail(str(path), chunk_bytes=1000, max_line_bytes=2000)
     handed_on = []
     for _ in range(10):
         handed_on += tail.read_lines()[0]
-    assert handed_on == ["x" * 3000]  # 3 chunks exceeded the cap; the last 2000 bytes still wait
+    assert handed_on == [] and tail._partial == b""  # nothing held while the line goes on
+    with open(path, "ab") as f:
+        f.write(b"xx\nok\n")
+    for _ in range(3):
+        handed_on += tail.read_lines()[0]
+    assert handed_on == [TailLine("", 5002), TailLine("ok")]
     tail.close()
-
-
-def test_follow_file_yields_receive_time_and_complete_lines(tmp_path):
-    path = tmp_path / "train.log"
-    path.write_text("alpha\nbeta\n")
-
-    async def run():
-        lines = Pump(follow_file(str(path), poll_s=POLL_S))
-        got = await lines.take(2)
-        await lines.close()
-        return got
-
-    got = asyncio.run(run())
-    assert [text for _, text in got] == ["alpha", "beta"]
-    assert all(received_s > 1e9 for received_s, _ in got)

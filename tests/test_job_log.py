@@ -34,11 +34,11 @@ def test_file_tail_for_logs_ends_lines_at_carriage_returns(tmp_path):
     tail = FileTail(str(path), split_cr=True)
     lines, _ = tail.read_lines()
     tail.close()
-    assert lines == ["a", "b", "c", "d"]
+    assert [line.text for line in lines] == ["a", "b", "c", "d"]
     plain = FileTail(str(path))
     lines, _ = plain.read_lines()
     plain.close()
-    assert lines == ["a", "b\rc"]  # rank files keep newline-only framing
+    assert [line.text for line in lines] == ["a", "b\rc"]  # rank files keep newline-only framing
 
 
 def test_follow_job_log_yields_events_counts_and_passes_invalid_event_lines_on(tmp_path):
