@@ -31,7 +31,9 @@ words), or a sentence saying how it ended when there was none.
 
 import asyncio
 import json
+import os
 import random
+import signal
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -82,9 +84,12 @@ def ssh_argv(host: str, options: SshOptions) -> list[str]:
     return argv + ["-T", "--", host, options.remote_command]
 
 
-def exit_message(status: int, last_stderr_line: str) -> str:
-    """Why one ssh run ended, in ssh's words where it gave any."""
+def exit_message(status: int | None, last_stderr_line: str) -> str:
+    """Why one ssh run ended, in ssh's words where it gave any (`status` None: it was killed and
+    its exit was not seen)."""
     said = f": {last_stderr_line}" if last_stderr_line else ""
+    if status is None:
+        return f"ssh was stopped (SIGKILL) and did not report its exit{said}"
     if status == 255:
         return last_stderr_line or ("ssh exited with status 255 and no message "
                                     "(connection closed, or the remote command was killed)")
@@ -105,15 +110,32 @@ async def _last_stderr_line(stream: asyncio.StreamReader) -> str:
 
 
 async def _stop(proc: asyncio.subprocess.Process) -> None:
-    """End a still-running ssh: SIGTERM (ssh closes the channel, the remote side gets EOF), then SIGKILL."""
+    """End a still-running ssh and everything in its process group (it runs in a session of its
+    own): SIGTERM (ssh closes the channel, the remote side gets EOF), then SIGKILL. Returns after
+    at most 2 x STOP_WAIT_S even if a descendant that left the group still holds one of its pipes
+    (asyncio's `wait()` waits for the pipes too): the session's end never waits on it."""
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, signum)
+        except ProcessLookupError:
+            return
+        try:
+            await asyncio.wait_for(proc.wait(), STOP_WAIT_S)
+            return
+        except asyncio.TimeoutError:
+            continue
+
+
+async def _exit_status(proc: asyncio.subprocess.Process) -> int | None:
+    """The status of an ssh whose stdout has closed. It normally exits at once; one still running
+    after STOP_WAIT_S is stopped; one that exited while a descendant holds its stderr is not
+    waited for."""
     try:
-        proc.terminate()
-        await asyncio.wait_for(proc.wait(), STOP_WAIT_S)
-    except ProcessLookupError:
-        pass
+        return await asyncio.wait_for(proc.wait(), STOP_WAIT_S)
     except asyncio.TimeoutError:
-        proc.kill()
-        await proc.wait()
+        if proc.returncode is None:
+            await _stop(proc)
+        return proc.returncode
 
 
 async def ssh_run_lines(argv: list[str], stdin_bytes: bytes, source_id: str) -> AsyncIterator[Line]:
@@ -138,7 +160,7 @@ async def ssh_run_lines(argv: list[str], stdin_bytes: bytes, source_id: str) -> 
             pass  # ssh already gave up; its exit status and stderr say why
         async for line in split_lines(proc.stdout.read, source_id, KIND):
             yield line
-        status = await proc.wait()
+        status = await _exit_status(proc)
     finally:
         if proc.returncode is None:
             await _stop(proc)
@@ -146,7 +168,7 @@ async def ssh_run_lines(argv: list[str], stdin_bytes: bytes, source_id: str) -> 
             try:
                 await asyncio.wait_for(stderr_task, STOP_WAIT_S)
             except asyncio.TimeoutError:
-                pass  # stderr held open by a lingering ControlMaster; the message is optional
+                stderr_task.cancel()  # stderr held open by a lingering descendant; the message is optional
     raise SourceLost(exit_message(status, stderr_task.result() if stderr_task.done() else ""))
 
 

@@ -268,7 +268,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """The command line. Called as the program (`argv` None), the process also ends without
+    waiting on any worker thread still blocked in a read (see `_leave`)."""
+    as_process = argv is None
+    try:
+        args = build_parser().parse_args(argv)
+        args.as_process = as_process
+        status = _dispatch(args)
+    except KeyboardInterrupt:  # Ctrl-C before a session's own handlers were installed
+        _warn("interrupted")
+        status = 130
+    if as_process:
+        _leave(status)
+    return status
+
+
+def _dispatch(args) -> int:
     if args.command == "sim":
         from trnwatch.workloads.sim import cli as sim_cli
         return sim_cli.run(args)
@@ -287,6 +302,22 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         _warn(str(exc))
         return 2
+
+
+def _leave(status: int) -> None:
+    """End the process now if a worker thread is still alive (an HTTP read on a slow-drip target,
+    a blocked executor job): the session is over, its receipt written and its children stopped,
+    and the interpreter would otherwise join that thread at exit, for as long as the read lasts
+    (and print a KeyboardInterrupt traceback from threading._shutdown on Ctrl-C)."""
+    import threading
+    if not any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)
 
 
 class UsageError(Exception):
@@ -350,7 +381,7 @@ def _load_ultraservers(path: Path | None) -> dict[str, str]:
 def _run_session(args) -> int:
     session, progress = _make_session(args)
     if args.headless:
-        reason = asyncio.run(_headless(session, progress))
+        reason = asyncio.run(_headless(session, progress, args.as_process))
         path = _write_receipt(session, session.receipt_path)
     else:
         from trnwatch.tui.app import run_app
@@ -360,6 +391,9 @@ def _run_session(args) -> int:
                                    snapshot_dir=args.snapshot_dir)
         except NoTerminal as exc:
             raise UsageError(str(exc)) from None
+        if args.as_process:
+            from trnwatch.session import hold_exit_signals
+            hold_exit_signals()
     _report_receipt(session, path)
     nothing_valid = _say_if_nothing_valid(session)
     lost = [s.source_id for s in session.ledger.sources.values() if s.end_error]
@@ -468,8 +502,12 @@ def _run_snapshot(args) -> int:
     session, _ = _make_session(source_args)
 
     async def collect():
+        from trnwatch.session import hold_exit_signals
         session.install_signal_handlers()
-        return await session.run()
+        reason = await session.run()
+        if args.as_process:
+            hold_exit_signals()
+        return reason
 
     asyncio.run(collect())
     job = session.ledger.job
@@ -520,13 +558,16 @@ def _warn(text: str) -> None:
         pass  # stderr has gone away too
 
 
-async def _headless(session, progress_every_s: float):
-    from trnwatch.session import link_progress_lines, progress_lines
+async def _headless(session, progress_every_s: float, as_process: bool):
+    from trnwatch.session import hold_exit_signals, link_progress_lines, progress_lines
     session.install_signal_handlers()
     reporter = asyncio.create_task(progress_lines(session, progress_every_s))
     links = asyncio.create_task(link_progress_lines(session)) if session.remote_sources else None
     try:
-        return await session.run()
+        reason = await session.run()
+        if as_process:
+            hold_exit_signals()  # still inside the loop, so no signal falls between two handlers
+        return reason
     finally:
         reporter.cancel()
         if links is not None:

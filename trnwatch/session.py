@@ -24,12 +24,28 @@ from trnwatch.ledger.receipt_markdown import render_markdown
 from trnwatch.ledger.timeline_svg import render_timeline_svg
 from trnwatch.outside import clean
 from trnwatch.output import OutputError, default_receipt_name, receipt_places, write_atomic
+from trnwatch.outside import clean
 
 SIGNAL_REASONS: dict[int, ExitReason] = {
     signal.SIGINT: "interrupt",
     signal.SIGTERM: "sigterm",
     signal.SIGHUP: "sighup",
 }
+
+
+def hold_exit_signals() -> None:
+    """From here to the process's end, SIGINT, SIGTERM and SIGHUP are ignored. Called once the
+    session has ended: what is left (writing the receipt, saying where it went) is short, and a
+    second Ctrl-C must not cut it into a traceback. Called inside the event loop, the loop's own
+    handlers are taken off first (else closing the loop would put the default ones back)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    for signum in SIGNAL_REASONS:
+        if loop is not None:
+            loop.remove_signal_handler(signum)
+        signal.signal(signum, signal.SIG_IGN)
 
 
 @dataclass(frozen=True)
@@ -277,10 +293,10 @@ async def link_progress_lines(session: Session, every_s: float = 0.5, out=sys.st
             stats = ledger.sources[source_id]
             if state == "lost" and before != "lost":
                 error = stats.link_error or stats.end_error or "no message"
-                print(f"trnwatch: {source_id} lost: {error}" + ("" if stats.ended_s else "; will retry"),
+                print(clean(f"trnwatch: {source_id} lost: {error}" + ("" if stats.ended_s else "; will retry")),
                       file=out, flush=True)
             elif state == "connected" and before in ("lost", "reconnecting", "stale"):
-                print(f"trnwatch: {source_id} up again", file=out, flush=True)
+                print(clean(f"trnwatch: {source_id} up again"), file=out, flush=True)
         last_states = states
         counts = Counter(states.values())
         up = counts.pop("connected", 0)
