@@ -438,7 +438,7 @@ def _run_record(args) -> int:
     """`trnwatch record`: the sources of `watch` into a rotated recording, headless, until a
     signal or --duration; a receipt only when asked."""
     session, _ = _make_session(args)
-    reason = asyncio.run(_headless(session, RECORD_PROGRESS_EVERY_S))
+    reason = asyncio.run(_headless(session, RECORD_PROGRESS_EVERY_S, args.as_process))
     rec = session.recorder
     _say(f"recorded {rec.frames} frames, {rec.bytes_written} bytes in {len(rec.files)} file(s) in {args.folder}"
          + (f"; stopped: {rec.error}" if rec.error else ""))
