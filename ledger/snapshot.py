@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from trnwatch import __version__
+from trnwatch.ledger.findings import current_findings, finding_record, findings_text
 from trnwatch.ledger.hosts import ChipState, HostState, RuntimeState
 from trnwatch.ledger.job_summary import JobSection
 from trnwatch.ledger.ledger import Evidence, Ledger
@@ -53,6 +54,7 @@ def build_snapshot(ledger: Ledger, now_s: float, job: JobSection | None = None,
         "recorded_evidence": recorded_evidence,
         "now": now_s,
         "written_at": written_at_s,
+        "findings": [finding_record(f) for f in current_findings(ledger, now_s)],
         "sources": [
             {
                 "id": s.source_id, "kind": s.kind, "state": s.state(now_s, period_by_source.get(s.source_id)),
@@ -154,6 +156,9 @@ def render_text(snap: dict[str, Any], lowest: int = 5) -> str:
         f"trnwatch snapshot ({snap['evidence'].upper()}{replay}) at {when}",
         f"coverage: {len(chips)} chips on {len(hosts)} hosts ({len(fresh_hosts)} fresh); "
         f"{len(snap['ultraservers'])} UltraServer(s)",
+        "",
+        "findings (most severe first):",
+        *(f"  {clean(line)}" for line in findings_text(snap["findings"])),
         "",
         "sources:",
     ]

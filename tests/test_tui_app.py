@@ -80,7 +80,7 @@ def test_scope_keys_switch_views_and_the_header_names_the_scope_and_its_boundary
     assert seen["HOST"][0] == "host" and "HOST 0 sim-trn3-gen2-us-00 · 4 chips" in seen["HOST"][1]
     assert seen["CHIP"][0] == "chip" and "CHIP 0/0 · 1 chip of host" in seen["CHIP"][1]
     assert seen["JOB"][0] == "job" and "JOB not connected" in seen["JOB"][1]
-    assert all("SIMULATED" in text and "08:00:44 UTC" in text for _, text in seen.values())
+    assert all(" SIM " in text and "08:00:44 UTC" in text for _, text in seen.values())  # short badge at 80
 
 
 def test_arrows_move_the_grid_selection_and_enter_opens_that_chip():
@@ -158,8 +158,8 @@ def test_sort_key_reorders_and_filter_key_narrows_the_grid():
     assert (app.selection.filter, app.selection.sort) == ("ecc", "ecc")
     assert "filter ecc" in text and "1 of 36 hosts" in text
     grid = [line for line in text.splitlines() if line.lstrip().startswith("7 ")]
-    assert grid and "!" in grid[0]  # the ECC mark on host 7's chip 2
-    assert "Chips to look at first: most ECC events" in text
+    assert grid and "#" in grid[0]  # host 7's chip 2 had an uncorrected error: its own mark, above "!"
+    assert "Most ECC events (sort ecc)" in text
     seen = drive(make_app(), keys=("s",))
     assert seen.app.selection.sort == "util" and "sort util" in seen.text
 
@@ -297,7 +297,7 @@ def test_replay_and_live_badges():
     replay = Ledger("replayed")
     for line in report_lines("healthy", LAST_TICK - 1, LAST_TICK):
         replay.ingest(line)
-    seen = drive(TrnwatchApp(replay, clock=time.time, theme="dark", recorded_evidence="simulated"))
+    seen = drive(TrnwatchApp(replay, clock=time.time, theme="dark", recorded_evidence="simulated"), size=(120, 30))
     assert "REPLAY of SIMULATED" in seen.header
     assert "08:00:44 UTC" in seen.header  # the replay clock: the latest line, not the wall clock
 

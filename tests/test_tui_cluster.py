@@ -55,7 +55,7 @@ def test_enter_drills_into_the_selected_ultraserver_and_escape_comes_back_to_its
         await pilot.press("down", "enter")
         await pilot.pause()
         assert (app.selection.scope, app.selection.group) == ("ultraserver", second)
-        assert f"ULTRASERVER {second[:15]}" in header(app) and "(2/4)" in header(app)
+        assert f"ULTRASERVER {second[:11]}" in header(app) and "(2/4) · 36 hosts · 144 chips" in header(app)
         await pilot.press("escape")
         await pilot.pause()
         assert (app.selection.scope, app.selection.group) == ("cluster", second)

@@ -7,7 +7,7 @@ look at the new SVGs and accept them with `pytest tests/test_tui_snapshots.py --
 
 import pytest
 
-from tests.tui_fleet import make_app, make_cluster_app
+from tests.tui_fleet import SCENARIO_TICKS, make_app, make_cluster_app, make_scenario_app
 
 SIZES = [(80, 24), (200, 60)]
 
@@ -42,3 +42,10 @@ def test_host_view_with_a_lost_host(snap_compare):
 def test_cluster_view(snap_compare, size):
     """Three UltraServers (a straggler, ECC events, a stale host) and a host in none; row 2 selected."""
     assert snap_compare(make_cluster_app(), press=("l", "down"), terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("scenario", list(SCENARIO_TICKS))
+def test_ultraserver_view_names_the_fault(snap_compare, scenario, size):
+    """Every demo scenario at the tick its fault must be named by (healthy: nothing to name)."""
+    assert snap_compare(make_scenario_app(scenario), terminal_size=size)

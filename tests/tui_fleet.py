@@ -24,6 +24,7 @@ from trnwatch.ledger.ledger import Ledger
 from trnwatch.tui.app import TrnwatchApp
 from trnwatch.workloads.sim.exporter import fleet
 from trnwatch.workloads.sim.fleet import SimHost, fleet_hosts
+from trnwatch.workloads.sim.job import rank_events
 from trnwatch.workloads.sim.topology import get_topology
 
 BASE_S = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC
@@ -71,6 +72,49 @@ def fleet_ledger(scenario: str = "straggler", last_tick: int = LAST_TICK, with_j
     if with_job:
         ledger.job = job_ledger(last_tick)
     return ledger
+
+
+# Every demo scenario, as `trnwatch demo --scenario S` shows it: the simulated UltraServer's device
+# reports and its job telemetry (workloads/sim/job.py), folded tick by tick at fixed times. The
+# tick of each is when the fault line must have named the fault: 10 s after onset for host-loss
+# and ecc (its uncorrected error), 40 s for hbm-leak and straggler; hang once the job's stall rule
+# (no progress for 30 s) calls it, at tick 60.
+SCENARIO_TICKS = {"healthy": 44, "straggler": 70, "hang": 62, "hbm-leak": 60, "ecc": 60, "host-loss": 55}
+FAULT_SITE = "sim-trn3-gen2-us-07"  # host 7 (chip 2, rank 30) in every fault scenario
+
+
+def scenario_lines(scenario: str, last_tick: int):
+    """The demo's lines up to `last_tick`: every rank's job events from tick 0 (job events half a
+    period before the screen's `now_at`), each host's reports for the last TICKS ticks (enough
+    history for sparklines and HBM trends; rendering reports is what costs), in arrival order."""
+    hosts = fleet_hosts(get_topology("trn3-gen2-us"), SEED, scenario, 1.0)
+    for tick in range(last_tick + 1):
+        for host in hosts:
+            for chip in range(host.topology.chips_per_host):
+                for event in rank_events(host, chip, tick, now_at(tick) - 0.5):
+                    yield Line("job-dir:/run", "job", event["ts"], json.dumps(event))
+        if tick <= last_tick - TICKS:
+            continue
+        for host in hosts:
+            if host.alive(tick):
+                yield Line(host_source_id(host), "neuron-monitor", received_s(tick, host.host_index),
+                           host.report_line(tick))
+
+
+@functools.cache
+def scenario_ledger(scenario: str, last_tick: int | None = None) -> Ledger:
+    """A demo scenario's ledger up to `last_tick` (default: its SCENARIO_TICKS tick); shared, read-only."""
+    ledger = Ledger("simulated")
+    for line in scenario_lines(scenario, SCENARIO_TICKS[scenario] if last_tick is None else last_tick):
+        ledger.ingest(line)
+    return ledger
+
+
+def make_scenario_app(scenario: str, last_tick: int | None = None, **kwargs) -> TrnwatchApp:
+    """The app on a demo scenario's ledger, its clock at that tick."""
+    tick = SCENARIO_TICKS[scenario] if last_tick is None else last_tick
+    now_s = now_at(tick)
+    return TrnwatchApp(scenario_ledger(scenario, tick), clock=lambda: now_s, theme="dark", **kwargs)
 
 
 # The cluster view's fleet: three simulated UltraServers (seed = position) in different scenarios,

@@ -22,6 +22,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import ContentSwitcher, Footer
 
+from trnwatch.ledger.findings import Finding, current_findings
 from trnwatch.ledger.job import JobLedger
 from trnwatch.ledger.ledger import Evidence, Ledger
 from trnwatch.ledger.receipt import ExitReason
@@ -36,14 +37,14 @@ from trnwatch.tui.cluster_view import ClusterView
 from trnwatch.tui.export import DEFAULT_SNAPSHOT_DIR, write_snapshot
 from trnwatch.tui.host_view import HostView
 from trnwatch.tui.job_view import JobView
+from trnwatch.tui.fault_line import fault_line
+from trnwatch.tui.navigation import NAVIGATION, settle, step
 from trnwatch.tui.scope import SCOPES, Frame, ScopeView, Selection, outside, styled
 from trnwatch.tui.screens import KEYMAP, HelpScreen, JumpScreen
 from trnwatch.tui.terminal import TrnwatchDriver, require_terminal
 from trnwatch.tui.text import clip
 from trnwatch.tui.ultraserver_view import UltraServerView
-from trnwatch.tui.view_models import (
-    FILTERS, NO_GROUP, SORTS, group_hosts, groups, host_rows, resolve_target, sources_model,
-)
+from trnwatch.tui.view_models import FILTERS, NO_GROUP, SORTS, groups, resolve_target, sources_model
 from trnwatch.tui.widgets import TextLines
 
 # Source states other than connected, with the style the status line counts them in, and the
@@ -52,6 +53,12 @@ STATE_ROLES = (("stale", "warn"), ("lost", "bad"), ("reconnecting", "warn"), ("c
                ("waiting", "dim"), ("ended", "dim"))
 WORST_FIRST = ("lost", "reconnecting", "stale", "connecting", "waiting")
 BADGES = {"live": ("LIVE", "badge-live"), "simulated": ("SIMULATED", "badge-sim"), "replayed": ("REPLAY", "badge-replay")}
+# Below WIDE_HEADER_COLS the badges take their short forms, so the scope's boundary keeps its room.
+WIDE_HEADER_COLS = 100
+SHORT_BADGES = {"LIVE": "LIVE", "SIMULATED": "SIM", "REPLAY": "REPLAY", "REPLAY of SIMULATED": "REPLAY/SIM",
+                "REPLAY of LIVE": "REPLAY/LIVE"}
+PAUSED = "PAUSED"
+NOTIFY_S = 4.0  # notifications: one short line, gone after this
 
 
 class TrnwatchApp(App[None]):
@@ -92,7 +99,12 @@ class TrnwatchApp(App[None]):
         self.snapshot_dir = snapshot_dir or DEFAULT_SNAPSHOT_DIR
         self.receipt_path = receipt_path
         self.recorded_evidence = recorded_evidence
-        self.selection = Selection()
+        # A session of job sources only (`watch --job-dir` alone) opens on the job view and says
+        # why the device scopes are empty.
+        self.job_only = session is not None and bool(session.sources) and all(
+            spec.kind in ("job", "job-log") for spec in session.sources)
+        self.selection = Selection(scope="job" if self.job_only else "ultraserver")
+        self.findings: tuple[Finding, ...] = ()
         self.paused = False
         self.receipt: Path | None = None
         self.receipt_error: str | None = None
@@ -112,8 +124,9 @@ class TrnwatchApp(App[None]):
         with Horizontal(id="header"):
             yield TextLines(id="scope-line")
             yield TextLines(id="clock-line")
+        yield TextLines(id="fault-line")
         yield TextLines(id="status")
-        with ContentSwitcher(initial="ultraserver"):
+        with ContentSwitcher(initial=self.selection.scope):
             yield ClusterView(id="cluster")
             yield UltraServerView(id="ultraserver")
             yield HostView(id="host")
@@ -156,32 +169,43 @@ class TrnwatchApp(App[None]):
         without its lines (`NoMatches`) and crash the screen on its way out."""
         if not self.is_running:
             return
+        now_s = self.now_s()
+        settle(self.ledger, self.selection, now_s)
+        if not selection_only:
+            self.findings = tuple(current_findings(self.ledger, now_s))
         view = self.view
-        frame = Frame(self.ledger, self.job, self.now_s(), PALETTES[self.theme_name], self.selection,
-                      view.size.width or self.size.width, selection_only)
+        frame = Frame(self.ledger, self.job, now_s, PALETTES[self.theme_name], self.selection,
+                      view.size.width or self.size.width, selection_only, self.findings, self.job_only)
         with self.batch_update():
-            view.show(frame)
+            subject = view.show(frame)
             clock = self._clock(frame)
             self.query_one("#clock-line", TextLines).set_lines([clock])
-            self.query_one("#scope-line", TextLines).set_lines([self._scope_line(frame, view, clock.cell_len)])
+            self.query_one("#scope-line", TextLines).set_lines([self._scope_line(frame, subject, clock.cell_len)])
+            self.query_one("#fault-line", TextLines).set_lines([fault_line(frame.findings, self.size.width, frame.palette)])
             self.query_one("#status", TextLines).set_lines([self._status(frame)])
 
     def _clock(self, frame: Frame) -> Text:
-        """The session clock, evidence badge, PAUSED: the right end of the header. The clock
+        """The session clock, evidence badge, PAUSED: the right end of the header, each in a
+        place of its own that never moves (the badge's slot fits the longest label this session
+        can show, PAUSED's is kept blank while running), so none ever covers another. The clock
         comes first because it changes every second and a change costs the cells before it."""
         pal = frame.palette
+        narrow = self.size.width < WIDE_HEADER_COLS
         label, role = BADGES[self.ledger.evidence]
         if self.recorded_evidence and self.ledger.evidence == "replayed":
             label += f" of {self.recorded_evidence.upper()}"
-        clock = styled((units.clock_utc(frame.now_s), pal["text"]), " ", (f" {label} ", pal[role]), " ")
-        if self.paused:
-            clock.append(" PAUSED ", pal["badge-paused"])
-            clock.append(" ")
+        # A live session turns simulated when a simulated report arrives: room for either.
+        labels = [BADGES[e][0] for e in ("live", "simulated")] if self.ledger.mode == "live" else [label]
+        if narrow:
+            label, labels = SHORT_BADGES[label], [SHORT_BADGES[x] for x in labels]
+        clock = styled((units.clock_utc(frame.now_s), pal["text"]), " ", (f" {label} ", pal[role]),
+                       " " * (max(map(len, labels)) - len(label)))
+        clock.append(*((f" {PAUSED} ", pal["badge-paused"]) if self.paused else (" " * (len(PAUSED) + 2), None)))
         return clock
 
-    def _scope_line(self, frame: Frame, view: ScopeView, clock_cols: int) -> Text:
+    def _scope_line(self, frame: Frame, subject: Text, clock_cols: int) -> Text:
         """The scope shown and its boundary: the left of the header, cut to leave the clock room."""
-        line = styled(" ") + view.subject(frame)
+        line = styled(" ") + subject
         room = max(0, frame.width - clock_cols)
         if line.cell_len > room:
             line.truncate(room, overflow="ellipsis")
@@ -227,8 +251,8 @@ class TrnwatchApp(App[None]):
             self.receipt_error = f"{type(exc).__name__}: {exc}"
         if reason == "eof":
             self.render_now()
-            self.notify(f"Every source ended. Receipt: {self.receipt or self.receipt_error}. q quits.",
-                        title="Session ended", markup=False, timeout=30)
+            # The status line keeps saying so (and where the receipt is): the notification is short.
+            self.notify("Every source ended: receipt written. q quits.", markup=False, timeout=NOTIFY_S)
             return
         self.exit()
 
@@ -267,63 +291,59 @@ class TrnwatchApp(App[None]):
     def open_ultraserver(self, group: str) -> None:
         """Drill down from the cluster to one UltraServer (or to the hosts in none)."""
         if group not in groups(self.ledger):
-            self.notify(f"No host of {clip(group, 40)} has reported yet.", severity="warning", markup=False)
+            self.notify(f"No host of {clip(group, 40)} has reported yet.", severity="warning", markup=False,
+                        timeout=NOTIFY_S)
             return
         self.selection.group, self.selection.host_id = group, None
         self.action_scope("ultraserver")
 
     def action_drill(self) -> None:
-        if self.selection.scope == "cluster" and self.selection.group is not None:
-            self.open_ultraserver(self.selection.group)
-        elif self.selection.scope in ("ultraserver", "host") and self.selection.host_id is not None:
+        sel = self.selection
+        child = NAVIGATION[sel.scope].child
+        if child == "ultraserver" and sel.group is not None:
+            self.open_ultraserver(sel.group)
+        elif child == "chip" and sel.host_id is not None:
             self.action_scope("chip")
 
     def action_up(self) -> None:
-        parent = {"chip": "host", "host": "ultraserver", "ultraserver": "cluster", "job": "ultraserver"}.get(
-            self.selection.scope)
+        parent = NAVIGATION[self.selection.scope].parent
         if parent:
             self.action_scope(parent)
 
     def action_move(self, dx: int, dy: int) -> None:
         sel = self.selection
-        view = self.view
-        if sel.scope == "ultraserver":
-            view.move(sel, dx, dy)
-        elif sel.scope == "cluster" and dy:
-            view.move(sel, dy)
-        elif sel.scope == "host" and dy and sel.host_id in self.ledger.hosts:
-            chips = len(self.ledger.hosts[sel.host_id].chips)
-            sel.chip = max(0, min(chips - 1, sel.chip + dy))
+        if self.view.move(sel, dx, dy):
+            self.render_now(selection_only=sel.scope == "cluster")
         else:
-            view.query_one(".detail", TextLines).scroll_relative(x=dx * 4, y=dy, animate=False)
-            return
-        self.render_now(selection_only=sel.scope == "cluster")
+            self.view.query_one(".detail", TextLines).scroll_relative(x=dx * 4, y=dy, animate=False)
 
     def action_step(self, delta: int) -> None:
-        """Previous / next of the current scope: UltraServer row, UltraServer, host (by number) or chip."""
+        """Previous / next of the current scope: UltraServer row (as drawn), UltraServer, host or chip."""
         sel = self.selection
         if sel.scope == "cluster":
-            self.view.move(sel, delta)
-        elif sel.scope == "ultraserver":
-            ids = groups(self.ledger)
-            if ids:
-                sel.group = ids[(ids.index(sel.group) + delta) % len(ids) if sel.group in ids else 0]
-                sel.host_id = None
-        elif sel.scope in ("host", "chip") and sel.host_id in self.ledger.hosts:
-            group = self.ledger.ultraserver_of(self.ledger.hosts[sel.host_id]) or NO_GROUP
-            ordered = [r.host_id for r in host_rows(self.ledger, group_hosts(self.ledger, group), 0.0)]
-            here = ordered.index(sel.host_id)
-            if sel.scope == "host":
-                sel.host_id, sel.chip = ordered[(here + delta) % len(ordered)], 0
-            else:
-                chip = sel.chip + delta
-                chips = len(self.ledger.hosts[sel.host_id].chips)
-                if 0 <= chip < chips:
-                    sel.chip = chip
-                else:
-                    sel.host_id = ordered[(here + delta) % len(ordered)]
-                    sel.chip = 0 if delta > 0 else max(0, len(self.ledger.hosts[sel.host_id].chips) - 1)
+            self.view.move(sel, 0, delta)
+        else:
+            step(self.ledger, sel, delta)
         self.render_now(selection_only=sel.scope == "cluster")
+
+    def action_fault(self) -> None:
+        """Go to the site of the most severe finding: its chip, else its host, else the job."""
+        if not self.findings:
+            self.notify("No finding to go to.", markup=False, timeout=NOTIFY_S)
+            return
+        site = self.findings[0].site
+        if site.host_id is not None and site.host_id in self.ledger.hosts:
+            self.selection.group = site.ultraserver or NO_GROUP
+            if site.chip is not None:
+                self.open_chip(site.host_id, site.chip)
+            else:
+                self.selection.host_id, self.selection.chip = site.host_id, 0
+                self.action_scope("host")
+        elif site.rank is not None or self.findings[0].scope == "job":
+            self.action_scope("job")
+        else:
+            self.notify(f"{clip(site.source_id or 'the site', 40)} is not a host on screen.", markup=False,
+                        timeout=NOTIFY_S)
 
     def action_sort(self) -> None:
         self.selection.sort = SORTS[(SORTS.index(self.selection.sort) + 1) % len(SORTS)]
@@ -356,7 +376,8 @@ class TrnwatchApp(App[None]):
             return
         target = resolve_target(self.ledger, self.selection.group, text)
         if target is None:
-            self.notify(f"No host or chip matches {clip(text, 40)!r}.", severity="warning", markup=False)
+            self.notify(f"No host or chip matches {clip(text, 40)!r}.", severity="warning", markup=False,
+                        timeout=NOTIFY_S)
             return
         host_id, chip = target
         self.selection.host_id, self.selection.chip = host_id, chip or 0
@@ -375,9 +396,10 @@ class TrnwatchApp(App[None]):
         except OutputError as exc:
             if self.session is not None:
                 self.session.output_failed("snapshot", self.snapshot_dir, str(exc))
-            self.notify(str(exc), title="Snapshot not written", severity="error", markup=False)
+            self.notify(f"Snapshot not written: {clip(str(exc), 60)}", severity="error", markup=False,
+                        timeout=NOTIFY_S)
             return None
-        self.notify(f"{self.last_export[0]}\n{self.last_export[1]}", title="Snapshot written", markup=False)
+        self.notify(f"Snapshot written: {self.last_export[0].name} (+ .json)", markup=False, timeout=NOTIFY_S)
         return self.last_export
 
     def get_system_commands(self, screen) -> list[SystemCommand]:

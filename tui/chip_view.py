@@ -5,16 +5,25 @@ carry is "n/a"; an idle core (neuron-monitor omits it from `neuroncores_in_use`)
 the report did carry core counters.
 """
 
+from rich.style import Style
 from rich.text import Text
 
+from trnwatch.ledger.findings import HBM_TREND_MIN_SAMPLES, HBM_TREND_WINDOW_S, trend_text
 from trnwatch.ledger.rollups import hbm_high
 from trnwatch.tui import units
-from trnwatch.tui.scope import Frame, ScopeView, outside, styled
+from trnwatch.tui.scope import Frame, Screenful, ScopeView, outside, styled
 from trnwatch.tui.view_models import ChipModel, chip_model
-from trnwatch.tui.widgets import level, sparkline, util_glyph
+from trnwatch.tui.widgets import level, shown_range, sparkline, util_glyph
 
 BAR_COLS = 24
 LATENCY_KEYS = ("p0", "p50", "p99", "p100")
+
+
+def _hbm_range_text(low: float, high: float, capacity: int | None) -> str:
+    """The sparkline's scale, "85.0-92.3% of 144.00 GiB" (GiB without a capacity)."""
+    if capacity:
+        return f"{100 * low / capacity:.1f}-{100 * high / capacity:.1f}% of {units.gib(capacity)}"
+    return f"{units.gib(int(low))}-{units.gib(int(high))}"
 
 
 def _bar(share: float, cols: int) -> str:
@@ -28,22 +37,17 @@ class ChipView(ScopeView):
         super().__init__(id=id)
         self.model: ChipModel | None = None
 
-    def lines(self, frame: Frame) -> tuple[list[Text], list[Text], list[Text]]:
+    def lines(self, frame: Frame) -> Screenful:
         sel = frame.selection
         pal = frame.palette
         m = chip_model(frame.ledger, frame.now_s, sel.host_id, sel.chip) if sel.host_id else None
         self.model = m
         if m is None:
-            return [styled(("No chip selected: pick one in the UltraServer view (u) or jump with /.", pal["warn"]))], [], []
-        return self._summary(m, frame), self._detail(m, frame), []
-
-    def subject(self, frame: Frame) -> Text:
-        pal = frame.palette
-        m = self.model
-        if m is None:
-            return styled(("CHIP", pal["scope"]))
-        return styled(("CHIP ", pal["scope"]), (f"{m.host.number}/{m.cell.index} ", pal["title"]),
-                      ("· 1 chip of host ", pal["text"]), outside(m.host.name or m.host.host_id, 28, pal["text"]))
+            return Screenful(styled(("CHIP", pal["scope"])), [styled((
+                "No chip selected: pick one in the UltraServer view (u) or jump with /.", pal["warn"]))], [])
+        subject = styled(("CHIP ", pal["scope"]), (f"{m.host.number}/{m.cell.index} ", pal["title"]),
+                         ("· 1 chip of host ", pal["text"]), outside(m.host.name or m.host.host_id, 28, pal["text"]))
+        return Screenful(subject, self._summary(m, frame), self._detail(m, frame))
 
     def _summary(self, m: ChipModel, frame: Frame) -> list[Text]:
         pal = frame.palette
@@ -63,7 +67,7 @@ class ChipView(ScopeView):
                    ("  HBM ", pal["label"]), (units.used_of(c.hbm_bytes, c.hbm_capacity_bytes),
                                              pal["hbm-full"] if full else pal["text"])),
             styled(("ECC events ", pal["label"]), (f"{c.ecc_events}" + ("?" if c.ecc_undecided else ""), ecc_style),
-                   (f" ({c.ecc_uncorrected} uncorrected)" if c.ecc_uncorrected else "", pal["bad"]),
+                   (f" ({c.ecc_uncorrected} UNCORRECTED)" if c.ecc_uncorrected else "", pal["bad"] + Style(reverse=True)),
                    ("  ", None), freshness),
         ]
 
@@ -107,9 +111,23 @@ class ChipView(ScopeView):
         hbm_hist = [(t, None if b is None else float(b)) for t, _, b in m.history]
         out.append(styled(("  util ", pal["label"]), (sparkline(util_hist, frame.now_s, period_s, cols, 100.0), pal.heat[5]),
                           ("  0-100%", pal["dim"])))
-        out.append(styled(("  HBM  ", pal["label"]),
-                          (sparkline(hbm_hist, frame.now_s, period_s, cols, float(capacity or 0)), pal.hbm[5]),
-                          ("  0-capacity" if capacity else "  capacity n/a", pal["dim"])))
+        hbm_range = shown_range(hbm_hist, frame.now_s, period_s, cols)
+        if hbm_range is None:
+            out.append(styled(("  HBM  ", pal["label"]), (sparkline(hbm_hist, frame.now_s, period_s, cols, 0.0), pal.hbm[5]),
+                              ("  n/a", pal["dim"])))
+        else:
+            # Scaled to what it shows, so 85 -> 92% is a climb, not a flat line; the range says so.
+            low, high = hbm_range
+            out.append(styled(("  HBM  ", pal["label"]),
+                              (sparkline(hbm_hist, frame.now_s, period_s, cols, high, low), pal.hbm[5]),
+                              (f"  {_hbm_range_text(low, high, capacity)}", pal["dim"])))
+        trend = m.hbm_trend
+        leaking = any(f.kind == "hbm-leak" and (f.site.host_id, f.site.chip) == (m.host.host_id, m.cell.index)
+                      for f in frame.findings)
+        out.append(styled(("  HBM trend ", pal["label"]),
+                          (trend_text(trend) if trend else f"n/a (fewer than {HBM_TREND_MIN_SAMPLES} reports in "
+                           f"{HBM_TREND_WINDOW_S:.0f} s)", pal["bad"] if leaking else pal["text"]),
+                          ("  LEAK: rising steadily while its peers stay flat" if leaking else "", pal["bad"])))
 
         out += [Text(), styled(("Execution latency", title), (" (total, latest percentiles per runtime)", pal["dim"]))]
         if not m.latency_s:

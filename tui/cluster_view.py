@@ -22,7 +22,7 @@ from textual.geometry import Region
 from trnwatch.ledger.rollups import hbm_high
 from trnwatch.tui import units
 from trnwatch.tui.job_view import VERDICT_ROLE
-from trnwatch.tui.scope import Frame, ScopeView, Selection, styled
+from trnwatch.tui.scope import Frame, Screenful, ScopeView, Selection, no_host_yet, styled
 from trnwatch.tui.text import clip
 from trnwatch.tui.view_models import (
     CLUSTER_SORT_HELP, NO_GROUP, ClusterModel, UltraServerLine, cluster_model,
@@ -74,40 +74,35 @@ class ClusterView(ScopeView):
 
     # --- rendering ------------------------------------------------------------------------------
 
-    def show(self, frame: Frame) -> None:
-        super().show(frame)
+    def show(self, frame: Frame) -> Text:
+        subject = super().show(frame)
         if frame.selection.group in self.row_groups:  # keep the selected row on screen
             y = self.row_groups.index(frame.selection.group)
             self.query_one(".detail", TextLines).scroll_to_region(Region(0, y, 1, 1), animate=False, force=True,
                                                                    x_axis=False)
+        return subject
 
-    def lines(self, frame: Frame) -> tuple[list[Text], list[Text], list[Text]]:
+    def lines(self, frame: Frame) -> Screenful:
         sel = frame.selection
+        pal = frame.palette
         m = self.model
         if m is None or not frame.selection_only or m.sort != sel.sort:
             m = self.model = cluster_model(frame.ledger, frame.now_s, sel.sort)
         self.row_groups = [row.group for row in m.rows]
         if not m.rows:
-            return [styled(("No host has reported yet.", frame.palette["warn"]))], [], []
-        if sel.group not in self.row_groups:
-            sel.group = self.row_groups[0]
+            return Screenful(styled(("CLUSTER", pal["scope"])), [no_host_yet(frame)], [])
+        r = m.rollup
+        subject = styled(("CLUSTER", pal["scope"]),
+                         (f" · {units.plural(len(r.ultraservers), 'UltraServer')} · {units.plural(r.hosts_total, 'host')}"
+                          f" · {units.plural(r.chips_total, 'chip')}", pal["text"]))
         cells = self._cells(m, frame)
         widths = [max(cell_len(line[i]) for line in cells) for i in range(len(HEADS))]
-        summary = self._summary(m, frame) + [_row(cells[0], widths, [frame.palette["dim"]] * len(HEADS))]
-        cursor = frame.palette["cursor"]
-        detail = [_row(line, widths, self._styles(row, m, frame), cursor if row.group == sel.group else None)
+        summary = self._summary(m, frame) + [_row(cells[0], widths, [pal["dim"]] * len(HEADS))]
+        cursor = pal["cursor"]
+        selected = sel.group if sel.group in self.row_groups else self.row_groups[0]
+        detail = [_row(line, widths, self._styles(row, m, frame), cursor if row.group == selected else None)
                   for row, line in zip(m.rows, cells[1:])]
-        return summary, detail, []
-
-    def subject(self, frame: Frame) -> Text:
-        pal = frame.palette
-        m = self.model
-        if m is None:
-            return styled(("CLUSTER", pal["scope"]))
-        r = m.rollup
-        return styled(("CLUSTER", pal["scope"]),
-                      (f" · {units.plural(len(r.ultraservers), 'UltraServer')} · {units.plural(r.hosts_total, 'host')}"
-                       f" · {units.plural(r.chips_total, 'chip')}", pal["text"]))
+        return Screenful(subject, summary, detail)
 
     def _summary(self, m: ClusterModel, frame: Frame) -> list[Text]:
         pal = frame.palette
@@ -192,12 +187,13 @@ class ClusterView(ScopeView):
 
     # --- selection ------------------------------------------------------------------------------
 
-    def move(self, sel: Selection, dy: int) -> None:
+    def move(self, sel: Selection, dx: int, dy: int) -> bool:
         """Select the row `dy` rows below (above, when negative) the selected one, as drawn."""
-        if not self.row_groups:
-            return
+        if not dy or not self.row_groups:
+            return False
         here = self.row_groups.index(sel.group) if sel.group in self.row_groups else 0
         sel.group = self.row_groups[max(0, min(len(self.row_groups) - 1, here + dy))]
+        return True
 
     def on_click(self, event: events.Click) -> None:
         detail = self.query_one(".detail", TextLines)

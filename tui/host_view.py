@@ -7,7 +7,7 @@ from rich.text import Text
 from textual import events
 
 from trnwatch.tui import units
-from trnwatch.tui.scope import Frame, ScopeView, column, outside, styled
+from trnwatch.tui.scope import Frame, Screenful, ScopeView, Selection, column, outside, styled
 from trnwatch.tui.text import clean
 from trnwatch.tui.view_models import HostModel, host_model
 from trnwatch.tui.widgets import TextLines, hbm_glyph, level, sparkline, util_glyph
@@ -28,24 +28,25 @@ class HostView(ScopeView):
         self.model: HostModel | None = None
         self._chip_y: dict[int, int] = {}  # detail line -> chip index
 
-    def lines(self, frame: Frame) -> tuple[list[Text], list[Text], list[Text]]:
+    def lines(self, frame: Frame) -> Screenful:
         sel = frame.selection
+        pal = frame.palette
         m = host_model(frame.ledger, frame.now_s, sel.host_id) if sel.host_id else None
         self.model = m
         if m is None:
-            return [styled(("No host selected: pick one in the UltraServer view (u) or jump with /.",
-                            frame.palette["warn"]))], [], []
-        if m.row.chips and not 0 <= sel.chip < len(m.row.chips):
-            sel.chip = 0
-        return self._summary(m, frame), self._detail(m, frame), []
+            return Screenful(styled(("HOST", pal["scope"])), [styled((
+                "No host selected: pick one in the UltraServer view (u) or jump with /.", pal["warn"]))], [])
+        subject = styled(("HOST ", pal["scope"]), (f"{m.row.number} ", pal["title"]),
+                         outside(m.row.name or m.row.host_id, 28, pal["text"]),
+                         (f" · {units.plural(len(m.row.chips), 'chip')}", pal["text"]))
+        return Screenful(subject, self._summary(m, frame), self._detail(m, frame))
 
-    def subject(self, frame: Frame) -> Text:
-        pal = frame.palette
-        m = self.model
-        if m is None:
-            return styled(("HOST", pal["scope"]))
-        return styled(("HOST ", pal["scope"]), (f"{m.row.number} ", pal["title"]),
-                      outside(m.row.name or m.row.host_id, 28, pal["text"]), (f" · {units.plural(len(m.row.chips), 'chip')}", pal["text"]))
+    def move(self, sel: Selection, dx: int, dy: int) -> bool:
+        """Up and down select a chip of the host."""
+        if not dy or self.model is None or not self.model.row.chips:
+            return False
+        sel.chip = max(0, min(len(self.model.row.chips) - 1, sel.chip + dy))
+        return True
 
     def _summary(self, m: HostModel, frame: Frame) -> list[Text]:
         pal = frame.palette

@@ -8,7 +8,7 @@ view says which source is missing and shows no job figure at all, never a zero.
 from rich.text import Text
 
 from trnwatch.tui import units
-from trnwatch.tui.scope import Frame, ScopeView, column, outside, styled
+from trnwatch.tui.scope import Frame, Screenful, ScopeView, column, outside, styled
 from trnwatch.tui.view_models import JobModel, job_model
 
 JOB_SOURCE_HINT = ("no job telemetry: start with --job-dir DIR (the run's trnwatch.job/1 rank files) "
@@ -42,26 +42,23 @@ class JobView(ScopeView):
         super().__init__(id=id)
         self.model: JobModel | None = None
 
-    def lines(self, frame: Frame) -> tuple[list[Text], list[Text], list[Text]]:
+    def lines(self, frame: Frame) -> Screenful:
         pal = frame.palette
         if frame.job is None:
             self.model = None
             runtimes = sum(len(h.runtimes) for h in frame.ledger.hosts.values())
-            return [
+            return Screenful(styled(("JOB ", pal["scope"]), ("not connected", pal["warn"])), [
                 styled((JOB_SOURCE_HINT, pal["warn"])),
                 styled(("Step rate, tokens/s, step-time percentiles and collective latency come only from the job; "
                         "none is shown.", pal["dim"])),
                 styled((f"neuron-monitor sees {runtimes} Neuron process(es) on {len(frame.ledger.hosts)} host(s): "
                         "see the host view (h).", pal["dim"])),
-            ], [], []
+            ], [])
         m = self.model = job_model(frame.job, frame.ledger, frame.now_s)
-        return self._summary(m, frame), self._detail(m, frame), []
+        return Screenful(self._subject(m, frame), self._summary(m, frame), self._detail(m, frame))
 
-    def subject(self, frame: Frame) -> Text:
+    def _subject(self, m: JobModel, frame: Frame) -> Text:
         pal = frame.palette
-        m = self.model
-        if m is None:
-            return styled(("JOB ", pal["scope"]), ("not connected", pal["warn"]))
         ranks = m.summary.ranks
         return styled(("JOB ", pal["scope"]), outside(m.summary.run or "?", 24, pal["title"]),
                       (f" · {units.plural(ranks.seen, 'rank')} on {units.plural(ranks.hosts, 'host')}", pal["text"]))

@@ -2,10 +2,11 @@
 
 A view is a summary (fixed at the top, never scrolls: the figures someone at 80x24 needs first)
 above a detail area (scrolls when it does not fit). Both are `TextLines`, so a refresh repaints
-only what changed. Views are given a `Frame` and lay text out; they never read a source.
+only what changed. Views are given a `Frame` and lay text out; they never read a source and
+never change the selection (`tui.navigation.settle` points it at something that exists first).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rich.cells import cell_len
 from rich.style import Style
@@ -13,6 +14,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 
+from trnwatch.ledger.findings import Finding
 from trnwatch.ledger.job import JobLedger
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.themes.palettes import Palette
@@ -49,6 +51,30 @@ class Frame:
     # Only the selection moved since the last refresh: a view whose figures are costly (the
     # cluster's rollup over every host) may lay out its last model again instead of rebuilding it.
     selection_only: bool = False
+    findings: tuple[Finding, ...] = ()  # `ledger.findings.current_findings`, most severe first
+    job_only: bool = False  # the session has job sources only: the device scopes stay empty
+
+
+NO_DEVICE_SOURCE = ("No device telemetry in this session (job sources only: no neuron-monitor here); "
+                    "the job view (j) has the job. For devices: --neuron-monitor PATH, --stdin, --scrape URL.")
+
+
+def no_host_yet(frame: "Frame") -> Text:
+    """What a device scope says before any host reported: why, when no device source runs."""
+    if frame.job_only:
+        return styled((NO_DEVICE_SOURCE, frame.palette["warn"]))
+    return styled(("No host has reported yet.", frame.palette["warn"]))
+
+
+@dataclass(frozen=True)
+class Screenful:
+    """What a view shows for one frame, laid out from one model: the header's subject (what the
+    scope covers, with its boundary), the summary, the detail and the wide screens' side column."""
+
+    subject: Text
+    summary: list[Text]
+    detail: list[Text]
+    side: list[Text] = field(default_factory=list)
 
 
 def styled(*parts: str | tuple[str, Style | None]) -> Text:
@@ -95,20 +121,23 @@ class ScopeView(Vertical):
             yield TextLines(classes="detail")
             yield TextLines(classes="side")
 
-    def show(self, frame: Frame) -> None:
-        summary, detail, side = self.lines(frame)
-        self.set_class(bool(side), "-wide")
-        self.query_one(".summary", TextLines).set_lines(summary)
-        self.query_one(".detail", TextLines).set_lines(detail)
-        self.query_one(".side", TextLines).set_lines(side)
+    def show(self, frame: Frame) -> Text:
+        """Lay out `frame` and repaint what changed; return the header's subject."""
+        screen = self.lines(frame)
+        self.set_class(bool(screen.side), "-wide")
+        self.query_one(".summary", TextLines).set_lines(screen.summary)
+        self.query_one(".detail", TextLines).set_lines(screen.detail)
+        self.query_one(".side", TextLines).set_lines(screen.side)
+        return screen.subject
 
-    def lines(self, frame: Frame) -> tuple[list[Text], list[Text], list[Text]]:
-        """(summary, detail, side) lines for this frame; side is empty on narrow screens."""
+    def lines(self, frame: Frame) -> Screenful:
+        """Everything this view shows for `frame`; the side column stays empty on narrow screens."""
         raise NotImplementedError
 
-    def subject(self, frame: Frame) -> Text:
-        """What the header says this scope covers, with its boundary (chips, hosts, ranks)."""
-        raise NotImplementedError
+    def move(self, sel: Selection, dx: int, dy: int) -> bool:
+        """Move the selection by (dx, dy) within what is drawn; False when this view has no
+        selection to move (the arrows then scroll the detail)."""
+        return False
 
     def plain_text(self) -> str:
         """Everything the view shows, as plain text (for tests)."""

@@ -19,6 +19,7 @@ KEYMAP: tuple[tuple[str, str, str, str], ...] = (
     ("escape,backspace", "up", "", "back up one scope: chip -> host -> UltraServer -> cluster"),
     ("up,down,left,right", "", "", "move the selection; scroll where there is none"),
     ("left_square_bracket,right_square_bracket", "", "", "previous / next UltraServer, host or chip"),
+    ("g", "fault", "Fault", "go to the site of the fault line's finding (its chip, host or the job)"),
     ("slash", "jump", "Jump", "jump to a host or chip: 7, 7/2, id, instance name, stream"),
     ("s", "sort", "Sort", "sort: host number (UltraServer id), lowest util, fullest HBM, most ECC"),
     # Not in the footer: it narrows the UltraServer grid only, and 80 columns hold no more labels.

@@ -12,9 +12,10 @@ from rich.style import Style
 from rich.text import Text
 from textual import events
 
+from trnwatch.ledger.findings import chips_to_look_at
 from trnwatch.ledger.rollups import hbm_high
 from trnwatch.tui import units
-from trnwatch.tui.scope import Frame, ScopeView, Selection, column, outside, styled
+from trnwatch.tui.scope import Frame, Screenful, ScopeView, Selection, column, no_host_yet, outside, styled
 from trnwatch.tui.view_models import (
     FILTER_HELP, NO_GROUP, ChipCell, HostRow, UltraServerModel, ultraserver_model,
 )
@@ -26,6 +27,7 @@ WIDE_ATTENTION_ROWS = 12  # in the side column (wide screens)
 STALE_MARK = "~"
 LOST_MARK = "×"
 ECC_MARK = "!"
+UNCORRECTED_MARK = "#"  # an uncorrected ECC error: data lost on the chip, above any corrected count
 CELL_COLS = 3
 
 
@@ -40,12 +42,21 @@ def _cell(chip: ChipCell, row: HostRow, frame: Frame, selected: bool) -> list[tu
     util_style = pal["dim"] if u is None else pal.heat[level(u, 100.0, len(pal.heat))]
     fill = chip.hbm_pct
     hbm_style = pal["dim"] if fill is None else pal.hbm[level(fill, 100.0, len(pal.hbm))]
-    flag = (ECC_MARK, pal["bad"]) if chip.ecc_events or chip.ecc_undecided else (" ", None)
+    if chip.ecc_uncorrected:
+        flag = (UNCORRECTED_MARK, pal["bad"] + Style(reverse=True))
+    elif chip.ecc_events or chip.ecc_undecided:
+        flag = (ECC_MARK, pal["bad"])
+    else:
+        flag = (" ", None)
     return [
         (util_glyph(u), util_style + extra),
         (hbm_glyph(fill), hbm_style + extra),
         (flag[0], (flag[1] or Style()) + extra),
     ]
+
+
+def _ecc_count(chip: ChipCell) -> str:
+    return f"{chip.ecc_events}" + (f" ({chip.ecc_uncorrected} uncorr.)" if chip.ecc_uncorrected else "")
 
 
 def _cols(lines: list[Text]) -> int:
@@ -65,44 +76,34 @@ class UltraServerView(ScopeView):
 
     # --- rendering ------------------------------------------------------------------------------
 
-    def lines(self, frame: Frame) -> tuple[list[Text], list[Text], list[Text]]:
+    def lines(self, frame: Frame) -> Screenful:
         sel = frame.selection
         model = ultraserver_model(frame.ledger, frame.now_s, sel.group, sel.sort, sel.filter)
         self.model = model
         if model is None:
             self._grid, self._cell_x = [], {}
-            return [styled(("No host has reported yet.", frame.palette["warn"]))], [], []
-        sel.group = model.group
-        self._ensure_selection(model, frame)
+            return Screenful(styled(("ULTRASERVER", frame.palette["scope"])),
+                             [no_host_yet(frame)], [])
+        subject = self._subject(model, frame)
         summary = self._summary(model, frame)
         if frame.width < WIDE_MIN_COLS:
-            return summary, self._blocks(model, frame) + [Text()] + self._attention(model, frame, ATTENTION_ROWS), []
+            return Screenful(subject, summary,
+                             self._blocks(model, frame) + [Text()] + self._attention(model, frame, ATTENTION_ROWS))
         table = self._table(model, frame)
         attention = self._attention(model, frame, WIDE_ATTENTION_ROWS)
         # Side by side only when both fit (with padding and scroll bar); else the list goes below.
         if _cols(table) + 2 + _cols(attention) + 3 <= frame.width:
-            return summary, table, attention
-        return summary, table + [Text()] + attention, []
+            return Screenful(subject, summary, table, attention)
+        return Screenful(subject, summary, table + [Text()] + attention)
 
-    def subject(self, frame: Frame) -> Text:
+    def _subject(self, m: UltraServerModel, frame: Frame) -> Text:
         pal = frame.palette
-        m = self.model
-        if m is None:
-            return styled(("ULTRASERVER", pal["scope"]))
         name = "(hosts in no UltraServer)" if m.group == NO_GROUP else m.group
         group = f" ({m.group_number + 1}/{m.group_count})" if m.group_count > 1 else ""
-        return styled(("ULTRASERVER ", pal["scope"]), outside(name, 16 if m.group != NO_GROUP else 26, pal["title"]),
-                      (f"{group} · {units.plural(m.rollup.hosts_total, 'host')} · {units.plural(m.rollup.chips_total, 'chip')}",
-                       pal["text"]))
-
-    def _ensure_selection(self, model: UltraServerModel, frame: Frame) -> None:
-        sel = frame.selection
-        hosts = {r.host_id: r for r in model.rows}
-        if sel.host_id not in hosts and model.rows:
-            sel.host_id, sel.chip = model.rows[0].host_id, 0
-        row = hosts.get(sel.host_id)
-        if row is not None and row.chips and not 0 <= sel.chip < len(row.chips):
-            sel.chip = 0
+        id_cols = (12 if frame.width < WIDE_MIN_COLS else 40) if m.group != NO_GROUP else 26
+        return styled(("ULTRASERVER ", pal["scope"]), outside(name, id_cols, pal["title"]),
+                      (f"{group} · {units.plural(m.rollup.hosts_total, 'host')} · "
+                       f"{units.plural(m.rollup.chips_total, 'chip')}", pal["text"]))
 
     def _summary(self, m: UltraServerModel, frame: Frame) -> list[Text]:
         pal = frame.palette
@@ -122,6 +123,8 @@ class UltraServerView(ScopeView):
             ("  idle ", pal["label"]), (f"{r.chips_idle}", pal["warn"] if r.chips_idle else pal["text"]),
             ("  ECC ", pal["label"]), (f"{r.chips_with_ecc} chip{'s' if r.chips_with_ecc != 1 else ''}",
                                         pal["bad"] if r.chips_with_ecc else pal["text"]),
+            (f" ({r.chips_with_uncorrected_ecc} uncorrected)" if r.chips_with_uncorrected_ecc else "",
+             pal["bad"] + Style(reverse=True)),
         )
         not_fresh = r.hosts_left_out
         boundary = styled(
@@ -134,7 +137,8 @@ class UltraServerView(ScopeView):
         legend = styled(
             ("sort ", pal["label"]), (m.sort, pal["text"]), (" · filter ", pal["label"]), (m.filter, pal["text"]),
             ("  cell: ", pal["dim"]), (f"util {BARS[0]}…{BARS[-1]}", pal["text"]),
-            (f" HBM {SHADES}", pal["text"]), (f" {ECC_MARK} ECC {STALE_MARK} stale {LOST_MARK} lost", pal["dim"]),
+            (f" HBM {SHADES}", pal["text"]),
+            (f" {ECC_MARK} ECC {UNCORRECTED_MARK} uncorr. {STALE_MARK} stale {LOST_MARK} lost", pal["dim"]),
         )
         return [title, figures, boundary, legend]
 
@@ -205,7 +209,9 @@ class UltraServerView(ScopeView):
                 xs.append((x, row.host_id, chip.index))
                 x += CELL_COLS + 1
             ecc = sum(c.ecc_events for c in row.chips)
-            parts.append((f" ECC {ecc}", pal["bad"] if ecc else pal["dim"]))
+            uncorrected = sum(c.ecc_uncorrected for c in row.chips)
+            parts.append((f" ECC {ecc}" + (f" ({uncorrected} uncorr.)" if uncorrected else ""),
+                          pal["bad"] if ecc else pal["dim"]))
             if row.state == "stale":
                 parts.append((f"  stale {units.age(row.age_s)}", pal["warn"]))
             elif row.state == "lost":
@@ -216,28 +222,45 @@ class UltraServerView(ScopeView):
         return out
 
     def _attention(self, m: UltraServerModel, frame: Frame, rows: int) -> list[Text]:
-        """The fresh chips that most need a look under the current sort, with their figures,
-        then the hosts left out of the figures (stale or lost) with their age."""
+        """The fresh chips that most need a look, with why (`findings.chips_to_look_at`), or by
+        the sort chosen with `s`; then the hosts left out of the figures (stale or lost)."""
         pal = frame.palette
-        fresh = [(row, chip) for row in m.rows if row.state == "fresh" for chip in row.chips]
-        if m.sort == "hbm":
-            title, key = "fullest HBM", lambda rc: -(rc[1].hbm_pct or 0.0)
-        elif m.sort == "ecc":
-            title, key = "most ECC events", lambda rc: -rc[1].ecc_events
-            fresh = [rc for rc in fresh if rc[1].ecc_events]
+        by_id = {row.host_id: row for row in m.rows}
+        cells = {(row.host_id, chip.index): chip for row in m.rows for chip in row.chips}
+        if m.sort == "host":
+            title = "Chips to look at first"
+            hosts = [frame.ledger.hosts[r.host_id] for r in m.rows]
+            picked = [(by_id[c.host_id], cells[(c.host_id, c.chip)], c.why)
+                      for c in chips_to_look_at(frame.ledger, hosts, frame.now_s, frame.findings, rows)]
         else:
-            title, key = "lowest utilisation", lambda rc: (rc[1].util_pct is None, rc[1].util_pct or 0.0)
-        picked = sorted(fresh, key=lambda rc: (key(rc), rc[0].number, rc[1].index))[:rows]
-        out = [styled((f"Chips to look at first: {title}", pal["title"]))]
+            fresh = [(row, chip) for row in m.rows if row.state == "fresh" for chip in row.chips]
+            if m.sort == "hbm":
+                title, key = "Fullest HBM", lambda rc: -(rc[1].hbm_pct or 0.0)
+            elif m.sort == "ecc":
+                title, key = "Most ECC events", lambda rc: (-rc[1].ecc_uncorrected, -rc[1].ecc_events)
+                fresh = [rc for rc in fresh if rc[1].ecc_events]
+            else:
+                title, key = "Lowest utilisation", lambda rc: (rc[1].util_pct is None, rc[1].util_pct or 0.0)
+            picked = [(row, chip, "") for row, chip in
+                      sorted(fresh, key=lambda rc: (key(rc), rc[0].number, rc[1].index))[:rows]]
+        out = [styled((title, pal["title"]), (f" (sort {m.sort})" if m.sort != "host" else "", pal["dim"]))]
         if not picked:
-            out.append(styled(("  none", pal["dim"])))
-        for row, chip in picked:
-            out.append(styled(
-                (f"{row.number:>3}/{chip.index:<2} ", pal["label"]), column(row.name or row.host_id, 22, pal["text"]),
-                ("util ", pal["label"]), (f"{units.pct(chip.util_pct):>6}", pal["text"]),
-                ("  HBM ", pal["label"]), (f"{units.pct(chip.hbm_pct):>6}", pal["text"]),
-                ("  ECC ", pal["label"]), (f"{chip.ecc_events}", pal["bad"] if chip.ecc_events else pal["text"]),
-            ))
+            out.append(styled(("  no chip stands out from its peers" if m.sort == "host" else "  none", pal["dim"])))
+        wide = frame.width >= WIDE_MIN_COLS
+        for row, chip, why in picked:
+            line = styled((f"{row.number:>3}/{chip.index:<2} ", pal["label"]))
+            if wide:
+                line.append(*column(row.name or row.host_id, 22, pal["text"]))
+            line.append("util ", pal["label"])
+            line.append(f"{units.pct(chip.util_pct):>6}", pal["text"])
+            line.append("  HBM ", pal["label"])
+            line.append(f"{units.pct(chip.hbm_pct):>6}", pal["text"])
+            if why:
+                line.append("  " + why, pal["warn"])
+            else:
+                line.append("  ECC ", pal["label"])
+                line.append(_ecc_count(chip), pal["bad"] if chip.ecc_events else pal["text"])
+            out.append(line)
         gone = [row for row in m.rows if row.state != "fresh"]
         if gone:
             out += [Text(), styled(("Hosts left out of the figures", pal["title"]))]
@@ -249,23 +272,24 @@ class UltraServerView(ScopeView):
 
     # --- cursor ---------------------------------------------------------------------------------
 
-    def move(self, sel: Selection, dx: int, dy: int) -> None:
+    def move(self, sel: Selection, dx: int, dy: int) -> bool:
         """Move the selected chip by cells (dx) or grid lines (dy), within what is drawn."""
         flat = [cell for line in self._grid for cell in line]
         here = (sel.host_id, sel.chip)
         if here not in flat:
             if flat:
                 sel.host_id, sel.chip = flat[0]
-            return
+            return True
         if dx:
             i = max(0, min(len(flat) - 1, flat.index(here) + dx))
             sel.host_id, sel.chip = flat[i]
-            return
+            return True
         y = next(i for i, line in enumerate(self._grid) if here in line)
         column = self._grid[y].index(here)
         target = max(0, min(len(self._grid) - 1, y + dy))
         line = self._grid[target]
         sel.host_id, sel.chip = line[min(column, len(line) - 1)]
+        return True
 
     def cell_at(self, x: int, y: int) -> tuple[str, int] | None:
         """The chip drawn at detail-area position (x, y), if any."""

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from trnwatch.ledger.findings import HbmTrend, hbm_trend
 from trnwatch.ledger.hosts import ChipState, HostState, RuntimeState
 from trnwatch.ledger.job import JobDiagnosis, JobLedger
 from trnwatch.ledger.job_summary import JobSection
@@ -392,6 +393,7 @@ class ChipModel:
     models: tuple[tuple[str, int, int], ...]  # name, loaded copies, running copies
     history: tuple[tuple[float, float | None, int | None], ...]  # t_s, util_pct, hbm_bytes
     period_s: float | None
+    hbm_trend: HbmTrend | None  # None: too few recent reports
 
 
 def _categories(chip: ChipState) -> tuple[tuple[str, int], ...]:
@@ -445,6 +447,7 @@ def chip_model(ledger: Ledger, now_s: float, host_id: str, index: int) -> ChipMo
         models=tuple((name, c[0], c[1]) for name, c in sorted(models.items())),
         history=tuple((s.t_s, s.util_pct, s.hbm_bytes) for s in chip.history),
         period_s=host.period_s,
+        hbm_trend=hbm_trend(chip, now_s),
     )
 
 

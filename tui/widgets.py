@@ -46,8 +46,9 @@ def hbm_glyph(fill_pct: float | None) -> str:
 
 
 def sparkline(samples: list[tuple[float, float | None]], now_s: float, period_s: float, width: int,
-              maximum: float) -> str:
-    """The last `width` report periods up to `now_s`, one bar per report, newest on the right.
+              maximum: float, minimum: float = 0.0) -> str:
+    """The last `width` report periods up to `now_s`, one bar per report, newest on the right,
+    bars scaled from `minimum` (lowest bar) to `maximum` (full bar).
 
     Single-style text (cheap on the wire). A report that did not come (samples, or the newest
     sample and now, more than 1.5 periods apart) leaves a blank per missing period, so a gap
@@ -60,16 +61,23 @@ def sparkline(samples: list[tuple[float, float | None]], now_s: float, period_s:
             continue
         if later_s - t_s > 1.5 * period_s:
             cells.extend(" " * min(width, round((later_s - t_s) / period_s) - 1))
-        if value is None or maximum <= 0:
-            cells.append(NO_DATA)
+        if value is None or maximum <= minimum:
+            cells.append(NO_DATA if value is None or maximum <= 0 else BARS[0])
         elif value <= 0:
             cells.append(IDLE)  # exactly zero, as in the grid: not the lowest bar
         else:
-            cells.append(BARS[level(value, maximum, len(BARS))])
+            cells.append(BARS[level(value - minimum, maximum - minimum, len(BARS))])
         later_s = t_s
         if len(cells) >= width:
             break
     return "".join(reversed(cells[:width])).rjust(width)
+
+
+def shown_range(samples: list[tuple[float, float | None]], now_s: float, period_s: float,
+                width: int) -> tuple[float, float] | None:
+    """(lowest, highest) of the values a `width`-wide sparkline up to `now_s` shows; None if none."""
+    values = [v for t, v in samples if v is not None and now_s - width * period_s < t <= now_s]
+    return (min(values), max(values)) if values else None
 
 
 def _marks_spaces(style: Style) -> bool:

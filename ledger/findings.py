@@ -1,0 +1,349 @@
+"""Findings: what is wrong now and where, ordered most severe first, for every view and output.
+
+One list, derived from the ledger at "now": the job's verdict with its suspect ranks (the
+job-device join, `Ledger.job_diagnosis`), chips with uncorrected ECC errors, chips whose HBM
+leaks, hosts lost or stale, sources whose lines are rejected. Each finding has a severity, the
+scope it is about, and its site (UltraServer, host, chip, core, rank, region: whatever is
+known), so the screen's fault line, `trnwatch snapshot` and the receipt's headline say the same
+thing, culprit first.
+
+HBM trend (per chip, from its history): the least-squares growth rate over the last
+`HBM_TREND_WINDOW_S`, and the time to full at that rate. A chip *leaks* when, over that window,
+its HBM rose at least `LEAK_MIN_BYTES_PER_S`, in at least `LEAK_RISING_SHARE` of its report
+intervals (steadily, not one allocation), faster than `LEAK_PEER_FACTOR` times its peers'
+median rate (the whole job allocating, as in warmup, is no leak), while the job is steady (not
+compiling or warming up, when job telemetry says so).
+"""
+
+from dataclasses import dataclass
+from statistics import median
+from typing import TYPE_CHECKING, Literal
+
+from trnwatch.ledger.hosts import ChipState, HostState
+from trnwatch.ledger.job import JobDiagnosis
+from trnwatch.ledger.rollups import chip_ecc, host_freshness, source_periods_s
+
+if TYPE_CHECKING:
+    from trnwatch.ledger.ledger import Ledger
+
+Severity = Literal["critical", "error", "warning"]
+SEVERITIES: tuple[Severity, ...] = ("critical", "error", "warning")  # most severe first
+
+HBM_TREND_WINDOW_S = 30.0
+HBM_TREND_MIN_SAMPLES = 8
+LEAK_MIN_BYTES_PER_S = float(1 << 20)  # 1 MiB/s: 3.5 GiB an hour
+LEAK_RISING_SHARE = 0.75
+LEAK_PEER_FACTOR = 4.0
+# Job verdicts that are findings, by severity; the others (steady, compiling, finished, ...) are not.
+JOB_SEVERITY: dict[str, Severity] = {
+    "failed": "critical", "dead": "critical", "stalled": "critical", "late": "critical", "hung": "critical",
+    "slow": "error",
+}
+NOT_STEADY_VERDICTS = ("compiling", "no-data")  # start-up allocates on every chip; a checkpoint does not
+# Order among findings of one severity: the job's own answer first, then the device's.
+KIND_ORDER = ("job", "ecc-uncorrected", "host-lost", "hbm-leak", "host-stale", "rejected-input")
+
+
+# --- HBM trends ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HbmTrend:
+    """A chip's HBM growth over its recent history."""
+
+    rate_bytes_per_s: float  # least-squares slope; negative when it shrinks
+    window_s: float  # span of the samples used
+    samples: int
+    rising_share: float  # share of report intervals in which HBM grew
+    time_to_full_s: float | None  # at this rate; None when not growing or capacity unknown
+
+
+def hbm_trend(chip: ChipState, now_s: float, window_s: float = HBM_TREND_WINDOW_S) -> HbmTrend | None:
+    """The chip's HBM trend over the last `window_s` up to `now_s`; None with too few samples."""
+    points: list[tuple[float, int]] = []
+    for sample in reversed(chip.history):
+        if sample.t_s > now_s:
+            continue
+        if now_s - sample.t_s > window_s:
+            break
+        if sample.hbm_bytes is not None:
+            points.append((sample.t_s, sample.hbm_bytes))
+    if len(points) < HBM_TREND_MIN_SAMPLES:
+        return None
+    points.reverse()
+    t0 = points[0][0]
+    n = len(points)
+    mean_t = sum(t - t0 for t, _ in points) / n
+    mean_b = sum(b for _, b in points) / n
+    var_t = sum((t - t0 - mean_t) ** 2 for t, _ in points)
+    if var_t <= 0:
+        return None
+    rate = sum((t - t0 - mean_t) * (b - mean_b) for t, b in points) / var_t
+    rising = sum(1 for (_, a), (_, b) in zip(points, points[1:]) if b > a) / (n - 1)
+    latest = points[-1][1]
+    to_full = None
+    if rate > 0 and chip.hbm_capacity_bytes:
+        to_full = max(0.0, (chip.hbm_capacity_bytes - latest) / rate)
+    return HbmTrend(rate, points[-1][0] - t0, n, rising, to_full)
+
+
+def _leaking(trend: HbmTrend | None, peer_rate_bytes_per_s: float) -> bool:
+    return (
+        trend is not None
+        and trend.rate_bytes_per_s >= LEAK_MIN_BYTES_PER_S
+        and trend.rising_share >= LEAK_RISING_SHARE
+        and trend.rate_bytes_per_s > LEAK_PEER_FACTOR * max(0.0, peer_rate_bytes_per_s)
+    )
+
+
+# --- findings ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    """Where a finding points: as much of UltraServer, host, chip, core, rank and region as is known."""
+
+    host_id: str | None = None  # the ledger's host (None: not a host the device telemetry shows)
+    host: str | None = None  # as people name it: instance name, stream label, or the job's hostname
+    ultraserver: str | None = None
+    chip: int | None = None
+    core: int | None = None
+    rank: int | None = None
+    region: str | None = None
+    step: int | None = None
+    source_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    severity: Severity
+    kind: str  # one of KIND_ORDER
+    scope: Literal["job", "chip", "host", "source"]
+    label: str  # the first word on the fault line: STALLED, LATE, ECC, LEAK, LOST, ...
+    site: Site
+    what: str  # the rest of the story, for people ("143 ranks in collective:all_reduce")
+    short: str  # the same, shorter, for a narrow screen
+    trend: HbmTrend | None = None  # hbm-leak only
+
+
+def _host_name(host: HostState) -> str:
+    return host.instance_name or host.source_id
+
+
+def _site_of_host(ledger: "Ledger", host: HostState, **more) -> Site:
+    return Site(host_id=host.host_id, host=_host_name(host), ultraserver=ledger.ultraserver_of(host), **more)
+
+
+def _peers_text(ledger: "Ledger", diagnosis: JobDiagnosis) -> tuple[str, str]:
+    """Where the other running ranks are ("143 ranks in collective:all_reduce"), long and short."""
+    job = ledger.job
+    suspects = {s.rank for s in diagnosis.suspects}
+    regions: dict[str, int] = {}
+    for rank in job.ranks.values() if job else ():
+        if rank.rank not in suspects and rank.status == "running" and rank.region:
+            regions[rank.region] = regions.get(rank.region, 0) + 1
+    if not regions:
+        return diagnosis.reason, ""
+    region, count = max(regions.items(), key=lambda kv: (kv[1], kv[0]))
+    return f"{count} ranks in {region}", f"{count} in {region}"
+
+
+def _job_finding(ledger: "Ledger", diagnosis: JobDiagnosis | None) -> Finding | None:
+    if diagnosis is None or diagnosis.verdict not in JOB_SEVERITY:
+        return None
+    severity = JOB_SEVERITY[diagnosis.verdict]
+    label = diagnosis.verdict.upper()
+    if not diagnosis.suspects:
+        return Finding(severity, "job", "job", label, Site(), diagnosis.reason, "")
+    suspect = diagnosis.suspects[0]
+    host = ledger.host_named(suspect.host) if suspect.host else None
+    site = Site(host_id=host.host_id if host else None,
+                host=_host_name(host) if host else suspect.host,
+                ultraserver=ledger.ultraserver_of(host) if host else None,
+                chip=suspect.chip, core=suspect.core, rank=suspect.rank, region=suspect.region, step=suspect.step)
+    if diagnosis.verdict == "slow":
+        what = suspect.why
+        if suspect.chip_util_pct is not None and suspect.peer_chip_util_median_pct is not None:
+            what += f"; chip {suspect.chip_util_pct:.0f}% busy, peers {suspect.peer_chip_util_median_pct:.0f}%"
+        short = suspect.why
+    else:
+        what, short = _peers_text(ledger, diagnosis)
+    more = len(diagnosis.suspects) - 1
+    if more:
+        what += f" (+{more} more suspect rank{'s' if more > 1 else ''})"
+    return Finding(severity, "job", "job", label, site, what, short)
+
+
+def current_findings(ledger: "Ledger", now_s: float) -> list[Finding]:
+    """Every current finding, most severe first (then by kind, UltraServer, host, chip)."""
+    found: list[Finding] = []
+    diagnosis = ledger.job_diagnosis(now_s)
+    job = _job_finding(ledger, diagnosis)
+    if job is not None:
+        found.append(job)
+    steady = diagnosis is None or diagnosis.verdict not in NOT_STEADY_VERDICTS
+    periods_s = source_periods_s(ledger)
+    trends: list[tuple[HostState, ChipState, HbmTrend | None]] = []
+    for host in ledger.hosts.values():
+        state = host_freshness(ledger, host, now_s, periods_s)
+        if state == "lost":
+            source = ledger.sources.get(host.source_id)
+            error = (source.end_error or source.link_error or "") if source else ""
+            age = "" if host.last_s is None else f"last report {now_s - host.last_s:.0f} s ago"
+            what = "; ".join(part for part in (age, error) if part)
+            found.append(Finding("error", "host-lost", "host", "LOST", _site_of_host(ledger, host), what, age))
+            continue
+        if state == "stale":
+            age = "no report yet" if host.last_s is None else f"last report {now_s - host.last_s:.0f} s ago"
+            found.append(Finding("error", "host-stale", "host", "STALE", _site_of_host(ledger, host), age, ""))
+            continue
+        for chip in host.chips:
+            ecc = chip_ecc(chip)
+            if ecc.uncorrected:
+                what = f"{ecc.uncorrected} uncorrected ECC error{'s' if ecc.uncorrected > 1 else ''}"
+                found.append(Finding("critical", "ecc-uncorrected", "chip", "ECC",
+                                     _site_of_host(ledger, host, chip=chip.index),
+                                     what + (f", {ecc.corrected} corrected" if ecc.corrected else ""), what))
+            if steady:
+                trends.append((host, chip, hbm_trend(chip, now_s)))
+    rates = [t.rate_bytes_per_s for _, _, t in trends if t is not None]
+    peer_rate = median(rates) if rates else 0.0
+    for host, chip, trend in trends:
+        if _leaking(trend, peer_rate):
+            found.append(Finding("error", "hbm-leak", "chip", "LEAK", _site_of_host(ledger, host, chip=chip.index),
+                                 f"HBM {trend_text(trend)}", f"HBM +{_mib(trend.rate_bytes_per_s)}/s", trend))
+    for source in ledger.sources.values():
+        rejected = sum(source.rejected.values())
+        if rejected:
+            found.append(Finding("warning", "rejected-input", "source", "REJECTED", Site(source_id=source.source_id),
+                                 f"{rejected} line{'s' if rejected > 1 else ''}: {source.last_rejection}",
+                                 f"{rejected} lines"))
+    return sorted(found, key=_order)
+
+
+def _order(f: Finding) -> tuple:
+    s = f.site
+    return (SEVERITIES.index(f.severity), KIND_ORDER.index(f.kind), s.ultraserver or "", s.host or "",
+            s.chip if s.chip is not None else -1, s.rank if s.rank is not None else -1, s.source_id or "")
+
+
+# --- text --------------------------------------------------------------------------------------------
+
+
+def _mib(n: float) -> str:
+    return f"{n / 2**30:.1f} GiB" if abs(n) >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
+def _duration(s: float) -> str:
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h"
+
+
+def trend_text(trend: HbmTrend) -> str:
+    """"+64 MiB/s over 30 s, full in 12 min" (or "flat", "-8 MiB/s")."""
+    rate = trend.rate_bytes_per_s
+    sign = "+" if rate >= 0 else "-"
+    text = f"{sign}{_mib(abs(rate))}/s over {trend.window_s:.0f} s"
+    if trend.time_to_full_s is not None:
+        text += f", full in {_duration(trend.time_to_full_s)}"
+    return text
+
+
+def site_text(site: Site) -> str:
+    """The site as the screen names it: "rank 30 sim-us-07/2 core 8 dataloader" (what is known)."""
+    parts = []
+    if site.rank is not None:
+        parts.append(f"rank {site.rank}")
+    if site.host:
+        parts.append(site.host + ("" if site.chip is None else f"/{site.chip}"))
+    elif site.chip is not None:
+        parts.append(f"chip {site.chip}")
+    elif site.source_id:
+        parts.append(site.source_id)
+    if site.core is not None:
+        parts.append(f"core {site.core}")
+    if site.region:
+        parts.append(site.region)
+    return " ".join(parts)
+
+
+def finding_text(f: Finding) -> str:
+    """One finding as one plain line, culprit first: "LATE rank 30 us-07/2 dataloader · 143 ranks in …"."""
+    head = f"{f.label} {site_text(f.site)}".rstrip()
+    return f"{head} · {f.what}" if f.what else head
+
+
+def finding_record(f: Finding) -> dict:
+    """A finding as JSON-ready data (snapshots, receipts): severity, kind, scope, site, text."""
+    site = {k: getattr(f.site, k) for k in Site.__slots__ if getattr(f.site, k) is not None}
+    record = {"severity": f.severity, "kind": f.kind, "scope": f.scope, "label": f.label, "site": site,
+              "what": f.what, "text": finding_text(f)}
+    if f.trend is not None:
+        record["hbm_rate_bytes_per_s"] = round(f.trend.rate_bytes_per_s, 1)
+        record["hbm_time_to_full_s"] = None if f.trend.time_to_full_s is None else round(f.trend.time_to_full_s, 1)
+    return record
+
+
+def findings_text(records: list[dict]) -> list[str]:
+    """The findings (as `finding_record`s) for a snapshot's text or a receipt's headline, one
+    line each, most severe first; one line saying so when there is none."""
+    if not records:
+        return ["none: no stall, leak, uncorrected ECC, lost or stale host, or rejected input"]
+    return [f"{r['severity']}: {r['text']}" for r in records]
+
+
+# --- chips to look at first ----------------------------------------------------------------------
+
+# A chip stands out when its utilisation is this many points from its peers' median.
+OUTLIER_MIN_PCT = 15.0
+
+
+@dataclass(frozen=True, slots=True)
+class ChipToLook:
+    host_id: str
+    chip: int
+    why: str
+
+
+def chips_to_look_at(ledger: "Ledger", hosts: list[HostState], now_s: float, findings: list[Finding] | tuple,
+                     limit: int) -> list[ChipToLook]:
+    """The fresh chips of `hosts` that most need a look, with why, in the direction the
+    findings point: uncorrected ECC first, then the chips the findings name (a suspect rank's
+    chip, a leaking chip), then the chips furthest from their peers' median utilisation (the
+    busy one when its peers wait: a straggler; an idle one among busy peers). A chip close to
+    its peers is not listed: an empty list says nothing stands out."""
+    periods_s = source_periods_s(ledger)
+    fresh = [h for h in hosts if host_freshness(ledger, h, now_s, periods_s) == "fresh"]
+    on = {h.host_id for h in fresh}
+    picked: dict[tuple[str, int], str] = {}
+
+    def add(host_id: str, chip: int, why: str) -> None:
+        if len(picked) < limit and (host_id, chip) not in picked:
+            picked[(host_id, chip)] = why
+
+    for host in fresh:
+        for chip in host.chips:
+            ecc = chip_ecc(chip)
+            if ecc.uncorrected:
+                add(host.host_id, chip.index, f"{ecc.uncorrected} uncorrected ECC")
+    for f in findings:
+        s = f.site
+        if s.host_id in on and s.chip is not None and f.kind != "ecc-uncorrected":
+            if f.kind == "hbm-leak" and f.trend is not None:
+                add(s.host_id, s.chip, f"HBM {trend_text(f.trend)}")
+            elif s.rank is not None:
+                add(s.host_id, s.chip, f"{f.label.lower()}: rank {s.rank}" + (f" in {s.region}" if s.region else ""))
+            else:
+                add(s.host_id, s.chip, f"{f.label.lower()}")
+    utils = [(h.host_id, c.index, c.util_pct) for h in fresh for c in h.chips if c.util_pct is not None]
+    if len(utils) >= 2:
+        peers_pct = median(u for _, _, u in utils)
+        for host_id, chip, util in sorted(utils, key=lambda x: (-abs(x[2] - peers_pct), x[0], x[1])):
+            if abs(util - peers_pct) < OUTLIER_MIN_PCT:
+                break
+            kind = ("idle" if util == 0.0 else "least busy") if util < peers_pct else "busiest"
+            add(host_id, chip, f"{kind}: {util:.0f}% while peers' median is {peers_pct:.0f}%")
+    return [ChipToLook(h, c, why) for (h, c), why in picked.items()]

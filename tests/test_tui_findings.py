@@ -1,0 +1,165 @@
+"""The fault line and the findings behind it: every demo scenario, every view, 80x24 and 200x60.
+
+The ledgers are the demo's own streams (simulated reports and job telemetry) folded at fixed
+ticks and times (`tests/tui_fleet.py`), so nothing waits on the wall clock.
+"""
+
+import pytest
+
+from trnwatch.ledger.findings import (
+    LEAK_MIN_BYTES_PER_S, chips_to_look_at, current_findings, finding_text, hbm_trend,
+)
+from trnwatch.ledger.hosts import ChipSample, ChipState
+from trnwatch.ledger.ledger import Ledger
+from trnwatch.session import Session, SourceSpec
+from trnwatch.themes.palettes import PALETTES
+from trnwatch.tui.app import TrnwatchApp
+from trnwatch.tui.fault_line import fault_line
+from trnwatch.tui.scope import NO_DEVICE_SOURCE
+from trnwatch.tui.widgets import TextLines
+from tests.test_tui_app import drive, header
+from tests.tui_fleet import FAULT_SITE, SCENARIO_TICKS, make_scenario_app, now_at, scenario_ledger
+
+SIZES = [(80, 24), (200, 60)]
+# What the fault line must say first, per scenario: the label and the culprit's site.
+EXPECTED = {
+    "healthy": "no findings",
+    "straggler": f"SLOW rank 30 {FAULT_SITE}/2",
+    "hang": f"STALLED rank 30 {FAULT_SITE}/2",
+    "hbm-leak": f"LEAK {FAULT_SITE}/2",
+    "ecc": f"ECC {FAULT_SITE}/2",
+    "host-loss": f"DEAD rank 28 {FAULT_SITE}/0",
+}
+VIEWS = (("u", "ULTRASERVER"), ("h", "HOST"), ("c", "CHIP"), ("j", "JOB"), ("l", "CLUSTER"))
+
+
+def fault_text(app) -> str:
+    return app.query_one("#fault-line", TextLines).lines[0]
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("scenario", list(EXPECTED))
+def test_every_view_names_the_fault_and_its_site_first(scenario, size):
+    seen = {}
+
+    async def check(app, pilot):
+        for key, scope in VIEWS:
+            await pilot.press(key)
+            await pilot.pause()
+            seen[scope] = (header(app), fault_text(app))
+
+    drive(make_scenario_app(scenario), size=size, check=check)
+    for scope, (head, fault) in seen.items():
+        assert scope in head, (scope, head)
+        assert fault.lstrip().startswith(EXPECTED[scenario]), (scope, fault)
+        assert len(fault.rstrip()) <= size[0]
+
+
+def test_hang_names_the_dataloader_rank_and_where_its_peers_wait():
+    faults = []
+    drive(make_scenario_app("hang"), check=lambda app, pilot: faults.append(fault_text(app)))
+    fault = faults[0]
+    assert f"rank 30 {FAULT_SITE}/2 dataloader" in fault and "143 " in fault and "collective:all_reduce" in fault
+
+
+def test_at_80_columns_the_story_gives_way_before_any_part_of_the_site():
+    findings = current_findings(scenario_ledger("hang"), now_at(SCENARIO_TICKS["hang"]))
+    pal = PALETTES["dark"]
+    for width in (40, 60, 80, 120, 200):
+        line = fault_line(findings, width, pal).plain
+        assert f"STALLED rank 30 {FAULT_SITE}/2" in line and "dataloader" in line, (width, line)
+        assert len(line) <= max(width, len(f" STALLED rank 30 {FAULT_SITE}/2 dataloader"))
+    assert "core 8" in fault_line(findings, 200, pal).plain  # wide screens say more
+    assert "core 8" not in fault_line(findings, 80, pal).plain
+
+
+def test_go_to_fault_key_opens_the_culprit_chip():
+    seen = drive(make_scenario_app("straggler"), keys=("g",))
+    assert seen.app.selection.scope == "chip" and "CHIP 7/2" in seen.header
+
+
+def test_uncorrected_ecc_is_counted_apart_on_the_ultraserver_and_chip_views():
+    text = drive(make_scenario_app("ecc")).text
+    assert "ECC 1 chip (1 uncorrected)" in text
+    assert "1 uncorrected ECC" in text  # why 7/2 is the chip to look at first
+    chip = drive(make_scenario_app("ecc"), keys=("g",)).text
+    assert "(1 UNCORRECTED)" in chip
+
+
+def test_chips_to_look_at_are_the_outliers_in_the_direction_of_the_fault():
+    ledger = scenario_ledger("straggler")
+    now_s = now_at(SCENARIO_TICKS["straggler"])
+    hosts = list(ledger.hosts.values())
+    top = chips_to_look_at(ledger, hosts, now_s, [], 5)  # without findings: by utilisation alone
+    assert len(top) == 1 and ledger.hosts[top[0].host_id].instance_name == FAULT_SITE and top[0].chip == 2
+    assert top[0].why.startswith("busiest: 99% while peers' median is 6")
+    assert chips_to_look_at(scenario_ledger("healthy"), list(scenario_ledger("healthy").hosts.values()),
+                            now_at(SCENARIO_TICKS["healthy"]), [], 5) == []
+
+
+def test_hbm_leak_is_a_finding_with_its_rate_and_time_to_full_and_the_chip_view_scales_its_sparkline():
+    ledger = scenario_ledger("hbm-leak")
+    (leak,) = [f for f in current_findings(ledger, now_at(SCENARIO_TICKS["hbm-leak"])) if f.kind == "hbm-leak"]
+    assert leak.trend.rate_bytes_per_s == pytest.approx(64 << 20) and leak.trend.time_to_full_s > 0
+    assert "+64 MiB/s" in finding_text(leak) and "full in" in finding_text(leak)
+    text = drive(make_scenario_app("hbm-leak"), keys=("g",), size=(100, 60)).text
+    history = next(line for line in text.splitlines() if line.strip().startswith("HBM ") and "% of " in line)
+    assert history.count("█") >= 1 and "▁" in history  # scaled to its own range: a climb, not a flat line
+    assert "LEAK: rising steadily" in text
+
+
+def test_hbm_that_grows_on_every_chip_alike_is_no_leak():
+    def chip(rate_bytes_per_s: float) -> ChipState:
+        c = ChipState(0, hbm_capacity_bytes=144 << 30)
+        for t in range(20):
+            c.history.append(ChipSample(float(t), 50.0, int((100 << 30) + rate_bytes_per_s * t)))
+        return c
+
+    trend = hbm_trend(chip(2 * LEAK_MIN_BYTES_PER_S), 19.5)
+    assert trend.samples == 20 and trend.rate_bytes_per_s == pytest.approx(2 * LEAK_MIN_BYTES_PER_S)
+    assert trend.time_to_full_s == pytest.approx(((144 << 30) - (100 << 30) - 19 * trend.rate_bytes_per_s)
+                                                 / trend.rate_bytes_per_s)
+    assert hbm_trend(chip(0.0), 19.5).time_to_full_s is None
+    # warmup: every chip allocates as fast: the ledger's rule needs a chip to outgrow its peers
+    warm = scenario_ledger("healthy", 18)
+    assert not [f for f in current_findings(warm, now_at(18)) if f.kind == "hbm-leak"]
+
+
+def test_header_fields_keep_their_places_paused_and_simulated_both_show():
+    async def check(app, pilot):
+        before = header(app)
+        await pilot.press("p")
+        await pilot.pause()
+        after = header(app)
+        assert len(before) == len(after)  # same cells, PAUSED in its own (blank until now) place
+        assert "SIM" in after and "PAUSED" in after and "08:01:10 UTC" in after and "36 hosts · 144 chips" in after
+        assert before.index("SIM") == after.index("SIM")  # PAUSED has a place of its own
+
+    drive(make_scenario_app("straggler"), check=check)
+
+
+def test_a_job_only_session_opens_on_the_job_view_and_says_why_the_device_scopes_are_empty():
+    async def nothing():
+        return
+        yield
+
+    session = Session(Ledger("live"), [SourceSpec("job-dir:/run", "job", nothing)])
+    app = TrnwatchApp(session.ledger, session=session, theme="dark")
+
+    async def check(app, pilot):
+        assert app.selection.scope == "job"
+        await pilot.press("u")
+        await pilot.pause()
+        assert NO_DEVICE_SOURCE[:60] in app.view.plain_text()
+
+    drive(app, check=check)
+
+
+def test_snapshot_text_lists_the_same_findings():
+    from trnwatch.ledger.snapshot import build_snapshot, render_text
+
+    ledger = scenario_ledger("ecc")
+    snap = build_snapshot(ledger, now_at(SCENARIO_TICKS["ecc"]), None, written_at_s=0.0)
+    assert snap["findings"][0]["kind"] == "ecc-uncorrected" and snap["findings"][0]["site"]["chip"] == 2
+    text = render_text(snap)
+    assert f"critical: ECC {FAULT_SITE}/2 · 1 uncorrected ECC error" in text

@@ -1,0 +1,99 @@
+"""Where the user can go from each scope: parent, children (drill), previous / next.
+
+One table instead of a branch per key: each scope says which scope Escape goes up to, which
+one Enter opens, and the places `[` / `]` step through, in the order people see them (UltraServer
+ids, host numbers, chips of those hosts in order). `settle` is the one place a selection that
+points at something gone (or at nothing yet) is moved onto something that exists, before the
+views render: views only read the selection.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from trnwatch.ledger.ledger import Ledger
+from trnwatch.tui.scope import Selection
+from trnwatch.tui.view_models import NO_GROUP, group_hosts, groups, host_rows, sort_and_filter
+
+Place = tuple  # what one step of `[` / `]` lands on, in a scope's own terms
+
+
+def _hosts_in_order(ledger: Ledger, sel: Selection) -> list[str]:
+    """Host ids of the selected host's UltraServer (else the selected group), by host number."""
+    host = ledger.hosts.get(sel.host_id) if sel.host_id else None
+    group = (ledger.ultraserver_of(host) or NO_GROUP) if host else (sel.group or NO_GROUP)
+    return [r.host_id for r in host_rows(ledger, group_hosts(ledger, group), 0.0)]
+
+
+def _group_places(ledger: Ledger, sel: Selection) -> list[Place]:
+    return [(g,) for g in groups(ledger)]
+
+
+def _host_places(ledger: Ledger, sel: Selection) -> list[Place]:
+    return [(h,) for h in _hosts_in_order(ledger, sel)]
+
+
+def _chip_places(ledger: Ledger, sel: Selection) -> list[Place]:
+    return [(h, c) for h in _hosts_in_order(ledger, sel) for c in range(len(ledger.hosts[h].chips))]
+
+
+def _put_group(sel: Selection, place: Place) -> None:
+    sel.group, sel.host_id = place[0], None
+
+
+def _put_host(sel: Selection, place: Place) -> None:
+    sel.host_id, sel.chip = place[0], 0
+
+
+def _put_chip(sel: Selection, place: Place) -> None:
+    sel.host_id, sel.chip = place
+
+
+@dataclass(frozen=True)
+class ScopeNav:
+    parent: str | None  # where Escape goes
+    child: str | None  # what Enter opens (when something is selected)
+    places: Callable[[Ledger, Selection], list[Place]] | None  # what `[` / `]` step through
+    here: Callable[[Selection], Place] | None
+    put: Callable[[Selection, Place], None] | None
+
+
+NAVIGATION: dict[str, ScopeNav] = {
+    # The cluster steps through its rows as drawn (sorted): the view does it (`ClusterView.move`).
+    "cluster": ScopeNav(None, "ultraserver", None, None, None),
+    "ultraserver": ScopeNav("cluster", "chip", _group_places, lambda sel: (sel.group,), _put_group),
+    "host": ScopeNav("ultraserver", "chip", _host_places, lambda sel: (sel.host_id,), _put_host),
+    "chip": ScopeNav("host", None, _chip_places, lambda sel: (sel.host_id, sel.chip), _put_chip),
+    "job": ScopeNav("ultraserver", None, None, None, None),
+}
+
+
+def step(ledger: Ledger, sel: Selection, delta: int) -> None:
+    """The previous (delta -1) or next (+1) place of the scope shown, wrapping around."""
+    nav = NAVIGATION[sel.scope]
+    if nav.places is None:
+        return
+    places = nav.places(ledger, sel)
+    if not places:
+        return
+    here = nav.here(sel)
+    i = places.index(here) + delta if here in places else 0
+    nav.put(sel, places[i % len(places)])
+
+
+def settle(ledger: Ledger, sel: Selection, now_s: float) -> None:
+    """Point the selection at things that exist: an UltraServer group that has hosts, a host
+    of it (the first shown under the sort and filter when the selected one is not), a chip of
+    that host. Called before a refresh, never by a view."""
+    ids = groups(ledger)
+    if not ids:
+        return
+    if sel.group not in ids:
+        sel.group = ids[0]
+    if sel.scope in ("ultraserver", "cluster") or sel.host_id not in ledger.hosts:
+        in_group = group_hosts(ledger, sel.group)
+        if sel.host_id not in {h.host_id for h in in_group}:
+            rows = sort_and_filter(host_rows(ledger, in_group, now_s), sel.sort, sel.filter)
+            sel.host_id, sel.chip = (rows[0].host_id, 0) if rows else (sel.host_id, sel.chip)
+    host = ledger.hosts.get(sel.host_id) if sel.host_id else None
+    if host is not None and host.chips and not 0 <= sel.chip < len(host.chips):
+        sel.chip = 0
