@@ -53,6 +53,10 @@ TRNWATCH = [sys.executable, "-m", "trnwatch"]
 SIZES = ((80, 24), (200, 60))
 COLOURS = ("256", "truecolor")
 CHIP_KEYS = (b"/", b"7/2", b"\r")
+MINIMAL_APP = Path(__file__).with_name("minimal_textual_app.py")
+KEY_PRESSES = 40  # for the key-to-screen latency at 36 hosts
+# A key and what its answer draws first (the header's scope name, repainted from its left edge).
+KEY_ANSWERS = ((b"h", b"HOST "), (b"u", b"ULTRASERVER "))
 
 
 @dataclass
@@ -63,7 +67,7 @@ class Run:
     colours: str
     proc: subprocess.Popen
     master: int
-    chunks: list[tuple[float, int]] = field(default_factory=list)
+    chunks: list[tuple[float, bytes]] = field(default_factory=list)
     output: bytearray = field(default_factory=bytearray)  # the last few KB, for an error message
 
     def read_until_exit(self) -> None:
@@ -79,11 +83,22 @@ class Run:
                 return
             if not data:
                 return
-            self.chunks.append((time.monotonic(), len(data)))
+            self.chunks.append((time.monotonic(), data))
             self.output = (self.output + data)[-4096:]
 
     def bytes_between(self, start: float, end: float) -> int:
-        return sum(n for t, n in self.chunks if start <= t < end)
+        return sum(len(data) for t, data in self.chunks if start <= t < end)
+
+    def first_after(self, start: float, needle: bytes) -> float | None:
+        """When the text `needle` first arrived after `start` (chunks joined: it may span two)."""
+        seen = b""
+        for t, data in list(self.chunks):
+            if t < start:
+                continue
+            seen = seen[-len(needle):] + data
+            if needle in seen:
+                return t
+        return None
 
 
 def cpu_s(pid: int) -> float:
@@ -91,7 +106,7 @@ def cpu_s(pid: int) -> float:
     return times.user + times.system
 
 
-def start_screen(size: tuple[int, int], colours: str, duration_s: float, receipt: str) -> Run:
+def start_screen(size: tuple[int, int], colours: str, duration_s: float, receipt: str, minimal: bool = False) -> Run:
     master, slave = pty.openpty()
     cols, rows = size
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
@@ -99,12 +114,31 @@ def start_screen(size: tuple[int, int], colours: str, duration_s: float, receipt
     env["TERM"] = "xterm-256color"
     if colours == "truecolor":
         env["COLORTERM"] = "truecolor"
-    proc = subprocess.Popen(TRNWATCH + ["demo", "--duration", str(duration_s), "--receipt", receipt],
-                            stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True)
+    command = ([sys.executable, str(MINIMAL_APP), str(duration_s)] if minimal else
+               TRNWATCH + ["demo", "--duration", str(duration_s), "--receipt", receipt])
+    proc = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True)
     os.close(slave)
     run = Run(size, colours, proc, master)
     threading.Thread(target=run.read_until_exit, daemon=True).start()
     return run
+
+
+def key_latency_ms(run: Run) -> list[float]:
+    """Press h and u alternately on `run` (on the chip view: h shows its host) and time each
+    from the write until the answer's scope name arrived on the terminal."""
+    out = []
+    for i in range(KEY_PRESSES):
+        key, answer = KEY_ANSWERS[i % 2]
+        start = time.monotonic()
+        os.write(run.master, key)
+        while time.monotonic() - start < 5.0:
+            arrived = run.first_after(start, answer)
+            if arrived is not None:
+                out.append((arrived - start) * 1000)
+                break
+            time.sleep(0.002)
+        time.sleep(0.3)  # a person's pace
+    return out
 
 
 def cluster_view_figures(ultraservers: int, size: tuple[int, int]) -> dict[str, list[float]]:
@@ -151,6 +185,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         runs = [start_screen(size, colours, duration_s, f"{tmp}/r-{size[0]}-{colours}.json")
                 for colours in COLOURS for size in SIZES]
+        minimal = [start_screen(size, "256", duration_s, "", minimal=True) for size in SIZES]
         headless = subprocess.Popen(TRNWATCH + ["demo", "--headless", "--duration", str(duration_s),
                                                 "--receipt", f"{tmp}/headless.json"],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -164,7 +199,7 @@ def main() -> int:
                         time.sleep(0.3)
                 time.sleep(2)  # let the view switch settle before measuring
             start = time.monotonic()
-            cpu0 = [cpu_s(r.proc.pid) for r in runs]
+            cpu0 = [cpu_s(r.proc.pid) for r in runs + minimal]
             base0 = cpu_s(headless.pid)
             time.sleep(args.window)
             end = time.monotonic()
@@ -175,11 +210,15 @@ def main() -> int:
                     print(f"the {r.size[0]}x{r.size[1]} {r.colours} run ended during the {view} window; its last "
                           f"output:\n{bytes(r.output[-2000:]).decode('utf-8', 'replace')}", file=sys.stderr)
                 return 1
-            cpu1 = [cpu_s(r.proc.pid) for r in runs]
+            cpu1 = [cpu_s(r.proc.pid) for r in runs + minimal]
             base_pct = 100 * (cpu_s(headless.pid) - base0) / (end - start)
             results[view] = [(r, r.bytes_between(start, end) / (end - start), 100 * (c1 - c0) / (end - start), base_pct)
-                             for r, c0, c1 in zip(runs, cpu0, cpu1, strict=True)]
-        for proc in [r.proc for r in runs] + [headless]:
+                             for r, c0, c1 in zip(runs + minimal, cpu0, cpu1, strict=True)]
+            if view == "ultraserver":
+                results["minimal"] = [row for row in results[view] if row[0] in minimal]
+            results[view] = [row for row in results[view] if row[0] not in minimal]
+        key_ms = key_latency_ms(runs[0])
+        for proc in [r.proc for r in runs + minimal] + [headless]:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=60)
 
@@ -188,12 +227,16 @@ def main() -> int:
           f"{'ms/refresh':>11}")
     for view, rows in results.items():
         for run, bytes_per_s, cpu_pct, base_pct in rows:
-            screen_pct = cpu_pct - base_pct
+            screen_pct = cpu_pct - (0.0 if view == "minimal" else base_pct)
             print(f"{view:<12} {run.size[0]:>3}x{run.size[1]:<3} {run.colours:>9} {bytes_per_s:>9.0f} {cpu_pct:>11.1f} "
                   f"{screen_pct:>13.1f} {10 * screen_pct:>11.1f}")
     base = results["ultraserver"][0][3]
     print(f"baseline: the same demo headless (sources, parsing, ledger; no screen) used {base:.1f} % of one core; "
-          "'CPU % screen' is the process minus that baseline")
+          "'CPU % screen' is the process minus that baseline; 'minimal' is a Textual app updating one Static per "
+          "second (tests/benchmarks/minimal_textual_app.py), measured in the same window")
+    if key_ms:
+        print(f"key to screen, 36 hosts, 80x24 pty (h / u alternately, from the write until the new scope name "
+              f"arrived): {summary_ms(key_ms)} (of {len(key_ms)})")
     print_cluster_figures(32)
     return 0
 
