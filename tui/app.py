@@ -396,7 +396,9 @@ class TrnwatchApp(App[None]):
         except OutputError as exc:
             if self.session is not None:
                 self.session.output_failed("snapshot", self.snapshot_dir, str(exc))
-            self.notify(f"Snapshot not written: {clip(str(exc), 60)}", severity="error", markup=False,
+            reason = str(exc)  # its end says why (the path comes first): keep the end on one line
+            reason = reason if len(reason) <= 70 else "…" + reason[-69:]
+            self.notify(f"Snapshot not written: {clip(reason, 70)}", severity="error", markup=False,
                         timeout=NOTIFY_S)
             return None
         self.notify(f"Snapshot written: {self.last_export[0].name} (+ .json)", markup=False, timeout=NOTIFY_S)
