@@ -79,6 +79,14 @@ class ChipHistory:
             util, hbm = self._util_pct[i], self._hbm_bytes[i]
             yield ChipSample(self._t_s[i], None if util != util else util, None if hbm < 0 else hbm)
 
+    def __reversed__(self):
+        """Newest first: a reader of the recent window (HBM trends) stops where it ends."""
+        size = len(self._t_s)
+        for k in range(1, self._len + 1):
+            i = (self._next - k) % size
+            util, hbm = self._util_pct[i], self._hbm_bytes[i]
+            yield ChipSample(self._t_s[i], None if util != util else util, None if hbm < 0 else hbm)
+
 
 # A sum of bounded byte counts over a chip's cores can pass what int64 holds; history is for
 # sparklines, so it stores at most this (the chip's own figures keep the exact sum).

@@ -9,7 +9,7 @@ import pytest
 from trnwatch.ledger.findings import (
     LEAK_MIN_BYTES_PER_S, chips_to_look_at, current_findings, finding_text, hbm_trend,
 )
-from trnwatch.ledger.hosts import ChipSample, ChipState
+from trnwatch.ledger.hosts import ChipState
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.session import Session, SourceSpec
 from trnwatch.themes.palettes import PALETTES
@@ -112,7 +112,7 @@ def test_hbm_that_grows_on_every_chip_alike_is_no_leak():
     def chip(rate_bytes_per_s: float) -> ChipState:
         c = ChipState(0, hbm_capacity_bytes=144 << 30)
         for t in range(20):
-            c.history.append(ChipSample(float(t), 50.0, int((100 << 30) + rate_bytes_per_s * t)))
+            c.history.append(float(t), 50.0, int((100 << 30) + rate_bytes_per_s * t))
         return c
 
     trend = hbm_trend(chip(2 * LEAK_MIN_BYTES_PER_S), 19.5)

@@ -29,16 +29,20 @@ LOST_MARK = "×"
 ECC_MARK = "!"
 UNCORRECTED_MARK = "#"  # an uncorrected ECC error: data lost on the chip, above any corrected count
 CELL_COLS = 3
+# A chip's bar is redrawn only when its utilisation moved this many points from the figure the
+# bar was drawn for (or reached or left exactly 0): steady training jitters by a few points
+# around a level boundary, and each flip would repaint the grid line up to that cell.
+UTIL_DEADBAND_PCT = 4.0
 
 
-def _cell(chip: ChipCell, row: HostRow, frame: Frame, selected: bool) -> list[tuple[str, Style | None]]:
+def _cell(chip: ChipCell, row: HostRow, frame: Frame, selected: bool, u: float | None) -> list[tuple[str, Style | None]]:
+    """One chip's three cells; `u` is the utilisation to draw (`UltraServerView._drawn_util`)."""
     pal = frame.palette
     extra = pal["cursor"] if selected else Style()
     if row.state == "lost":
         return [(LOST_MARK * 2 + " ", pal["bad"] + extra)]
     if row.state != "fresh":
         return [(STALE_MARK * 2 + " ", pal["warn"] + extra)]
-    u = chip.util_pct
     util_style = pal["dim"] if u is None else pal.heat[level(u, 100.0, len(pal.heat))]
     fill = chip.hbm_pct
     hbm_style = pal["dim"] if fill is None else pal.hbm[level(fill, 100.0, len(pal.hbm))]
@@ -73,6 +77,15 @@ class UltraServerView(ScopeView):
         # and detail-line y -> [(x_start, host_id, chip)].
         self._grid: list[list[tuple[str, int]]] = []
         self._cell_x: dict[int, list[tuple[int, str, int]]] = {}
+        # The utilisation each chip's bar was last drawn for (see UTIL_DEADBAND_PCT).
+        self._drawn: dict[tuple[str, int], float | None] = {}
+
+    def _drawn_util(self, row: HostRow, chip: ChipCell) -> float | None:
+        key = (row.host_id, chip.index)
+        u, drawn = chip.util_pct, self._drawn.get(key)
+        if u is None or drawn is None or (u == 0.0) != (drawn == 0.0) or abs(u - drawn) >= UTIL_DEADBAND_PCT:
+            self._drawn[key] = drawn = u
+        return drawn
 
     # --- rendering ------------------------------------------------------------------------------
 
@@ -169,7 +182,7 @@ class UltraServerView(ScopeView):
                 x += len(label)
                 for chip in row.chips:
                     selected = (row.host_id, chip.index) == (sel.host_id, sel.chip)
-                    parts += _cell(chip, row, frame, selected)
+                    parts += _cell(chip, row, frame, selected, self._drawn_util(row, chip))
                     grid_line.append((row.host_id, chip.index))
                     xs.append((x, row.host_id, chip.index))
                     x += CELL_COLS
@@ -203,7 +216,7 @@ class UltraServerView(ScopeView):
             grid_line = []
             for chip in row.chips:
                 selected = (row.host_id, chip.index) == (sel.host_id, sel.chip)
-                parts += _cell(chip, row, frame, selected)
+                parts += _cell(chip, row, frame, selected, self._drawn_util(row, chip))
                 parts.append(" ")
                 grid_line.append((row.host_id, chip.index))
                 xs.append((x, row.host_id, chip.index))
