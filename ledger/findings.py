@@ -9,8 +9,9 @@ thing, culprit first.
 
 HBM trend (per chip, from its history): the least-squares growth rate over the last
 `HBM_TREND_WINDOW_S`, and the time to full at that rate. A chip *leaks* when, over that window,
-its HBM rose at least `LEAK_MIN_BYTES_PER_S`, in at least `LEAK_RISING_SHARE` of its report
-intervals (steadily, not one allocation), faster than `LEAK_PEER_FACTOR` times its peers'
+its HBM rose at least `LEAK_MIN_BYTES_PER_S` (and as fast over its newest
+`HBM_TREND_MIN_SAMPLES` reports: it is still rising), in at least `LEAK_RISING_SHARE` of its
+report intervals (steadily, not one allocation), faster than `LEAK_PEER_FACTOR` times its peers'
 median rate (the whole job allocating, as in warmup, is no leak), while the job is steady (not
 compiling or warming up, when job telemetry says so).
 """
@@ -85,6 +86,24 @@ def hbm_trend(chip: ChipState, now_s: float, window_s: float = HBM_TREND_WINDOW_
     if rate > 0 and chip.hbm_capacity_bytes:
         to_full = max(0.0, (chip.hbm_capacity_bytes - latest) / rate)
     return HbmTrend(rate, points[-1][0] - t0, n, rising, to_full)
+
+
+def _rose_lately(chip: ChipState, now_s: float) -> bool:
+    """Whether HBM rose at least LEAK_MIN_BYTES_PER_S over the newest HBM_TREND_MIN_SAMPLES
+    reports: part of the leak rule, and cheap, so a flat chip costs a few samples, not a trend."""
+    newest = oldest = None
+    seen = 0
+    for sample in reversed(chip.history):
+        if sample.t_s > now_s or sample.hbm_bytes is None:
+            continue
+        newest = newest or sample
+        oldest = sample
+        seen += 1
+        if seen == HBM_TREND_MIN_SAMPLES:
+            break
+    if seen < HBM_TREND_MIN_SAMPLES or newest.t_s <= oldest.t_s:
+        return False
+    return (newest.hbm_bytes - oldest.hbm_bytes) / (newest.t_s - oldest.t_s) >= LEAK_MIN_BYTES_PER_S
 
 
 def _leaking(trend: HbmTrend | None, peer_rate_bytes_per_s: float) -> bool:
@@ -205,8 +224,9 @@ def current_findings(ledger: "Ledger", now_s: float) -> list[Finding]:
                                      _site_of_host(ledger, host, chip=chip.index),
                                      what + (f", {ecc.corrected} corrected" if ecc.corrected else ""), what))
             if steady:
-                trends.append((host, chip, hbm_trend(chip, now_s)))
-    rates = [t.rate_bytes_per_s for _, _, t in trends if t is not None]
+                trends.append((host, chip, hbm_trend(chip, now_s) if _rose_lately(chip, now_s) else None))
+    # Chips that did not rise lately count as flat (rate 0) among the peers.
+    rates = [0.0 if t is None else t.rate_bytes_per_s for _, _, t in trends]
     peer_rate = median(rates) if rates else 0.0
     for host, chip, trend in trends:
         if _leaking(trend, peer_rate):

@@ -57,7 +57,13 @@ class ChipEcc:
         return self.events > 0
 
 
+NO_ECC = ChipEcc(0, 0, False)
+
+
 def chip_ecc(chip: ChipState) -> ChipEcc:
+    # The common case, decided without a reading: no counter ever non-zero is no event under any.
+    if not any(series.total for series in chip.ecc.series.values()):
+        return NO_ECC
     totals = chip.ecc.totals()
     return ChipEcc(
         corrected=sum(totals.get(k) or 0 for k in ECC_CORRECTED_FIELDS),
@@ -192,9 +198,22 @@ def cluster_rollup(ledger: "Ledger", now_s: float) -> ClusterRollup:
         rows.append(ultraserver_rollup(ledger, us, hosts, now_s, silent, periods_s))
     loose = [h for h in ledger.hosts.values() if ledger.ultraserver_of(h) is None]
     unplaced = ultraserver_rollup(ledger, "", loose, now_s, 0, periods_s) if loose else None
-    hosts = list(ledger.hosts.values())
-    states = [host_freshness(ledger, h, now_s, periods_s) for h in hosts]
-    return ClusterRollup(ultraservers=rows, unplaced=unplaced, **_figures(hosts, states, silent_total))
+    everything = rows + ([unplaced] if unplaced else [])
+    # Counts add up over the rows (each chip's ECC totals are read once, in its row); the mean,
+    # minimum and capacity are over the fresh chips themselves (each chip weighs the same).
+    chips = [c for h in ledger.hosts.values() if host_freshness(ledger, h, now_s, periods_s) == "fresh"
+             for c in h.chips]
+    utils = [c.util_pct for c in chips if c.util_pct is not None]
+    capacities = [c.hbm_capacity_bytes for c in chips]
+    summed = ("hosts_total", "hosts_fresh", "hosts_stale", "hosts_lost", "hosts_silent", "chips", "chips_total",
+              "hbm_used_bytes", "chips_idle", "chips_with_ecc", "chips_with_uncorrected_ecc")
+    return ClusterRollup(
+        ultraservers=rows, unplaced=unplaced,
+        **{name: sum(getattr(r, name) for r in everything) for name in summed},
+        hbm_capacity_bytes=None if None in capacities else sum(capacities),
+        util_mean_pct=sum(utils) / len(utils) if utils else None,
+        util_min_pct=min(utils) if utils else None,
+    )
 
 
 # --- the job on the devices ---------------------------------------------------------------------------
