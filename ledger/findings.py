@@ -181,10 +181,11 @@ def _job_finding(ledger: "Ledger", diagnosis: JobDiagnosis | None) -> Finding | 
                 ultraserver=ledger.ultraserver_of(host) if host else None,
                 chip=suspect.chip, core=suspect.core, rank=suspect.rank, region=suspect.region, step=suspect.step)
     if diagnosis.verdict == "slow":
-        what = suspect.why
-        if suspect.chip_util_pct is not None and suspect.peer_chip_util_median_pct is not None:
-            what += f"; chip {suspect.chip_util_pct:.0f}% busy, peers {suspect.peer_chip_util_median_pct:.0f}%"
-        short = suspect.why
+        evidence = suspect.evidence
+        what = evidence.why
+        if evidence.chip_util_pct is not None and evidence.peer_chip_util_median_pct is not None:
+            what += f"; chip {evidence.chip_util_pct:.0f}% busy, peers {evidence.peer_chip_util_median_pct:.0f}%"
+        short = evidence.why
     else:
         what, short = _peers_text(ledger, diagnosis)
     more = len(diagnosis.suspects) - 1

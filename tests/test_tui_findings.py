@@ -24,11 +24,11 @@ SIZES = [(80, 24), (200, 60)]
 # What the fault line must say first, per scenario: the label and the culprit's site.
 EXPECTED = {
     "healthy": "no findings",
-    "straggler": f"SLOW rank 30 {FAULT_SITE}/2",
-    "hang": f"STALLED rank 30 {FAULT_SITE}/2",
+    "straggler": f"SLOW rank 120 {FAULT_SITE}/2",
+    "hang": f"LATE rank 120 {FAULT_SITE}/2",
     "hbm-leak": f"LEAK {FAULT_SITE}/2",
     "ecc": f"ECC {FAULT_SITE}/2",
-    "host-loss": f"DEAD rank 28 {FAULT_SITE}/0",
+    "host-loss": f"DEAD rank 112 {FAULT_SITE}/0",
 }
 VIEWS = (("u", "ULTRASERVER"), ("h", "HOST"), ("c", "CHIP"), ("j", "JOB"), ("l", "CLUSTER"))
 
@@ -59,7 +59,7 @@ def test_hang_names_the_dataloader_rank_and_where_its_peers_wait():
     faults = []
     drive(make_scenario_app("hang"), check=lambda app, pilot: faults.append(fault_text(app)))
     fault = faults[0]
-    assert f"rank 30 {FAULT_SITE}/2 dataloader" in fault and "143 " in fault and "collective:all_reduce" in fault
+    assert f"rank 120 {FAULT_SITE}/2 dataloader" in fault and "575 " in fault and "collective:all_reduce" in fault
 
 
 def test_at_80_columns_the_story_gives_way_before_any_part_of_the_site():
@@ -67,8 +67,8 @@ def test_at_80_columns_the_story_gives_way_before_any_part_of_the_site():
     pal = PALETTES["dark"]
     for width in (40, 60, 80, 120, 200):
         line = fault_line(findings, width, pal).plain
-        assert f"STALLED rank 30 {FAULT_SITE}/2" in line and "dataloader" in line, (width, line)
-        assert len(line) <= max(width, len(f" STALLED rank 30 {FAULT_SITE}/2 dataloader"))
+        assert f"LATE rank 120 {FAULT_SITE}/2" in line and "dataloader" in line, (width, line)
+        assert len(line) <= max(width, len(f" LATE rank 120 {FAULT_SITE}/2 dataloader"))
     assert "core 8" in fault_line(findings, 200, pal).plain  # wide screens say more
     assert "core 8" not in fault_line(findings, 80, pal).plain
 

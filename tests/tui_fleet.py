@@ -76,11 +76,10 @@ def fleet_ledger(scenario: str = "straggler", last_tick: int = LAST_TICK, with_j
 
 # Every demo scenario, as `trnwatch demo --scenario S` shows it: the simulated UltraServer's device
 # reports and its job telemetry (workloads/sim/job.py), folded tick by tick at fixed times. The
-# tick of each is when the fault line must have named the fault: 10 s after onset for host-loss
-# and ecc (its uncorrected error), 40 s for hbm-leak and straggler; hang once the job's stall rule
-# (no progress for 30 s) calls it, at tick 60.
-SCENARIO_TICKS = {"healthy": 44, "straggler": 70, "hang": 62, "hbm-leak": 60, "ecc": 60, "host-loss": 55}
-FAULT_SITE = "sim-trn3-gen2-us-07"  # host 7 (chip 2, rank 30) in every fault scenario
+# tick of each is when the fault line must have named the fault: 10 s after onset for hang,
+# host-loss and ecc (its uncorrected error), 40 s for hbm-leak and straggler.
+SCENARIO_TICKS = {"healthy": 44, "straggler": 70, "hang": 40, "hbm-leak": 60, "ecc": 60, "host-loss": 55}
+FAULT_SITE = "sim-trn3-gen2-us-07"  # host 7 (chip 2, core 8, rank 120) in every fault scenario
 
 
 def scenario_lines(scenario: str, last_tick: int):
@@ -91,8 +90,9 @@ def scenario_lines(scenario: str, last_tick: int):
     for tick in range(last_tick + 1):
         for host in hosts:
             for chip in range(host.topology.chips_per_host):
-                for event in rank_events(host, chip, tick, now_at(tick) - 0.5):
-                    yield Line("job-dir:/run", "job", event["ts"], json.dumps(event))
+                for core in range(host.topology.cores_per_chip):
+                    for event in rank_events(host, chip, core, tick, now_at(tick) - 0.5):
+                        yield Line("job-dir:/run", "job", event["ts"], json.dumps(event))
         if tick <= last_tick - TICKS:
             continue
         for host in hosts:

@@ -5,7 +5,8 @@
 Starts `trnwatch demo --scenario S` in a detached tmux session of 80x24 for every scenario at
 once (`tmux new -d -x 80 -y 24`), presses nothing, and reads the screen with `capture-pane -p`
 every 0.25 s. The fault is named when the fault line (the screen's second line) starts with the
-scenario's label and site (host 7, chip 2 or its rank; host 7 for host-loss). Onset is the
+scenario's label and names its site (host 7 chip 2, rank 120 where a rank is named; host 7 for
+host-loss). Onset is the
 scenario's onset tick after the first screen (the demo's tick 0 starts as its session starts, one
 report per second). Reported per scenario: seconds from onset until the fault line named it, and
 the line itself. Not a test: it runs for up to `--timeout` seconds and prints figures.
@@ -19,14 +20,14 @@ import tempfile
 import time
 
 TRNWATCH = [sys.executable, "-m", "trnwatch"]
-# scenario -> (onset tick, what the fault line must start with, the target in seconds)
+# scenario -> (onset tick, labels the fault line may start with, the site it must name, target s)
+SITE = "sim-trn3-gen2-us-07"
 SCENARIOS = {
-    "hang": (30, ("STALLED rank 30 sim-trn3-gen2-us-07/2", "LATE rank 30 sim-trn3-gen2-us-07/2"), 10),
-    "host-loss": (45, ("DEAD rank 28 sim-trn3-gen2-us-07", "STALE sim-trn3-gen2-us-07", "LOST sim-trn3-gen2-us-07",
-                       "LATE rank 28 sim-trn3-gen2-us-07", "STALLED rank 28 sim-trn3-gen2-us-07"), 10),
-    "ecc": (50, ("ECC sim-trn3-gen2-us-07/2",), 10),
-    "hbm-leak": (20, ("LEAK sim-trn3-gen2-us-07/2",), 40),
-    "straggler": (30, ("SLOW rank 30 sim-trn3-gen2-us-07/2",), 40),
+    "hang": (30, ("LATE rank 120", "STALLED rank 120"), f"{SITE}/2", 10),
+    "host-loss": (45, ("STALE", "LOST", "DEAD", "LATE", "STALLED"), SITE, 10),
+    "ecc": (50, ("ECC",), f"{SITE}/2", 10),
+    "hbm-leak": (20, ("LEAK",), f"{SITE}/2", 40),
+    "straggler": (30, ("SLOW rank 120",), f"{SITE}/2", 40),
 }
 
 
@@ -60,8 +61,9 @@ def main() -> int:
                     now = time.monotonic()
                     if scenario not in first_screen and lines and "ULTRASERVER" in lines[0]:
                         first_screen[scenario] = now
-                    onset, expected, _ = SCENARIOS[scenario]
-                    if scenario in first_screen and len(lines) > 1 and lines[1].strip().startswith(expected):
+                    onset, labels, site, _ = SCENARIOS[scenario]
+                    fault = lines[1].strip() if len(lines) > 1 else ""
+                    if scenario in first_screen and fault.startswith(labels) and site in fault:
                         named[scenario] = (now - first_screen[scenario] - onset, lines[1].strip())
                 time.sleep(0.25)
         finally:
@@ -70,7 +72,7 @@ def main() -> int:
     print("time to name the fault: trnwatch demo in tmux 80x24, no key pressed, screen read every 0.25 s")
     print(f"{'scenario':<10} {'onset':>6} {'named after':>12} {'target':>7}  fault line")
     for scenario in sessions:
-        onset, _, target = SCENARIOS[scenario]
+        onset, _, _, target = SCENARIOS[scenario]
         if scenario in named:
             after, line = named[scenario]
             verdict = "met" if after <= target else "NOT met"
