@@ -52,9 +52,16 @@ _TARGET_LABELS = ("job", "instance")
 
 
 def http_timeout_s(interval_s: float) -> float:
-    """Per-request timeout: two poll intervals, within 2-10 s (a hung request must not hold the
-    source, or the exit, for long)."""
+    """Total deadline of one scrape: two poll intervals, within 2-10 s (a hung or dripping
+    request must not hold the source, or the exit, for long)."""
     return max(2.0, min(10.0, 2.0 * interval_s))
+
+
+def query_timeout_s(interval_s: float) -> float:
+    """Total deadline of one server query: three intervals, within 15-30 s. At cluster scale one
+    answer is megabytes that a loaded server can take over 10 s to compute and send; the
+    session's end still cuts a request off at once."""
+    return max(15.0, min(30.0, 3.0 * interval_s))
 
 
 class _Link:
@@ -188,7 +195,7 @@ async def promql_lines(
     The source id is the base URL; the hosts inside are told apart by instance_id.
     """
     link = _Link(base_url, "promql", backoff, rng or random.Random())
-    timeout_s = http_timeout_s(interval_s)
+    timeout_s = query_timeout_s(interval_s)
     yield link.connecting()
     while True:
         started_s = time.monotonic()
