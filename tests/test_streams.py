@@ -1,8 +1,10 @@
 """Line splitting shared by every byte source: chunk boundaries, oversize lines, a last line without newline."""
 
 import asyncio
+import os
+import threading
 
-from trnwatch.collectors.streams import neuron_monitor_config, split_lines
+from trnwatch.collectors.streams import neuron_monitor_config, split_lines, stdin_lines
 
 
 def lines_of(chunks, max_line_bytes=16):
@@ -44,3 +46,29 @@ def test_generated_config_enables_every_group_at_the_period():
         "neuroncore_counters", "memory_used", "neuron_runtime_vcpu_usage", "execution_stats"}
     assert {m["type"] for m in cfg["system_metrics"]} == {"vcpu_usage", "memory_info", "neuron_hw_counters"}
     assert neuron_monitor_config(2)["period"] == "2s"
+
+
+def test_stdin_lines_reads_a_pipe_and_a_file_alike(tmp_path):
+    text = "first\n" + "x" * 300_000 + "\n\nlast without newline"
+    path = tmp_path / "reports.jsonl"
+    path.write_text(text)
+
+    async def collect(fd: int) -> list[str]:
+        return [line.text async for line in stdin_lines("s", fd=fd)]
+
+    with open(path, "rb") as f:
+        from_file = asyncio.run(collect(f.fileno()))
+    read_fd, write_fd = os.pipe()
+
+    def write() -> None:
+        with os.fdopen(write_fd, "wb") as w:
+            w.write(text.encode())
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        from_pipe = asyncio.run(collect(read_fd))
+    finally:
+        writer.join()
+        os.close(read_fd)
+    assert from_pipe == from_file == ["first", "x" * 300_000, "", "last without newline"]

@@ -10,10 +10,11 @@ and noisy, so a ratio measured side by side is the figure that means something):
    (simulated steady-state hosts, different ticks), interleaved in rounds, best round of each,
    timed in CPU time of this process.
 2. Whole process, Trn3 Gen2 host reports: `trnwatch watch --stdin --headless` reading M reports
-   from a file on stdin, against a bare Python process doing `json.loads` on each line of the
-   same file. Each process is timed by its CPU time (user + system, from wait4); the cost per
-   report is the difference between a run of M reports and a run of 10 (start-up, imports and
-   the receipt cancel out), best of R rounds. The in-process `json.loads` figure is shown too.
+   on stdin, from a file and through a pipe (`cat FILE |`, as `neuron-monitor |` would), against
+   a bare Python process doing `json.loads` on each line of the same input. Each process is timed
+   by its own CPU time (user + system, from wait4; `cat` is not counted); the cost per report is
+   the difference between a run of M reports and a run of 10 (start-up, imports and the receipt
+   cancel out), best of R rounds. The in-process `json.loads` figure is shown too.
 
 The projected CPU share is best-round ingest time x hosts x 1 report/s, as a share of one core.
 """
@@ -77,11 +78,16 @@ def measure(topology_name: str, reports: int, rounds: int) -> dict:
 LOADS_PROCESS = "import json, sys\nfor line in sys.stdin.buffer:\n    json.loads(line)\n"
 
 
-def _process_cpu_s(argv: list[str], stdin_path: Path) -> float:
-    """CPU time (user + system) of one child process reading `stdin_path`."""
+def _process_cpu_s(argv: list[str], stdin_path: Path, pipe: bool) -> float:
+    """CPU time (user + system) of one child process reading `stdin_path` (through `cat` if `pipe`)."""
     with open(stdin_path, "rb") as stdin:
-        proc = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cat = subprocess.Popen(["cat"], stdin=stdin, stdout=subprocess.PIPE) if pipe else None
+        proc = subprocess.Popen(argv, stdin=cat.stdout if cat else stdin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if cat:
+            cat.stdout.close()
         _, status, usage = os.wait4(proc.pid, 0)
+        if cat:
+            cat.wait()
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"{argv[:4]} exited with {proc.returncode}")
@@ -96,11 +102,13 @@ def measure_process(reports: int, rounds: int) -> dict:
         small.write_text("\n".join(texts[:SMALL_RUN]) + "\n")
         watch = [sys.executable, "-m", "trnwatch", "watch", "--stdin", "--headless", "--receipt", str(Path(tmp) / "r.json")]
         loads = [sys.executable, "-c", LOADS_PROCESS]
-        per_report: dict[str, list[float]] = {"watch": [], "loads_process": [], "loads": []}
+        per_report: dict[str, list[float]] = {"watch_file": [], "loads_file": [], "watch_pipe": [], "loads_pipe": [],
+                                              "loads": []}
         for _ in range(rounds):
-            for name, argv in (("watch", watch), ("loads_process", loads)):
-                cost = _process_cpu_s(argv, big) - _process_cpu_s(argv, small)
-                per_report[name].append(cost / (reports - SMALL_RUN))
+            for name, argv in (("watch", watch), ("loads", loads)):
+                for how in ("file", "pipe"):
+                    cost = _process_cpu_s(argv, big, how == "pipe") - _process_cpu_s(argv, small, how == "pipe")
+                    per_report[f"{name}_{how}"].append(cost / (reports - SMALL_RUN))
             start = time.process_time()
             for t in texts:
                 json.loads(t)
@@ -128,11 +136,11 @@ def main() -> None:
         m = measure_process(args.process_reports, min(args.rounds, 3))
         print(f"\nWhole process, {args.process_reports} Trn3 Gen2 reports of {m['report_bytes']} bytes on stdin, "
               "CPU per report (run of N minus run of 10):")
-        print(f"  trnwatch watch --stdin --headless   {m['watch'] * 1e6:7.0f}us")
-        print(f"  python json.loads per line          {m['loads_process'] * 1e6:7.0f}us   "
-              f"watch / that: {m['watch'] / m['loads_process']:.2f}x")
-        print(f"  json.loads in this process          {m['loads'] * 1e6:7.0f}us   "
-              f"watch / that: {m['watch'] / m['loads']:.2f}x")
+        for how in ("file", "pipe"):
+            watch_s, loads_s = m[f"watch_{how}"], m[f"loads_{how}"]
+            print(f"  stdin from a {how}: trnwatch watch --stdin --headless {watch_s * 1e6:5.0f}us, "
+                  f"python json.loads per line {loads_s * 1e6:5.0f}us: {watch_s / loads_s:.2f}x "
+                  f"({watch_s / m['loads']:.2f}x json.loads in this process, {m['loads'] * 1e6:.0f}us)")
 
 
 if __name__ == "__main__":
