@@ -24,6 +24,7 @@ is not validated, so a decoder building Reports from other data (collectors/prom
 its values to the same bounds itself or passes plain data through `validate_report`.
 """
 
+import functools
 from dataclasses import dataclass
 from typing import Annotated, ClassVar
 
@@ -302,7 +303,7 @@ def decode_report(text: str) -> tuple[Report, list[FieldRejection]]:
     if not isinstance(raw, dict):
         raise ReportRejected("not-object", "a report must be a JSON object")
     rejections: list[FieldRejection] = []
-    _prune_struct(raw, _REPORT_TYPE, "", "", rejections)
+    _prune_struct(raw, _report_type(), "", "", rejections)
     try:
         return _DECODER.decode(_ENCODER.encode(raw)), rejections
     except msgspec.ValidationError as exc:
@@ -332,7 +333,10 @@ def report_json_schema() -> dict:
 # shortened: where none of its entries may be null, the whole map or list goes. Type errors are left for
 # the typed decoder to reject the line with.
 
-_REPORT_TYPE = msgspec.inspect.type_info(Report)
+@functools.cache
+def _report_type():
+    return msgspec.inspect.type_info(Report)  # built on the first line that crosses a bound
+
 _REJECT = object()  # returned for a value that must go (its container decides where to put null)
 
 
