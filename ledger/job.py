@@ -742,7 +742,7 @@ class JobLedger:
             positions,
             key=lambda position: (
                 len(positions[position]),
-                position[1].startswith(COLLECTIVE_REGION_PREFIX),
+                (position[1] or "").startswith(COLLECTIVE_REGION_PREFIX),  # a heartbeat may name no region
                 position[0],
             ),
         )
