@@ -7,8 +7,8 @@ scope it is about, and its site (UltraServer, host, chip, core, rank, region: wh
 known), so the screen's fault line, `trnwatch snapshot` and the receipt's headline say the same
 thing, culprit first.
 
-HBM trend (per chip, from its history): the least-squares growth rate over the last
-`HBM_TREND_WINDOW_S`, and the time to full at that rate. A chip *leaks* when, over that window,
+HBM trend (per chip, from its history): the median of its report-to-report growth rates over the
+last `HBM_TREND_WINDOW_S` (a burst such as the job's warm-up does not set it), and the time to full at that rate. A chip *leaks* when, over that window,
 its HBM rose at least `LEAK_MIN_BYTES_PER_S` (and as fast over its newest
 `HBM_TREND_MIN_SAMPLES` reports: it is still rising), in at least `LEAK_RISING_SHARE` of its
 report intervals (steadily, not one allocation), faster than `LEAK_PEER_FACTOR` times its peers'
@@ -52,7 +52,7 @@ KIND_ORDER = ("job", "ecc-uncorrected", "host-lost", "hbm-leak", "host-stale", "
 class HbmTrend:
     """A chip's HBM growth over its recent history."""
 
-    rate_bytes_per_s: float  # least-squares slope; negative when it shrinks
+    rate_bytes_per_s: float  # median report-to-report rate; negative when it shrinks
     window_s: float  # span of the samples used
     samples: int
     rising_share: float  # share of report intervals in which HBM grew
@@ -74,13 +74,13 @@ def hbm_trend(chip: ChipState, now_s: float, window_s: float = HBM_TREND_WINDOW_
     points.reverse()
     t0 = points[0][0]
     n = len(points)
-    mean_t = sum(t - t0 for t, _ in points) / n
-    mean_b = sum(b for _, b in points) / n
-    var_t = sum((t - t0 - mean_t) ** 2 for t, _ in points)
-    if var_t <= 0:
+    # The median of report-to-report rates, not a least-squares slope: one burst (the job's
+    # warm-up allocating, a checkpoint buffer) in the window must not set the rate.
+    steps = [((b - a) / (u - t), b > a) for (t, a), (u, b) in zip(points, points[1:]) if u > t]
+    if not steps:
         return None
-    rate = sum((t - t0 - mean_t) * (b - mean_b) for t, b in points) / var_t
-    rising = sum(1 for (_, a), (_, b) in zip(points, points[1:]) if b > a) / (n - 1)
+    rate = median(r for r, _ in steps)
+    rising = sum(1 for _, up in steps if up) / len(steps)
     latest = points[-1][1]
     to_full = None
     if rate > 0 and chip.hbm_capacity_bytes:
