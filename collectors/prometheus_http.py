@@ -32,6 +32,13 @@ USER_AGENT = "trnwatch"
 READ_CHUNK_BYTES = 256 * 1024
 
 
+# Query parameters that carry a credential: a URL is printed in progress lines and written into
+# receipts and recordings, so one holding any of these is refused (its query never printed).
+CREDENTIAL_PARAMETERS = frozenset({"access_token", "token", "api_key", "apikey", "key", "password", "passwd",
+                                   "secret", "auth", "authorization", "bearer", "sig", "signature",
+                                   "x_amz_signature", "x_amz_credential", "x_amz_security_token"})
+
+
 class UrlError(ValueError):
     """A URL trnwatch will not fetch; the message says why (credentials in it are masked)."""
 
@@ -71,6 +78,11 @@ def check_url(url: str) -> str:
         raise UrlError(f"URL {url!r} has port 0")
     if parts.fragment:
         raise UrlError(f"URL {url!r} has a fragment ('#...'), which HTTP never sends")
+    secret = sorted({name for name, _ in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+                     if name.lower().replace("-", "_") in CREDENTIAL_PARAMETERS})
+    if secret:
+        raise UrlError(f"URL {urllib.parse.urlunsplit(parts._replace(query='***'))!r} carries credentials in its query "
+                       f"({', '.join(secret)}); put a bearer token in --prometheus-token-file or {TOKEN_ENV} instead")
     return url
 
 

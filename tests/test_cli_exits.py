@@ -34,3 +34,48 @@ def test_schema_into_a_pipe_closed_early_ends_quietly():
     proc.stderr.close()
     assert proc.wait(timeout=120) == 0
     assert err == "", err
+
+
+def test_check_url_refuses_credentials_in_the_query_and_never_prints_them():
+    import pytest
+    from trnwatch.collectors.prometheus_http import UrlError, check_url
+    for url in ("http://h:9000/metrics?access_token=s3cr3t", "https://h/api?x=1&API-KEY=s3cr3t"):
+        with pytest.raises(UrlError, match="carries credentials in its query") as refused:
+            check_url(url)
+        assert "s3cr3t" not in str(refused.value)
+    assert check_url("http://h:9000/metrics?match[]=up") == "http://h:9000/metrics?match[]=up"
+
+
+def test_scrape_with_a_token_in_the_query_is_a_usage_error_that_does_not_echo_it(tmp_path):
+    result = subprocess.run(TRNWATCH + ["watch", "--scrape", "http://127.0.0.1:1/metrics?access_token=s3cr3t",
+                                        "--headless", "--receipt", str(tmp_path / "r.json")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "carries credentials" in result.stderr
+    assert "s3cr3t" not in result.stderr + result.stdout and not (tmp_path / "r.json").exists()
+
+
+def test_demo_removes_its_temporary_job_folder_on_exit(tmp_path):
+    import os
+    import signal
+    import time
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    done = subprocess.run(TRNWATCH + ["demo", "--headless", "--duration", "1", "--period", "0.5",
+                                      "--receipt", str(tmp_path / "r.json")],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert not list(tmp_path.glob("trnwatch-demo-job-*"))
+    proc = subprocess.Popen(TRNWATCH + ["demo", "--headless", "--period", "0.5", "--receipt", str(tmp_path / "s.json")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        # The session runs once the simulated job has written a line (the files exist earlier).
+        while not any(p.stat().st_size for p in tmp_path.glob("trnwatch-demo-job-*/rank-*.jsonl")):
+            assert proc.poll() is None, proc.stderr.read()
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0
+    assert not list(tmp_path.glob("trnwatch-demo-job-*"))

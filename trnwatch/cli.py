@@ -635,13 +635,16 @@ def _job_log_sources(args) -> tuple[str, list]:
 def _sim_job(args, hosts):
     """The demo's simulated job: a writer appending rank files (or, with --job-format, rank 0's
     log in that framework's format) each period, and the same follower a live `--job-dir`
-    (or `--job-log`) uses reading them back."""
+    (or `--job-log`) uses reading them back. Without --job-dir the files go to a temporary
+    folder, removed when the session ends (every exit path runs the writer's `finally`)."""
+    import shutil
     import tempfile
 
     from trnwatch.collectors.job_files import follow_run_dir
     from trnwatch.session import SourceSpec
     from trnwatch.workloads.sim.job import GLOBAL_BATCH, SEQ_LEN, SimJobWriter
 
+    temporary = args.job_dir is None  # the demo's own folder: removed when the session ends
     run_dir = args.job_dir or Path(tempfile.mkdtemp(prefix="trnwatch-demo-job-"))
     job_format = getattr(args, "job_format", "job")  # `snapshot --demo` writes rank files
     if job_format == "job":
@@ -670,6 +673,8 @@ def _sim_job(args, hosts):
                 await asyncio.sleep(max(0.0, start + tick * args.period - time.monotonic()))
         finally:
             writer.close()
+            if temporary:
+                shutil.rmtree(run_dir, ignore_errors=True)
 
     return spec, write_ticks
 
