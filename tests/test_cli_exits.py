@@ -79,3 +79,12 @@ def test_demo_removes_its_temporary_job_folder_on_exit(tmp_path):
             proc.wait()
     assert proc.returncode == 0
     assert not list(tmp_path.glob("trnwatch-demo-job-*"))
+
+
+def test_train_without_torch_says_what_to_install():
+    hide_torch = ("import runpy, sys; sys.modules['torch'] = None; sys.argv = ['train', '--help']; "
+                  "runpy.run_module('trnwatch.workloads.train', run_name='__main__')")
+    result = subprocess.run([sys.executable, "-c", hide_torch], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert "needs PyTorch" in result.stderr and "pip install torch" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -25,10 +25,16 @@ import signal
 import sys
 import time
 
-import torch
-import torch.distributed as dist
-import torch.nn as nn
-import torch.nn.functional as F
+try:
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError as missing:  # the model classes below need torch at import time: say so, no traceback
+    if __name__ != "__main__":
+        raise
+    raise SystemExit(f"trnwatch.workloads.train needs PyTorch ({missing}). On CPU: pip install torch==2.13.0; "
+                     "on Trainium: torch-neuronx from AWS's Neuron repository (README, 'Running on Trainium').") from None
 
 from trnwatch.workloads.emitter import JobEmitter
 
