@@ -52,12 +52,9 @@ def test_emit_never_blocks_when_the_disk_is_stuck(tmp_path, monkeypatch):
 
     monkeypatch.setattr(emitter_module, "_write_all", stuck_write_all)
     em = JobEmitter(str(tmp_path), run="r", rank=0, heartbeat_interval_s=0.02, queue_events=100)
-    started_s = time.perf_counter()
-    for step in range(20_000):
+    for step in range(20_000):  # finishing at all, with the disk held, shows no emit waits on it
         em.step(step, 0.5, 0.25, 4096, 1.0)
-    elapsed_s = time.perf_counter() - started_s
 
-    assert elapsed_s < 2.0  # 20k emits against a disk that never answers
     assert em.dropped_events > 20_000 - 100 - 1024  # queue bound + at most one batch in the writer
     disk_released.set()
     time.sleep(0.2)  # heartbeats after the drops carry the count
@@ -68,20 +65,35 @@ def test_emit_never_blocks_when_the_disk_is_stuck(tmp_path, monkeypatch):
 
 def test_heartbeats_report_the_innermost_region_and_when_it_began(tmp_path):
     em = JobEmitter(str(tmp_path), run="r", rank=0, heartbeat_interval_s=0.02)
+    path = tmp_path / "rank-00000.jsonl"
+
+    def beat_in(region):
+        """Wait (however busy the machine) until a heartbeat reports `region` as the current one."""
+        deadline = time.monotonic() + 60
+        while True:
+            beats = [e for e in read_events(path) if isinstance(e, Heartbeat)] if path.exists() else []
+            if beats and beats[-1].region == region:
+                return
+            assert time.monotonic() < deadline, f"no heartbeat in {region}"
+            time.sleep(0.01)
+
     em.set_step(7)
     entered = {}
-    time.sleep(0.1)
+    beat_in(OUTSIDE_REGIONS)
+    before = time.time()
     with em.region("dataloader"):
-        entered["dataloader"] = time.time()
-        time.sleep(0.3)
+        entered["dataloader"] = (before, time.time())
+        beat_in("dataloader")
+    before = time.time()
     with em.region("compute"):
-        entered["compute"] = time.time()
-        time.sleep(0.3)
+        entered["compute"] = (before, time.time())
+        beat_in("compute")
+        before = time.time()
         with em.region("collective:all_reduce"):
-            entered["collective:all_reduce"] = time.time()
-            time.sleep(0.3)
-        time.sleep(0.3)
-    time.sleep(0.3)
+            entered["collective:all_reduce"] = (before, time.time())
+            beat_in("collective:all_reduce")
+        beat_in("compute")
+    beat_in(OUTSIDE_REGIONS)
     em.close()
 
     heartbeats = [event for event in read_events(tmp_path / "rank-00000.jsonl") if isinstance(event, Heartbeat)]
@@ -92,7 +104,8 @@ def test_heartbeats_report_the_innermost_region_and_when_it_began(tmp_path):
     assert order == [OUTSIDE_REGIONS, "dataloader", "compute", "collective:all_reduce", "compute", OUTSIDE_REGIONS]
     for heartbeat in heartbeats:
         if heartbeat.region in entered:
-            assert abs(heartbeat.region_since - entered[heartbeat.region]) < 0.01
+            before, after = entered[heartbeat.region]
+            assert before <= heartbeat.region_since <= after
         assert heartbeat.step == 7
 
 
