@@ -398,7 +398,7 @@ class LogTranslator:
                 if not self._complete_step(fields, state, ts, ts_from_line):
                     continue
             elif emit.event == "checkpoint":
-                self._complete_checkpoint(fields, state, ts, ts_from_line)
+                self._complete_checkpoint(fields, state)
             elif emit.event == "error":
                 fields.setdefault("message", segment.strip()[:MAX_MESSAGE_CHARS])
             out.append(_build(emit.event, fields, rank, ts, self.run))
@@ -418,7 +418,8 @@ class LogTranslator:
 
         Step time, first that applies: the line's own (`step_time_s`); the global batch over the
         line's throughput in sequences/s (`seq_per_s`, needs --global-batch); the progress bar's
-        `s/it` or `it/s`; the time between two timestamped lines over the steps between them.
+        `s/it` or `it/s`; the time between two timestamped lines over the steps between them, unless
+        a blocking save or load ended in between.
         Tokens: global batch x sequence length; else throughput x sequence length x step time.
         """
         step = fields["step"]
@@ -446,11 +447,12 @@ class LogTranslator:
         return True
 
     @staticmethod
-    def _complete_checkpoint(fields: dict, state: _RankState, ts: float, ts_from_line: bool) -> None:
+    def _complete_checkpoint(fields: dict, state: _RankState) -> None:
         action = fields["action"]
-        if fields["state"] == "end" and fields.get("blocking") is not False and ts_from_line and state.last_ts_from_line:
-            # The next step's time is measured from the end of a save or load that blocked steps.
-            state.last_step_ts = ts
+        if fields["state"] == "end" and fields.get("blocking") is not False:
+            # The time to the next step line includes a save or load that blocked steps: that step
+            # gets no time from timestamps (how many steps ran after the save is not known).
+            state.last_ts_from_line = False
         if fields["state"] == "begin" and "tag" in fields:
             state.open_tags[action] = fields["tag"]
         elif fields["state"] == "end" and "tag" not in fields and action in state.open_tags:
