@@ -646,7 +646,7 @@ def _sim_job(args, hosts):
 
     temporary = args.job_dir is None  # the demo's own folder: removed when the session ends
     run_dir = args.job_dir or Path(tempfile.mkdtemp(prefix="trnwatch-demo-job-"))
-    job_format = getattr(args, "job_format", "job")  # `snapshot --demo` writes rank files
+    job_format = args.job_format
     if job_format == "job":
         writer = SimJobWriter(hosts, run_dir)
         spec = SourceSpec(f"job-dir:{run_dir}", "job", lambda: follow_run_dir(str(run_dir)), relay=True)
