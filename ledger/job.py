@@ -155,6 +155,7 @@ class StepSample:
     tokens: int | None
     kind: StepKind
     open_index: int  # how many steps with no phase open this process took before this one
+    tokens_per_s_per_device: float | None = None  # as a passive log reports it (TorchTitan's tps)
 
 
 @dataclass
@@ -412,7 +413,8 @@ class JobLedger:
         rank.last_step, rank.last_step_ts = event.step, event.ts
         if event.step_time_s is not None:
             kind = self._step_kind(rank, event)
-            rank.steps.append(StepSample(event.step, event.ts, event.step_time_s, event.tokens, kind, rank.open_steps))
+            rank.steps.append(StepSample(event.step, event.ts, event.step_time_s, event.tokens, kind, rank.open_steps,
+                                          event.tokens_per_s_per_device))
             if not rank.saw_steady:
                 rank.steps_before_steady += 1
             if kind in ("open", "late"):
@@ -568,6 +570,8 @@ class JobLedger:
             excluded_steps=len(rank.steps) - len(samples),
             last_step_age_s=max(0.0, now_s - samples[-1].ts),
             step_time_s=_percentiles(s.step_time_s for s in samples[-RECENT_STEPS * 4:]),
+            tokens_per_s_per_device=median(per_device) if (per_device := [
+                s.tokens_per_s_per_device for s in samples if s.tokens_per_s_per_device is not None]) else None,
         )
 
     def throughput_tokens_per_s(self, now_s: float) -> float | None:
@@ -870,9 +874,11 @@ class JobLedger:
 
 
 def _blame_key(row: dict) -> tuple:
-    """Which failure is the cause: a rank stopped from outside (ended aborted) only when nothing
-    else failed, then the earliest in time."""
-    return (row["run_end"] == "aborted", row["ts"], row["rank"])
+    """Which failure is the cause: a rank stopped from outside (ended aborted, or reported by its
+    launcher as ended by SIGTERM: torchrun's agent stops the surviving workers that way once one
+    failed) only when nothing else failed, then the earliest in time."""
+    stopped = row["run_end"] == "aborted" or (row["source"] == "launcher" and row["signal"] == "SIGTERM")
+    return (stopped, row["ts"], row["rank"])
 
 
 def _failure_words(row: dict) -> str:

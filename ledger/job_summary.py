@@ -94,6 +94,9 @@ class Throughput(_Model):
     excluded_steps: int  # recent steps left out (warm-up, other phases, checkpoint, stall)
     last_step_age_s: float  # seconds from the last covered step to the time judged
     step_time_s: Percentiles
+    # The median over the same steps of the rate a passive log reports per device (TorchTitan's
+    # `tps`: local tokens / (time x non-data-parallel size)); not the job's rate; null if none.
+    tokens_per_s_per_device: float | None = None
 
 
 class CheckpointSaves(_Model):

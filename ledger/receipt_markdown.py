@@ -199,6 +199,10 @@ def _job_section(r: Receipt) -> list[str]:
     versions = job.get("versions") or {}
     lines.append("- Versions: " + (", ".join(f"{_md_text(k)} {_md_text(v)}" for k, v in sorted(versions.items()))
                                    or "none reported"))
+    per_device = (job.get("throughput") or {}).get("tokens_per_s_per_device")
+    if per_device is not None:
+        lines.append(f"- The log reports {per_device:,.0f} tokens/s per device (TorchTitan's tps, median over the "
+                     "steady steps): a per-device figure, not the job's rate")
     for source, profile in job.get("log_profiles", {}).items():
         lines.append(f"- Passive log {_md_text(source)}: read with log profile {_md_text(profile or 'none detected')}")
     seg = r.segments

@@ -89,3 +89,43 @@ def test_a_bad_counts_line_is_rejected_and_counted():
     ledger = Ledger("live")
     ledger.ingest(Line("joblog:x.log", "job-log", 1.0, '{"profile": 3}'))
     assert ledger.sources["joblog:x.log"].rejected["job-log"] == 1
+
+
+def fold_fixture(name: str, received_s: float = 1_900_000_000.0, **options):
+    import re
+
+    from trnwatch.collectors.log_profiles import LogTranslator
+    from trnwatch.ledger.job import JobLedger
+
+    translator = LogTranslator("run", PROFILES, **options)
+    job = JobLedger()
+    last_ts = None
+    for text in re.split(r"\r\n|\r|\n", (FIXTURES / name).read_text(encoding="utf-8")):
+        for event in translator.feed(text, received_s):
+            job.ingest(event, received_s)
+            last_ts = event.ts
+    return job, last_ts
+
+
+def test_an_open_async_nxd_save_never_masks_a_hang():
+    # The fixture ends with step 50 after `async saving of checkpoint step_40 requested`: the
+    # save's `completed` would only be logged inside the next save's wait, which never comes.
+    job, last_ts = fold_fixture("nxd_tp_zero1.log", global_batch=256, seq_len=4096)
+    assert job.diagnose(last_ts + 30).verdict == "steady"
+    hung = job.diagnose(last_ts + 184)
+    assert hung.verdict == "stalled" and "checkpoint" not in hung.reason
+
+
+def test_torchrun_summary_blames_the_root_cause_not_the_ranks_the_agent_stopped():
+    job, last_ts = fold_fixture("torchrun_sigkill.log")
+    diagnosis = job.diagnose(last_ts + 1)
+    assert diagnosis.verdict == "failed"
+    assert diagnosis.reason.startswith("first failure rank 1 ") and "SIGKILL" in diagnosis.reason
+
+
+def test_torchtitan_tps_stays_per_device_in_the_receipt_section():
+    job, last_ts = fold_fixture("torchtitan_plain.log", global_batch=8, seq_len=8192)
+    throughput = job.summary(last_ts).throughput
+    # Median "tps" of the timed steady steps (12, 13, 15; 14 follows a save and is not timed).
+    assert throughput.tokens_per_s_per_device == 7123
+    assert throughput.tokens_per_s == pytest.approx(8 * 8192 / 2.0)  # the job's rate, from batch shape and time

@@ -59,15 +59,19 @@ def test_watch_reads_one_log_per_rank_and_the_receipt_names_the_profile(tmp_path
 @pytest.mark.slow
 @pytest.mark.parametrize("job_format", ["nxd", "nxdt", "torchtitan"])
 def test_demo_writes_the_job_as_a_framework_log_and_reads_it_back_through_its_profile(tmp_path, job_format):
+    # The hang scenario at 5 ticks a second: steps from tick 10, none from tick 30 (6 s in); with
+    # --stall-after 1 the receipt at 10 s is STALLED (a passive log has no heartbeats to say more).
     receipt = tmp_path / "r.json"
-    result = run(["demo", "--headless", "--topology", "trn2.48xlarge", "--period", "0.2", "--duration", "9",
-                  "--job-format", job_format, "--job-dir", str(tmp_path / "job"), "--receipt", str(receipt)])
+    result = run(["demo", "--headless", "--topology", "trn2.48xlarge", "--scenario", "hang", "--period", "0.2",
+                  "--duration", "10", "--late-after", "0.5", "--stall-after", "1", "--job-format", job_format,
+                  "--job-dir", str(tmp_path / "job"), "--receipt", str(receipt)])
     assert result.returncode == 0, result.stderr
     job = json.loads(receipt.read_text())["job"]
     log = f"joblog:rank0-{job_format}.log"
     assert job["log_profiles"] == {log: job_format}
     assert job["throughput"]["steps_in_window"] > 0
     assert job["throughput"]["tokens_per_s"] == pytest.approx(1024 * 4096 / 0.2, rel=0.1)
+    assert job["verdict"] == "stalled", job["reason"]
 
 
 KILLED_RANK_SCRIPT = """
