@@ -99,8 +99,9 @@ def test_a_real_torchrun_failure_summary_blames_the_killed_rank(tmp_path):
     assert result.returncode == 0, result.stderr
     job = json.loads(receipt.read_text())["job"]
     assert job["verdict"] == "failed"
-    first = job["failures"][0]
-    assert first["rank"] == 1 and "SIGKILL" in first["error"]
+    [first] = [failure for failure in job["failures"] if failure["role"] == "first"]
+    assert first["rank"] == 1 and first["signal"] == "SIGKILL" and first["source"] == "launcher"
+    assert job["reason"].startswith("first failure rank 1 ")
 
 
 @pytest.mark.slow
