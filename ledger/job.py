@@ -598,13 +598,16 @@ class JobLedger:
     # ---- accounting and blame ----------------------------------------------------------------
 
     def dead_ranks(self, now_s: float) -> list[int]:
-        """Running ranks that heartbeat and are gone: silent for more than `dead_after_s`, or
-        silent since before their peers' first failure while every peer has ended."""
+        """Running ranks of the in-job emitter that are gone: heartbeating ranks silent for more
+        than `dead_after_s`, or ranks that announced themselves (`run_start`, heartbeats) and are
+        silent since before their peers' first failure while every peer has ended. The second
+        rule needs no heartbeat: a rank killed before its first one is still the silent one."""
         silent = [
             rank for rank in self.ranks.values()
-            if rank.status == "running" and rank.has_heartbeats and rank.last_seen_ts is not None
+            if rank.status == "running" and (rank.has_heartbeats or rank.pid is not None)
+            and rank.last_seen_ts is not None
         ]
-        dead = {rank.rank for rank in silent if now_s - rank.last_seen_ts > self.dead_after_s}
+        dead = {rank.rank for rank in silent if rank.has_heartbeats and now_s - rank.last_seen_ts > self.dead_after_s}
         reported = [rank.failed_ts for rank in self.ranks.values() if rank.failed_ts is not None]
         if reported:
             first_ts = min(reported)

@@ -224,6 +224,30 @@ def test_a_killed_rank_is_named_when_its_peers_end_aborted():
     assert diagnosis.reason.startswith("first failure rank 1 (host trn3-00 chip 1): went silent")
 
 
+def test_a_rank_killed_before_its_first_heartbeat_is_still_the_silent_first_failure():
+    """CI found this: 5 steps can take less than the 2 s heartbeat interval. Rank 1 announced
+    itself (run_start) and stepped, then was SIGKILLed; rank 0's collective then failed."""
+    events = [start(r, T0, world=2) for r in range(2)]
+    events += [step(r, T0 + 0.1 * n, n) for n in range(1, 6) for r in range(2)]
+    events += [ev("error", 0, T0 + 0.9, message="RuntimeError: Connection closed by peer"),
+               ev("run_end", 0, T0 + 0.95, status="failed")]
+    ledger = fold(JobLedger(), events)
+    assert ledger.dead_ranks(T0 + 1) == [1]
+    diagnosis = ledger.diagnose(T0 + 1)
+    assert diagnosis.verdict == "failed" and [s.rank for s in diagnosis.suspects] == [1, 0]
+    assert diagnosis.reason.startswith("first failure rank 1 (host trn3-00 chip 1): went silent")
+    assert ledger.rank_counts(T0 + 1).dead == 1
+
+
+def test_a_rank_without_heartbeats_is_not_dead_while_a_peer_still_runs():
+    events = [start(r, T0, world=3) for r in range(3)]
+    events += [step(r, T0 + 0.1 * n, n) for n in range(1, 6) for r in range(3)]
+    events += [ev("error", 0, T0 + 0.9, message="RuntimeError: boom")]
+    events += [step(2, T0 + 1.0 + 0.1 * n, 5 + n) for n in range(1, 3)]  # rank 2 still running
+    ledger = fold(JobLedger(), events)
+    assert ledger.dead_ranks(T0 + 100) == []  # no heartbeats: silence alone never makes it dead
+
+
 def test_ranks_seen_only_through_passive_sources_are_never_dead():
     ledger = fold(JobLedger(), [step(0, T0 + n, n) for n in range(1, 5)])
     assert ledger.diagnose(T0 + 7).verdict == "steady"
