@@ -9,8 +9,8 @@ Changes within /1 are additive, and three rules keep old and new emitters workin
 1. Every field not in the first published list (issue 4's list, as of commit 9d93a37) is
    optional: `run_start.lnc`, `phase.cache`, `step.seq_len`, `checkpoint.tag`,
    `checkpoint.blocking`, `heartbeat.dropped_events`, `error.source`, `error.exit_code`,
-   `error.signal`, `error.failed_ts`, `step.tokens_per_s_per_device`. An emitter written to the
-   first list loses nothing.
+   `error.signal`, `error.failed_ts`, `step.tokens_per_s_per_device`, `error.severity`. An
+   emitter written to the first list loses nothing.
 2. Unknown fields are ignored (a newer emitter may add some).
 3. A wrong-typed optional field costs that field, never the event: `decode_job_line` drops it
    (the event keeps its default, null) and names it, and the ledger counts it. A wrong-typed
@@ -29,7 +29,11 @@ emitter had to drop because its queue was full), `error.source` (who reported it
 Neuron runtime or the launcher), `error.exit_code` / `error.signal` (how the process ended, when
 known), `error.failed_ts` (unix s when the failure happened, if the line says, else `ts`),
 `step.seq_len` (the step's sequence length when it varies), `step.tokens_per_s_per_device`
-(tokens/s per device as a passive log reports it, TorchTitan's `tps`; never the job's rate).
+(tokens/s per device as a passive log reports it, TorchTitan's `tps`; never the job's rate),
+`error.severity` (`fatal`, the default when absent or null: the rank failed; `warning`: a
+non-fatal condition the rank goes on after, such as the Neuron collectives' `CCOM WARN ...
+retrying`, counted and kept as evidence but never a failure; a monitor older than this field
+reads every error as fatal).
 """
 
 import json
@@ -162,6 +166,7 @@ class Error(_EventBase):
     exit_code: int | None = None
     signal: str | None = None
     failed_ts: UnixSeconds | None = None
+    severity: Literal["fatal", "warning"] | None = None  # absent or null: fatal
 
 
 class RunEnd(_EventBase):

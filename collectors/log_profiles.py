@@ -44,7 +44,7 @@ _TEXT_GROUPS = {"tag", "message", "signal"}
 _TIME_GROUPS = {"failed_ts"}
 GROUPS = _FLOAT_GROUPS | _INT_GROUPS | _TEXT_GROUPS | _TIME_GROUPS
 # Constant fields an `emit` entry or a `set` table may carry besides `event`.
-CONSTANTS = {"action", "state", "phase", "cache", "blocking", "source", "message", "first"}
+CONSTANTS = {"action", "state", "phase", "cache", "blocking", "source", "message", "first", "severity"}
 EventKind = Literal["step", "checkpoint", "phase", "error"]
 Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,40}$")]
 Constant = str | int | float | bool
@@ -216,7 +216,7 @@ def _parse_time(text: str, formats: list[str]) -> float:
 
 _EVENT = TypeAdapter(JobEvent)
 _STEP_FIELDS = {"step", "step_time_s", "tokens", "loss", "tokens_per_s_per_device"}
-_ERROR_FIELDS = {"message", "source", "exit_code", "signal", "failed_ts"}
+_ERROR_FIELDS = {"message", "source", "exit_code", "signal", "failed_ts", "severity"}
 _CHECKPOINT_FIELDS = {"action", "state", "tag", "blocking"}
 _PHASE_FIELDS = {"phase", "state", "cache"}
 _FIELDS = {"step": _STEP_FIELDS, "error": _ERROR_FIELDS, "checkpoint": _CHECKPOINT_FIELDS | {"step"},

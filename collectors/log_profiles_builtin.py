@@ -132,8 +132,10 @@ TORCHTITAN = {
 
 NEURON_RUNTIME = {
     "name": "neuron-runtime",
-    "description": "Neuron runtime errors in any rank's log: execution timeouts, collective timeouts, hardware errors",
-    "source": "aws-neuron/aws-neuron-sdk neuron-runtime/nrt-troubleshoot.rst; aws-neuron/aws-neuron-sdk issue #713 (CCOM lines)",
+    "description": "Neuron runtime lines in any rank's log: execution timeouts and hardware errors (fatal), "
+                   "collectives warnings such as retried timeouts (warnings)",
+    "source": "aws-neuron/aws-neuron-sdk neuron-runtime/nrt-troubleshoot.rst; aws-neuron/aws-neuron-sdk issues #713 and "
+              "#851 (CCOM WARN lines); NVIDIA/nccl src/debug.cc (the WARN line layout CCOM follows)",
     "always": True,
     "timestamps": [{"pattern": r"^(?P<ts>\d{4}-[A-Z][a-z]{2}-\d\d \d\d:\d\d:\d\d\.\d+) +\d+:\d+ ", "format": "%Y-%b-%d %H:%M:%S.%f"}],
     "rules": [
@@ -141,9 +143,13 @@ NEURON_RUNTIME = {
         #  (FATAL-RT-UNDEFINED-STATE) inference timeout (600000 ms) on Neuron Device 0 NC 0, ...`
         {"pattern": r"\bERROR +(?P<message>(?:NRT|TDRV|NMGR|ENC|HAL|NCCL):\w+ +\S.*)",
          "emit": [{"event": "error", "source": "runtime"}]},
-        # Ranks wait for a peer in a collective's bootstrap or exchange: a suspected hang elsewhere.
-        {"pattern": r"\bCCOM WARN (?P<message>Timeout waiting for (?:RX|incoming connection) \(waited \d+ sec\).*)",
-         "emit": [{"event": "error", "source": "runtime"}]},
+        # The collectives library (CCOM) logs in a layout close to NCCL's WARN lines, `<time> <pid>:<tid> [<dev>] <file>:<line>
+        # CCOM WARN <message>`, and at WARN it logs conditions it goes on after: a bootstrap or
+        # exchange timeout it retries (`- retrying`, then the same line with `waited 240 sec`),
+        # a network plugin it falls back from. A warning: counted and kept as evidence (a rank
+        # waiting for a peer points at a hang elsewhere), never a failure.
+        {"pattern": r"\[-?\d+\] \S+:\d+ CCOM WARN (?P<message>\S.*)",
+         "emit": [{"event": "error", "source": "runtime", "severity": "warning"}]},
         {"pattern": r"(?P<message>Uncorrectable memory error is detected on Neuron device.*)",
          "emit": [{"event": "error", "source": "runtime"}]},
         {"pattern": r"(?P<message>Error notifications found on NC.*)",

@@ -26,7 +26,9 @@ Rules (defaults are module constants, all overridable per ledger):
   went silent without a word (no error, no run_end) before the first failure of its peers while
   all of them have ended (a SIGKILL, the OOM killer). Ranks seen only through passive sources (no
   heartbeats) are never declared dead. A dead rank is not running.
-- failed: a rank errored or ended failed/aborted since its latest start. The first failure in
+- warnings: an error with severity `warning` (a non-fatal runtime line such as a retried
+  collective timeout) is counted on its rank and kept as evidence; it never fails the rank.
+- failed: a rank errored (fatally) or ended failed/aborted since its latest start. The first failure in
   time is the cause: a silent rank failed at its last event, a report at its `failed_ts` (else
   its `ts`); a rank that ended `aborted` was stopped from outside (its launcher's SIGTERM) and is
   the cause only when nothing else is. Every later failure is listed as a consequence.
@@ -86,6 +88,8 @@ from trnwatch.ledger.job_summary import (
     Throughput,
     Verdict,
     WaitSkew,
+    WarningEntry,
+    Warnings,
 )
 
 ChipUtilisation = Callable[[str, int], float | None]  # (host, chip) -> latest utilisation %, or None
@@ -106,6 +110,7 @@ WAIT_WINDOW_STEPS = 32
 MIN_WAIT_STEPS = 5  # fewer steps of wait data say nothing about a straggler
 TIMELINE_SPANS = 128
 FAILURES_KEPT = 64
+WARNINGS_KEPT = 16
 STALLS_KEPT = 64
 RESTARTS_KEPT = 32
 SAVES_KEPT = 256
@@ -189,6 +194,8 @@ class RankState:
     wait_per_step: deque = field(default_factory=lambda: deque(maxlen=WAIT_WINDOW_STEPS))  # [step, wait_s]
     error: str | None = None
     failed_ts: float | None = None
+    warnings: int = 0  # non-fatal errors since its latest start
+    last_warning: str | None = None
 
     def blocking_pause(self) -> tuple[str, float] | None:
         """(phase, since) of an open pause that explains no steps: a blocking checkpoint first."""
@@ -269,6 +276,9 @@ class JobLedger:
         self.timeline: deque[PhaseSpan] = deque(maxlen=TIMELINE_SPANS)
         self.restarts: deque[Restart] = deque(maxlen=RESTARTS_KEPT)
         self.failures: deque[dict] = deque(maxlen=FAILURES_KEPT)
+        self.warnings = 0
+        self.warning_ranks: set[int] = set()
+        self.latest_warnings: deque[WarningEntry] = deque(maxlen=WARNINGS_KEPT)
         self.stalls: deque[Stall] = deque(maxlen=STALLS_KEPT)
         self.checkpoint_saves_s: deque[float] = deque(maxlen=SAVES_KEPT)
         self.checkpoint_saves = 0
@@ -323,6 +333,13 @@ class JobLedger:
             self._phase(rank, event, on_timeline)
         elif isinstance(event, Checkpoint):
             self._checkpoint(rank, event, on_timeline)
+        elif isinstance(event, Error) and event.severity == "warning":
+            rank.warnings += 1
+            rank.last_warning = event.message
+            self.warnings += 1
+            self.warning_ranks.add(event.rank)
+            self.latest_warnings.append(WarningEntry(rank=event.rank, ts=event.ts, source=event.source,
+                                                     message=event.message))
         elif isinstance(event, Error):
             failed_ts = event.failed_ts if event.failed_ts is not None and event.failed_ts <= event.ts else event.ts
             rank.error = rank.error or event.message
@@ -368,6 +385,7 @@ class JobLedger:
         # A new process for this rank: the previous process's phases, steps, waits, position and
         # failure are history (kept in the timeline and failures), not its current state.
         rank.status, rank.error, rank.failed_ts = "running", None, None
+        rank.warnings, rank.last_warning = 0, None
         rank.open_phases.clear()
         rank.open_checkpoint = None
         rank.paused_since_step = rank.saw_steady = False
@@ -788,6 +806,7 @@ class JobLedger:
                 region_age_s=None if rank.region_since is None else max(0.0, now_s - rank.region_since),
                 chip_util_pct=None, peer_chip_util_median_pct=None,
                 error=error if error is not None else rank.error,
+                warnings=rank.warnings, last_warning=rank.last_warning,
             ),
         )
 
@@ -866,6 +885,8 @@ class JobLedger:
                 wait_s_per_step_by_rank={str(rank): wait for rank, wait in sorted(straggler.wait_s_by_rank.items())},
             ),
             failures=self.failure_reports(now_s),
+            warnings=Warnings(count=self.warnings, ranks=len(self.warning_ranks),
+                              latest=list(self.latest_warnings)),
             stalls=stalls,
             phases=[PhaseEntry(phase=span.phase, begin_ts=span.begin_ts, end_ts=span.end_ts, duration_s=span.duration_s)
                     for span in self.timeline],

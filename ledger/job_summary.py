@@ -36,6 +36,8 @@ class SuspectEvidence(_Model):
     chip_util_pct: float | None  # its chip's latest utilisation (device telemetry), if joined
     peer_chip_util_median_pct: float | None  # median of the job's other chips
     error: str | None  # its error line (job, runtime or launcher), if any
+    warnings: int = 0  # non-fatal errors it reported (runtime warnings), never a failure
+    last_warning: str | None = None  # the latest of them
 
 
 class Suspect(_Model):
@@ -141,6 +143,24 @@ class Failure(_Model):
     signal: str | None
 
 
+class WarningEntry(_Model):
+    """A non-fatal error a rank reported (`error` with severity `warning`): evidence, not a failure."""
+
+    rank: int
+    ts: float
+    source: str | None
+    message: str
+
+
+class Warnings(_Model):
+    """Non-fatal errors (runtime warnings such as a retried collective timeout): how many, on how
+    many ranks, and the latest few; they never change the verdict."""
+
+    count: int
+    ranks: int
+    latest: list[WarningEntry]
+
+
 class Stall(_Model):
     begin_ts: float
     end_ts: float | None  # null while ongoing at the time judged
@@ -190,6 +210,7 @@ class JobSection(_Model):
     collectives: dict[str, CollectiveEntry] | Literal["unavailable: needs the in-job emitter"]
     wait_skew: WaitSkew | None
     failures: list[Failure]
+    warnings: Warnings
     stalls: list[Stall]
     phases: list[PhaseEntry]
     observed: Observed

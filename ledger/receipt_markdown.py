@@ -236,6 +236,11 @@ def _job_section(r: Receipt) -> list[str]:
     for f in job.get("failures", [])[:5]:
         what = f.get("error") or f"run ended {f.get('run_end')}"
         lines.append(f"  - rank {f['rank']} at {_clock(f['ts'])} UTC: {_md_text(what)}")
+    warnings = job.get("warnings") or {}
+    if warnings.get("count"):
+        lines.append(f"- Warnings (non-fatal, never a failure): {warnings['count']} on {warnings['ranks']} rank(s)")
+        for w in warnings.get("latest", [])[-3:]:
+            lines.append(f"  - rank {w['rank']} at {_clock(w['ts'])} UTC: {_md_text(w['message'])}")
     for st in job.get("stalls", [])[:5]:
         who = ", ".join(str(s.get("rank", s) if isinstance(s, dict) else s) for s in st.get("suspects", []))
         lines.append(f"  - stall from {_clock(st['begin_ts'])} UTC for {_secs(st['duration_s'])}"

@@ -453,3 +453,29 @@ def test_bounds_reject_ranks_beyond_the_world_size_too_many_ops_and_future_stamp
         ledger.ingest(heartbeat(1, (T0 + 2) * 1000, 0, "compute", T0), T0 + 2)
     assert rejected.value.reason == "job-ts-ahead"
     assert ledger.dead_ranks(T0 + 20) == [0, 1, 2]
+
+
+def test_a_warning_is_evidence_on_a_suspect_and_never_a_failure_or_a_suspect_itself():
+    now_s = T0 + 41 + 45
+    warn = "Timeout waiting for RX (waited 120 sec) - retrying, [bootstrapInit, rank: 11/16/-1]"
+    events = hung_job_16_ranks(now_s) + [
+        ev("error", 11, now_s - 5, message=warn, source="runtime", severity="warning"),
+        ev("error", 3, now_s - 4, message="NET/OFI aws-ofi-nccl initialization failed", source="runtime", severity="warning"),
+    ]
+    ledger = fold(JobLedger(), events)
+    diagnosis = ledger.diagnose(now_s)
+    assert diagnosis.verdict == "stalled"
+    [suspect] = diagnosis.suspects  # rank 3's warning does not make it a suspect
+    assert (suspect.rank, suspect.evidence.warnings, suspect.evidence.last_warning) == (11, 1, warn)
+    assert ledger.rank_counts(now_s).failed == 0 and ledger.failure_reports(now_s) == []
+    warnings = ledger.summary(now_s).warnings
+    assert (warnings.count, warnings.ranks, [w.rank for w in warnings.latest]) == (2, 2, [11, 3])
+
+
+def test_an_error_without_severity_is_still_fatal_as_the_first_field_list_meant():
+    events = running_job(ranks=2, steps=5) + [ev("error", 1, T0 + 6, message="boom"),
+                                              ev("error", 0, T0 + 6.5, message="fatal", severity="fatal")]
+    ledger = fold(JobLedger(), events)
+    diagnosis = ledger.diagnose(T0 + 7)
+    assert diagnosis.verdict == "failed" and diagnosis.suspects[0].rank == 1
+    assert ledger.rank_counts(T0 + 7).failed == 2

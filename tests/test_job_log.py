@@ -129,3 +129,25 @@ def test_torchtitan_tps_stays_per_device_in_the_receipt_section():
     # Median "tps" of the timed steady steps (12, 13, 15; 14 follows a save and is not timed).
     assert throughput.tokens_per_s_per_device == 7123
     assert throughput.tokens_per_s == pytest.approx(8 * 8192 / 2.0)  # the job's rate, from batch shape and time
+
+
+def test_a_runtime_warning_is_counted_as_evidence_and_never_fails_the_job():
+    # Defect: every `error` event read as a failure, so a retried `CCOM WARN` made the job FAILED
+    # and rank 1 its suspect while rank 0 kept stepping.
+    job, last_ts = fold_fixture("neuron_ccom_warnings.log")
+    section = job.summary(last_ts + 1)
+    assert section.verdict == "steady" and section.failures == [] and section.suspects == []
+    assert section.ranks.failed == 0
+    assert (section.warnings.count, section.warnings.ranks) == (4, 1)
+    latest = section.warnings.latest[-1]
+    assert (latest.rank, latest.source) == (1, "runtime")
+    assert latest.message.startswith("Timeout waiting for incoming connection (waited 120 sec)")
+
+
+def test_a_warning_stays_evidence_on_a_suspect_once_the_job_does_fail():
+    job, last_ts = fold_fixture("neuron_runtime_errors.log")
+    diagnosis = job.diagnose(last_ts + 1)
+    assert diagnosis.verdict == "failed" and diagnosis.reason.startswith("first failure rank 3 ")
+    assert 5 not in {failure.rank for failure in job.failure_reports(last_ts + 1)}  # its CCOM WARN is not a failure
+    assert job.ranks[5].status == "running" and job.ranks[5].warnings == 1
+    assert job.summary(last_ts + 1).warnings.latest[0].message.startswith("Timeout waiting for RX (waited 120 sec)")

@@ -130,6 +130,9 @@ class JobView(ScopeView):
                 out.append(styled("    ", outside(ev.why, 60, pal["warn"]), (evidence, pal["dim"])))
                 if ev.error:
                     out.append(styled(("    error ", pal["label"]), outside(ev.error, 60, pal["bad"])))
+                if ev.last_warning:
+                    out.append(styled((f"    warnings {ev.warnings}, latest ", pal["label"]),
+                                      outside(ev.last_warning, 50, pal["warn"])))
 
         model = s.model
         par = s.parallel
