@@ -14,7 +14,9 @@ What the translator does for every profile, so that profiles stay patterns only:
   prefix (`[rank3]:`, `[default3]:`) as the rank;
 - reads the line's own timestamp with the profiles' layouts (else the receive time is used);
 - derives a step's time and tokens when the line does not say them (see `_complete_step`);
-- drops a progress bar's repeated redraw of the step it already reported;
+- drops a progress bar's repeated redraw of the step it already reported, and holds a redraw
+  whose metrics are still the previous step's until the redraw with the step's own (see
+  `_step_events`);
 - counts lines that no rule matched (unparsed: normal for most log lines, never an error).
 """
 
@@ -40,7 +42,7 @@ _TORCHRUN_PREFIX = re.compile(r"^\[[A-Za-z_]*?(?P<local_rank>\d+)\]:\s?")
 # Named groups a rule may capture, and how each becomes a field value.
 _FLOAT_GROUPS = {"loss", "step_time_s", "s_per_it", "it_per_s", "seq_per_s", "tokens_per_s_per_device"}
 _INT_GROUPS = {"step", "rank", "exit_code", "signal_number"}
-_TEXT_GROUPS = {"tag", "message", "signal"}
+_TEXT_GROUPS = {"tag", "message", "signal", "metrics"}  # metrics: see LogTranslator._step_events
 _TIME_GROUPS = {"failed_ts"}
 GROUPS = _FLOAT_GROUPS | _INT_GROUPS | _TEXT_GROUPS | _TIME_GROUPS
 # Constant fields an `emit` entry or a `set` table may carry besides `event`.
@@ -235,13 +237,15 @@ def _build(kind: str, values: dict, rank: int, ts: float, run: str) -> JobEvent:
 
 
 class _RankState:
-    __slots__ = ("last_step", "last_step_ts", "last_ts_from_line", "open_tags")
+    __slots__ = ("last_step", "last_step_ts", "last_ts_from_line", "open_tags", "last_metrics", "held_step")
 
     def __init__(self):
         self.last_step: int | None = None
         self.last_step_ts: float | None = None
         self.last_ts_from_line = False
         self.open_tags: dict[str, str] = {}  # checkpoint action -> tag of its open begin
+        self.last_metrics: str | None = None  # the `metrics` text of the last step reported
+        self.held_step: tuple[dict, float, bool] | None = None  # (fields, ts, ts_from_line) of a stale redraw
 
 
 class LogTranslator:
@@ -395,9 +399,9 @@ class LogTranslator:
         for emit in rule.emit:
             fields = {**values, **(emit.model_extra or {})}
             if emit.event == "step":
-                if not self._complete_step(fields, state, ts, ts_from_line):
-                    continue
-            elif emit.event == "checkpoint":
+                out += self._step_events(fields, state, rank, ts, ts_from_line)
+                continue
+            if emit.event == "checkpoint":
                 self._complete_checkpoint(fields, state)
             elif emit.event == "error":
                 fields.setdefault("message", segment.strip()[:MAX_MESSAGE_CHARS])
@@ -412,6 +416,31 @@ class LogTranslator:
     def _release(self) -> list[JobEvent]:
         held, self._held = self._held, []
         return [event for first, event in held if first] + [event for first, event in held if not first]
+
+    def _step_events(self, fields: dict, state: _RankState, rank: int, ts: float, ts_from_line: bool) -> list[JobEvent]:
+        """The step events of one step line. A progress bar redraws its line when its counter
+        moves and again when its metrics are set (Lightning's `on_train_batch_end`: `_update_n`,
+        then `set_postfix`), so the first redraw of step N still shows step N-1's metrics. A line
+        whose `metrics` text is the one of the step reported last is held, and the step is
+        reported from the redraw with its own metrics; or, if none comes before another step's
+        line, as held (its metrics did not change)."""
+        metrics = fields.pop("metrics", None)
+        events = []
+        held, state.held_step = state.held_step, None
+        if held is not None and held[0]["step"] != fields["step"]:
+            events += self._step_event(*held, state, rank)
+        if metrics is not None and metrics == state.last_metrics and fields["step"] != state.last_step:
+            state.held_step = (fields, ts, ts_from_line)
+            return events
+        reported = self._step_event(fields, ts, ts_from_line, state, rank)
+        if reported and metrics is not None:
+            state.last_metrics = metrics
+        return events + reported
+
+    def _step_event(self, fields: dict, ts: float, ts_from_line: bool, state: _RankState, rank: int) -> list[JobEvent]:
+        if not self._complete_step(fields, state, ts, ts_from_line):
+            return []
+        return [_build("step", fields, rank, ts, self.run)]
 
     def _complete_step(self, fields: dict, state: _RankState, ts: float, ts_from_line: bool) -> bool:
         """Fill a step's time and tokens; False for a redraw of the step just reported.

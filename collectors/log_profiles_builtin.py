@@ -97,8 +97,10 @@ NXDT = {
         # The step is the bar's counter (steps done this run): tqdm rounds postfix numbers to three
         # significant digits, so global_step reads 3.2e+4 for 32040. s/it is tqdm's average since
         # the bar started (Lightning's smoothing=0); throughput is NxDT's windowed seq/s.
-        {"pattern": rf"\| *(?P<step>\d+)/(?:\d+|\?) *\[[^,\]]*, *(?:(?P<s_per_it>{_NUMBER})s/it|(?P<it_per_s>{_NUMBER})it/s|\?it/s)?"
-                    rf".*?\breduced_train_loss=(?P<loss>{_LOSS})(?:.*?\bthroughput=(?P<seq_per_s>{_NUMBER}))?",
+        # Lightning draws the bar twice per step, the counter first (with the last step's postfix)
+        # and then the step's own postfix: `metrics` (the postfix) tells the two apart.
+        {"pattern": rf"\| *(?P<step>\d+)/(?:\d+|\?) *\[[^,\]]*, *(?:(?P<s_per_it>{_NUMBER})s/it|(?P<it_per_s>{_NUMBER})it/s|\?it/s)?, *"
+                    rf"(?P<metrics>[^\]]*?\breduced_train_loss=(?P<loss>{_LOSS})(?:[^\]]*?\bthroughput=(?P<seq_per_s>{_NUMBER}))?[^\]]*)\]",
          "emit": [{"event": "step"}]},
     ],
 }

@@ -119,9 +119,9 @@ def test_nxdt_progress_bar_redraws_separated_by_carriage_returns_yield_every_ste
     assert [s.step for s in steps] == [1, 2, 3, 999, 1000]
     # Without the global batch, tqdm's s/it (or 1 / it/s) is the step time.
     assert [s.step_time_s for s in steps] == [42.0, 22.5, 16.0, 0.8, 0.8]
-    # Lightning redraws the counter before the metrics: a step's first redraw carries the
-    # previous step's loss, and the metrics redraw of the same step is dropped as a repeat.
-    assert [s.loss for s in steps] == [11.20, 11.20, 10.90, 10.70, 2.41]
+    # Lightning redraws the counter before the metrics: a step's first redraw still carries the
+    # previous step's loss; the step's own loss is the one on its metrics redraw.
+    assert [s.loss for s in steps] == [11.20, 10.90, 10.70, 2.41, 2.40]
     assert translator.lines == 19 and translator.unparsed == 8  # comments, NeMo line, the bar before step 1
 
 
