@@ -8,7 +8,7 @@ known), so the screen's fault line, `trnwatch snapshot` and the receipt's headli
 thing, culprit first.
 
 HBM trend (per chip, from its history): the median of its report-to-report growth rates over the
-last `HBM_TREND_WINDOW_S` (a burst such as the job's warm-up does not set it), and the time to full at that rate. A chip *leaks* when, over that window,
+last `HBM_TREND_WINDOW_S` of its host's reports (up to "now" when that is earlier) (a burst such as the job's warm-up does not set it), and the time to full at that rate. A chip *leaks* when, over that window,
 its HBM rose at least `LEAK_MIN_BYTES_PER_S` (and as fast over its newest
 `HBM_TREND_MIN_SAMPLES` reports: it is still rising), in at least `LEAK_RISING_SHARE` of its
 report intervals (steadily, not one allocation), faster than `LEAK_PEER_FACTOR` times its peers'
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Literal
 
 from trnwatch.ledger.hosts import ChipState, HostState
 from trnwatch.ledger.job import JobDiagnosis
-from trnwatch.ledger.rollups import chip_ecc, host_freshness, source_periods_s
+from trnwatch.ledger.rollups import ChipEcc, freshness_at, host_ecc, per_report
 
 if TYPE_CHECKING:
     from trnwatch.ledger.ledger import Ledger
@@ -104,6 +104,26 @@ def _rose_lately(chip: ChipState, now_s: float) -> bool:
     if seen < HBM_TREND_MIN_SAMPLES or newest.t_s <= oldest.t_s:
         return False
     return (newest.hbm_bytes - oldest.hbm_bytes) / (newest.t_s - oldest.t_s) >= LEAK_MIN_BYTES_PER_S
+
+
+def trend_at_s(host: HostState, now_s: float) -> float:
+    """Where a chip's HBM trend window ends: its host's latest report (`now_s` when earlier), so
+    the trend changes with reports only and is computed once per report."""
+    return now_s if host.last_s is None else min(now_s, host.last_s)
+
+
+def _rising_trends(ledger: "Ledger", host: HostState, now_s: float) -> tuple[HbmTrend | None, ...]:
+    """Per chip of `host`: its HBM trend when it rose lately (`_rose_lately`), else None."""
+    at_s = trend_at_s(host, now_s)
+    return per_report(ledger, host, "hbm-rising",
+                      lambda h: tuple(hbm_trend(c, at_s) if _rose_lately(c, at_s) else None for c in h.chips), at_s)
+
+
+def _uncorrected(ledger: "Ledger", host: HostState) -> tuple[tuple[int, ChipEcc], ...]:
+    """(chip index, ECC) of the host's chips with uncorrected errors (computed once per report)."""
+    return per_report(ledger, host, "ecc-uncorrected",
+                      lambda h: tuple((c.index, e) for c, e in zip(h.chips, host_ecc(ledger, h), strict=True)
+                                    if e.uncorrected))
 
 
 def _leaking(trend: HbmTrend | None, peer_rate_bytes_per_s: float) -> bool:
@@ -202,10 +222,11 @@ def current_findings(ledger: "Ledger", now_s: float) -> list[Finding]:
     if job is not None:
         found.append(job)
     steady = diagnosis is None or diagnosis.verdict not in NOT_STEADY_VERDICTS
-    periods_s = source_periods_s(ledger)
-    trends: list[tuple[HostState, ChipState, HbmTrend | None]] = []
+    freshness = freshness_at(ledger, now_s)
+    rising: list[tuple[HostState, int, HbmTrend]] = []  # chips whose HBM rose lately, with their trend
+    flat = 0  # the other chips of fresh hosts: flat (rate 0) among the peers
     for host in ledger.hosts.values():
-        state = host_freshness(ledger, host, now_s, periods_s)
+        state = freshness[host.host_id]
         if state == "lost":
             source = ledger.sources.get(host.source_id)
             error = (source.end_error or source.link_error or "") if source else ""
@@ -217,21 +238,21 @@ def current_findings(ledger: "Ledger", now_s: float) -> list[Finding]:
             age = "no report yet" if host.last_s is None else f"last report {now_s - host.last_s:.0f} s ago"
             found.append(Finding("error", "host-stale", "host", "STALE", _site_of_host(ledger, host), age, ""))
             continue
-        for chip in host.chips:
-            ecc = chip_ecc(chip)
-            if ecc.uncorrected:
-                what = f"{ecc.uncorrected} uncorrected ECC error{'s' if ecc.uncorrected > 1 else ''}"
-                found.append(Finding("critical", "ecc-uncorrected", "chip", "ECC",
-                                     _site_of_host(ledger, host, chip=chip.index),
-                                     what + (f", {ecc.corrected} corrected" if ecc.corrected else ""), what))
-            if steady:
-                trends.append((host, chip, hbm_trend(chip, now_s) if _rose_lately(chip, now_s) else None))
-    # Chips that did not rise lately count as flat (rate 0) among the peers.
-    rates = [0.0 if t is None else t.rate_bytes_per_s for _, _, t in trends]
-    peer_rate = median(rates) if rates else 0.0
-    for host, chip, trend in trends:
+        for chip, ecc in _uncorrected(ledger, host):
+            what = f"{ecc.uncorrected} uncorrected ECC error{'s' if ecc.uncorrected > 1 else ''}"
+            found.append(Finding("critical", "ecc-uncorrected", "chip", "ECC", _site_of_host(ledger, host, chip=chip),
+                                 what + (f", {ecc.corrected} corrected" if ecc.corrected else ""), what))
+        if steady:
+            trends = _rising_trends(ledger, host, now_s)
+            flat += len(trends)
+            for chip, trend in zip(host.chips, trends, strict=True):
+                if trend is not None:
+                    rising.append((host, chip.index, trend))
+                    flat -= 1
+    peer_rate = median([0.0] * flat + [t.rate_bytes_per_s for _, _, t in rising]) if rising else 0.0
+    for host, chip, trend in rising:
         if _leaking(trend, peer_rate):
-            found.append(Finding("error", "hbm-leak", "chip", "LEAK", _site_of_host(ledger, host, chip=chip.index),
+            found.append(Finding("error", "hbm-leak", "chip", "LEAK", _site_of_host(ledger, host, chip=chip),
                                  f"HBM {trend_text(trend)}", f"HBM +{_mib(trend.rate_bytes_per_s)}/s", trend))
     for source in ledger.sources.values():
         rejected = sum(source.rejected.values())
@@ -336,8 +357,8 @@ def chips_to_look_at(ledger: "Ledger", hosts: list[HostState], now_s: float, fin
     chip, a leaking chip), then the chips furthest from their peers' median utilisation (the
     busy one when its peers wait: a straggler; an idle one among busy peers). A chip close to
     its peers is not listed: an empty list says nothing stands out."""
-    periods_s = source_periods_s(ledger)
-    fresh = [h for h in hosts if host_freshness(ledger, h, now_s, periods_s) == "fresh"]
+    freshness = freshness_at(ledger, now_s)
+    fresh = [h for h in hosts if freshness[h.host_id] == "fresh"]
     on = {h.host_id for h in fresh}
     picked: dict[tuple[str, int], str] = {}
 
@@ -346,10 +367,8 @@ def chips_to_look_at(ledger: "Ledger", hosts: list[HostState], now_s: float, fin
             picked[(host_id, chip)] = why
 
     for host in fresh:
-        for chip in host.chips:
-            ecc = chip_ecc(chip)
-            if ecc.uncorrected:
-                add(host.host_id, chip.index, f"{ecc.uncorrected} uncorrected ECC")
+        for chip, ecc in _uncorrected(ledger, host):
+            add(host.host_id, chip, f"{ecc.uncorrected} uncorrected ECC")
     for f in findings:
         s = f.site
         if s.host_id in on and s.chip is not None and f.kind != "ecc-uncorrected":

@@ -140,6 +140,10 @@ class Ledger:
         # The job scope, from the first job telemetry line on (None: no job source connected).
         self.job: JobLedger | None = None
         self.goodput: GoodputClock | None = None  # the job window's time accounting, from the first job event
+        # Counts every change (a line, a link event, a source's end), and figures derived from
+        # the ledger's state, kept until it changes (ledger/rollups.py: per_update, per_report).
+        self.generation = 0
+        self.derived: dict[tuple[str, str], tuple] = {}
 
     # --- ingest -------------------------------------------------------------------------------
 
@@ -152,6 +156,7 @@ class Ledger:
 
     def ingest(self, line: Line) -> None:
         """Parse one raw line and fold it; a bad line is counted against its source, never raised."""
+        self.generation += 1
         stats = self.source(line.source_id, "job" if line.kind == "job-log" else line.kind)
         t = line.received_s
         if self.first_s is None:
@@ -250,6 +255,7 @@ class Ledger:
     def link_event(self, event: SourceEvent) -> None:
         """Note a remote source's link change: "connecting" (an attempt starts) or "down" (lost,
         with the error; the source retries under the same id)."""
+        self.generation += 1
         stats = self.source(event.source_id, event.kind)
         if event.event == "connecting":
             stats.link = "connecting"
@@ -280,6 +286,7 @@ class Ledger:
 
     def end_source(self, source_id: str, t_s: float, error: str | None = None) -> None:
         """Mark a source finished: cleanly (EOF) or lost (with the error it died of)."""
+        self.generation += 1
         stats = self.sources.get(source_id)
         if stats is not None and stats.ended_s is None:
             stats.ended_s = t_s

@@ -4,10 +4,19 @@ The ledger folds what sources delivered; everything derived from it that more th
 shows is defined here once, so a chip's HBM fill, "this chip had ECC", an UltraServer's sums,
 a host's freshness, the job-device join and the hosts left out of a figure cannot drift apart
 between the screen, the snapshot and the receipt. Pure functions of ledger state and "now".
+
+Figures that cost a walk over a host's counters or history (each chip's ECC totals, HBM trends)
+are computed once per report of the host, not once per repaint: `per_report` keeps them in the
+ledger's `derived` until the host folds its next report (`HostState.reports` counts them), so a
+repaint at 1,152 hosts pays only for the hosts that reported since the last one. Figures of the
+whole ledger at one "now" (every host's freshness, each source's period) are kept by
+`per_update` until the ledger changes (`Ledger.generation`) or "now" moves, so the readers of one
+refresh (findings, rollups, the views' rows, the status line) compute them once.
 """
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from trnwatch.ledger.hosts import ChipState, HostState
 from trnwatch.ledger.job import JobDiagnosis
@@ -24,6 +33,7 @@ ECC_CORRECTED_FIELDS = ("mem_ecc_corrected", "sram_ecc_corrected")
 ECC_UNCORRECTED_FIELDS = ("mem_ecc_uncorrected", "sram_ecc_uncorrected")
 
 Freshness = Literal["fresh", "stale", "lost"]
+T = TypeVar("T")
 
 
 # --- one chip -----------------------------------------------------------------------------------
@@ -72,12 +82,45 @@ def chip_ecc(chip: ChipState) -> ChipEcc:
     )
 
 
+def per_report(ledger: "Ledger", host: HostState, name: str, compute: Callable[[HostState], T],
+               at: Hashable = None) -> T:
+    """`compute(host)`, kept under `name` until `host` folds its next report (or `at`, what else
+    the figure depends on, changes)."""
+    key = (name, host.host_id)
+    kept = ledger.derived.get(key)
+    if kept is not None and kept[0] is host and kept[1] == host.reports and kept[2] == at:
+        return kept[3]
+    value = compute(host)
+    ledger.derived[key] = (host, host.reports, at, value)
+    return value
+
+
+def per_update(ledger: "Ledger", name: str, compute: Callable[[], T], at: Hashable = None) -> T:
+    """`compute()`, kept under `name` until the ledger changes (or `at` does)."""
+    key = (name, "")
+    kept = ledger.derived.get(key)
+    if kept is not None and kept[0] == ledger.generation and kept[1] == at:
+        return kept[2]
+    value = compute()
+    ledger.derived[key] = (ledger.generation, at, value)
+    return value
+
+
+def host_ecc(ledger: "Ledger", host: HostState) -> tuple[ChipEcc, ...]:
+    """`chip_ecc` of each of the host's chips, in chip order (computed once per report)."""
+    return per_report(ledger, host, "ecc", lambda h: tuple(chip_ecc(c) for c in h.chips))
+
+
 # --- hosts and sources ----------------------------------------------------------------------------
 
 
 def source_periods_s(ledger: "Ledger") -> dict[str, float]:
     """Report period per source: the longest of the hosts it feeds (a Prometheus server feeds
     many), so no host of a slow-reporting source is judged stale by a faster one's period."""
+    return per_update(ledger, "source-periods", lambda: _source_periods_s(ledger))
+
+
+def _source_periods_s(ledger: "Ledger") -> dict[str, float]:
     periods: dict[str, float] = {}
     for host in ledger.hosts.values():
         if host.period_s:
@@ -92,6 +135,14 @@ def host_freshness(ledger: "Ledger", host: HostState, now_s: float, periods_s: d
     if source is not None and source.state(now_s, periods_s.get(host.source_id)) == "lost":
         return "lost"
     return "fresh" if ledger.host_fresh(host, now_s) else "stale"
+
+
+def freshness_at(ledger: "Ledger", now_s: float) -> dict[str, Freshness]:
+    """`host_freshness` of every host at `now_s`, by host id (computed once per refresh)."""
+    def compute() -> dict[str, Freshness]:
+        periods_s = source_periods_s(ledger)
+        return {h.host_id: host_freshness(ledger, h, now_s, periods_s) for h in ledger.hosts.values()}
+    return per_update(ledger, "freshness", compute, now_s)
 
 
 # --- UltraServer and cluster sums -------------------------------------------------------------------
@@ -146,12 +197,12 @@ class ClusterRollup(Rollup):
         return self.ultraservers + ([self.unplaced] if self.unplaced else [])
 
 
-def _figures(hosts: list[HostState], states: list[Freshness], silent: int) -> dict:
+def _figures(ledger: "Ledger", hosts: list[HostState], states: list[Freshness], silent: int) -> dict:
     fresh = [h for h, state in zip(hosts, states, strict=True) if state == "fresh"]
     chips = [c for h in fresh for c in h.chips]
     utils = [c.util_pct for c in chips if c.util_pct is not None]
     capacities = [c.hbm_capacity_bytes for c in chips]
-    ecc = [chip_ecc(c) for c in chips]
+    ecc = [e for h in fresh for e in host_ecc(ledger, h)]
     return dict(
         hosts_total=len(hosts) + silent,
         hosts_fresh=len(fresh),
@@ -171,19 +222,19 @@ def _figures(hosts: list[HostState], states: list[Freshness], silent: int) -> di
 
 
 def ultraserver_rollup(ledger: "Ledger", ultraserver: str, hosts: list[HostState], now_s: float,
-                       silent: int = 0, periods_s: dict[str, float] | None = None) -> UltraServerRollup:
+                       silent: int = 0, freshness: dict[str, Freshness] | None = None) -> UltraServerRollup:
     """Latest figures of `hosts` (one UltraServer), counting only hosts whose data is fresh;
-    `silent`: configured members that never reported."""
-    periods_s = source_periods_s(ledger) if periods_s is None else periods_s
-    states = [host_freshness(ledger, h, now_s, periods_s) for h in hosts]
-    return UltraServerRollup(ultraserver=ultraserver, **_figures(hosts, states, silent))
+    `silent`: configured members that never reported; `freshness`: each host's, when known."""
+    freshness = freshness_at(ledger, now_s) if freshness is None else freshness
+    states = [freshness[h.host_id] for h in hosts]
+    return UltraServerRollup(ultraserver=ultraserver, **_figures(ledger, hosts, states, silent))
 
 
 def cluster_rollup(ledger: "Ledger", now_s: float) -> ClusterRollup:
     """One row per UltraServer (configured or reported), hosts in no UltraServer in a row of
     their own, and the totals; figures over fresh hosts only. A configured member that never
     reported counts in `hosts_total` (as silent), never as fresh."""
-    periods_s = source_periods_s(ledger)
+    freshness = freshness_at(ledger, now_s)
     placed = ledger.ultraservers()
     configured: dict[str, set[str]] = {}
     for key, us in ledger.ultraserver_overrides.items():
@@ -195,14 +246,13 @@ def cluster_rollup(ledger: "Ledger", now_s: float) -> ClusterRollup:
         seen = {key for h in hosts for key in (h.host_id, h.source_id)}
         silent = len(configured.get(us, set()) - seen)
         silent_total += silent
-        rows.append(ultraserver_rollup(ledger, us, hosts, now_s, silent, periods_s))
+        rows.append(ultraserver_rollup(ledger, us, hosts, now_s, silent, freshness))
     loose = [h for h in ledger.hosts.values() if ledger.ultraserver_of(h) is None]
-    unplaced = ultraserver_rollup(ledger, "", loose, now_s, 0, periods_s) if loose else None
+    unplaced = ultraserver_rollup(ledger, "", loose, now_s, 0, freshness) if loose else None
     everything = rows + ([unplaced] if unplaced else [])
     # Counts add up over the rows (each chip's ECC totals are read once, in its row); the mean,
     # minimum and capacity are over the fresh chips themselves (each chip weighs the same).
-    chips = [c for h in ledger.hosts.values() if host_freshness(ledger, h, now_s, periods_s) == "fresh"
-             for c in h.chips]
+    chips = [c for h in ledger.hosts.values() if freshness[h.host_id] == "fresh" for c in h.chips]
     utils = [c.util_pct for c in chips if c.util_pct is not None]
     capacities = [c.hbm_capacity_bytes for c in chips]
     summed = ("hosts_total", "hosts_fresh", "hosts_stale", "hosts_lost", "hosts_silent", "chips", "chips_total",

@@ -38,11 +38,11 @@ UTIL_DEADBAND_PCT = 4.0
 def _cell(chip: ChipCell, row: HostRow, frame: Frame, selected: bool, u: float | None) -> list[tuple[str, Style | None]]:
     """One chip's three cells; `u` is the utilisation to draw (`UltraServerView._drawn_util`)."""
     pal = frame.palette
-    extra = pal["cursor"] if selected else Style()
+    extra = pal["cursor"] if selected else None
     if row.state == "lost":
-        return [(LOST_MARK * 2 + " ", pal["bad"] + extra)]
+        return [(LOST_MARK * 2 + " ", pal["bad"] + extra if extra else pal["bad"])]
     if row.state != "fresh":
-        return [(STALE_MARK * 2 + " ", pal["warn"] + extra)]
+        return [(STALE_MARK * 2 + " ", pal["warn"] + extra if extra else pal["warn"])]
     util_style = pal["dim"] if u is None else pal.heat[level(u, 100.0, len(pal.heat))]
     fill = chip.hbm_pct
     hbm_style = pal["dim"] if fill is None else pal.hbm[level(fill, 100.0, len(pal.hbm))]
@@ -52,6 +52,8 @@ def _cell(chip: ChipCell, row: HostRow, frame: Frame, selected: bool, u: float |
         flag = (ECC_MARK, pal["bad"])
     else:
         flag = (" ", None)
+    if extra is None:
+        return [(util_glyph(u), util_style), (hbm_glyph(fill), hbm_style), flag]
     return [
         (util_glyph(u), util_style + extra),
         (hbm_glyph(fill), hbm_style + extra),

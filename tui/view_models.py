@@ -13,14 +13,14 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from trnwatch.ledger.findings import HbmTrend, hbm_trend
+from trnwatch.ledger.findings import HbmTrend, hbm_trend, trend_at_s
 from trnwatch.ledger.hosts import ChipState, HostState, RuntimeState
 from trnwatch.ledger.job import JobDiagnosis, JobLedger
 from trnwatch.ledger.job_summary import JobSection
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.ledger.rollups import (
-    HBM_HIGH_PCT, ClusterRollup, Freshness, UltraServerRollup, chip_ecc, hbm_fill_pct, hbm_high, host_freshness,
-    source_periods_s, suspects_by_ultraserver,
+    HBM_HIGH_PCT, ChipEcc, ClusterRollup, Freshness, UltraServerRollup, freshness_at, hbm_fill_pct, hbm_high, host_ecc,
+    per_update, source_periods_s, suspects_by_ultraserver,
 )
 
 # Sort keys and filters of the UltraServer grid and host list, in the order `s` / `f` cycle.
@@ -79,8 +79,7 @@ class HostRow:
     chips: tuple[ChipCell, ...]
 
 
-def chip_cell(host: HostState, chip: ChipState) -> ChipCell:
-    ecc = chip_ecc(chip)
+def chip_cell(host: HostState, chip: ChipState, ecc: ChipEcc) -> ChipCell:
     return ChipCell(
         host.host_id, chip.index, chip.util_pct, chip.hbm_bytes, chip.hbm_capacity_bytes,
         ecc.events, ecc.uncorrected, ecc.undecided,
@@ -96,13 +95,13 @@ def host_rows(ledger: Ledger, hosts: list[HostState], now_s: float) -> list[Host
     """Rows for `hosts`, numbered in natural order of their names (instance name, else stream
     label), so numbers follow the names people use; sorting the grid never renumbers."""
     ordered = sorted(hosts, key=lambda h: (_natural(h.instance_name or h.source_id), h.host_id))
-    periods_s = source_periods_s(ledger)
+    freshness = freshness_at(ledger, now_s)
     return [
         HostRow(
             number=i, host_id=h.host_id, name=h.instance_name, source_id=h.source_id,
-            state=host_freshness(ledger, h, now_s, periods_s),
+            state=freshness[h.host_id],
             age_s=None if h.last_s is None else max(0.0, now_s - h.last_s),
-            chips=tuple(chip_cell(h, c) for c in h.chips),
+            chips=tuple(chip_cell(h, c, e) for c, e in zip(h.chips, host_ecc(ledger, h), strict=True)),
         )
         for i, h in enumerate(ordered)
     ]
@@ -186,16 +185,23 @@ def sources_model(ledger: Ledger, now_s: float) -> SourcesModel:
 # --- UltraServer scope ------------------------------------------------------------------------------
 
 
+def _hosts_by_group(ledger: Ledger) -> dict[str, list[HostState]]:
+    """Hosts by group, groups in order (UltraServer ids, then NO_GROUP); kept until the ledger changes."""
+    def compute() -> dict[str, list[HostState]]:
+        by_group: dict[str, list[HostState]] = {}
+        for host in ledger.hosts.values():
+            by_group.setdefault(ledger.ultraserver_of(host) or NO_GROUP, []).append(host)
+        return {g: by_group[g] for g in sorted(by_group, key=lambda g: (g == NO_GROUP, g))}
+    return per_update(ledger, "hosts-by-group", compute)
+
+
 def groups(ledger: Ledger) -> list[str]:
     """UltraServer ids in order, then NO_GROUP if some hosts are mapped to none."""
-    ids = sorted(ledger.ultraservers())
-    if any(ledger.ultraserver_of(h) is None for h in ledger.hosts.values()):
-        ids.append(NO_GROUP)
-    return ids
+    return list(_hosts_by_group(ledger))
 
 
 def group_hosts(ledger: Ledger, group: str) -> list[HostState]:
-    return [h for h in ledger.hosts.values() if (ledger.ultraserver_of(h) or NO_GROUP) == group]
+    return list(_hosts_by_group(ledger).get(group, ()))
 
 
 @dataclass(frozen=True)
@@ -435,7 +441,7 @@ def chip_model(ledger: Ledger, now_s: float, host_id: str, index: int) -> ChipMo
                 counts[0] += 1
                 counts[1] += 1 if m.is_running else 0
     return ChipModel(
-        host=host_m.row, cell=chip_cell(host, chip),
+        host=host_m.row, cell=host_m.row.chips[index],
         util_mean_pct=chip.util_mean_pct, util_max_pct=chip.util_max_pct, hbm_peak_bytes=chip.hbm_peak_bytes,
         util_age_s=None if chip.util_at_s is None else max(0.0, now_s - chip.util_at_s),
         hbm_age_s=None if chip.hbm_at_s is None else max(0.0, now_s - chip.hbm_at_s),
@@ -447,7 +453,7 @@ def chip_model(ledger: Ledger, now_s: float, host_id: str, index: int) -> ChipMo
         models=tuple((name, c[0], c[1]) for name, c in sorted(models.items())),
         history=tuple((s.t_s, s.util_pct, s.hbm_bytes) for s in chip.history),
         period_s=host.period_s,
-        hbm_trend=hbm_trend(chip, now_s),
+        hbm_trend=hbm_trend(chip, trend_at_s(host, now_s)),
     )
 
 

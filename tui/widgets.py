@@ -136,7 +136,9 @@ class TextLines(ScrollView, can_focus=False):
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
+        self._texts: list[Text] = []
         self._strips: list[Strip] = []
+        self._style: Style | None = None  # the widget's colours the strips were rendered under
         self._width = 0
 
     @property
@@ -145,11 +147,15 @@ class TextLines(ScrollView, can_focus=False):
         return ["".join(seg.text for seg in strip) for strip in self._strips]
 
     def set_lines(self, lines: list[Text]) -> None:
-        """Show `lines`; mark dirty only the changed part of each changed line."""
+        """Show `lines`; mark dirty only the changed part of each changed line. A line equal to
+        the one shown at its place keeps its rendered strip: most lines of a refresh are."""
         console = self.app.console
         base = self.rich_style  # the widget's colours under every segment, as Textual's own Log does
-        new = [Strip(merge_blanks(Segment.apply_style(line.render(console), base)), line.cell_len)
-               for line in lines]
+        old_texts = self._texts if base == self._style else []
+        new = [self._strips[y] if y < len(old_texts) and line == old_texts[y] else
+               Strip(merge_blanks(Segment.apply_style(line.render(console), base)), line.cell_len)
+               for y, line in enumerate(lines)]
+        self._texts, self._style = list(lines), base
         width = max((s.cell_length for s in new), default=0)
         if len(new) != len(self._strips) or width != self._width:
             self._width = width
