@@ -23,9 +23,9 @@ from trnwatch.workloads.sim.monitor_config import (
     parse_duration_s,
 )
 from trnwatch.workloads.sim.scenarios import (
-    ecc_corrected_at,
     LEAK_BYTES_PER_TICK,
     SCENARIOS,
+    ecc_corrected_at,
     fault_site,
 )
 from trnwatch.workloads.sim.topology import ASSUMPTIONS, get_topology
@@ -635,3 +635,16 @@ def test_drop_in_verbose_logs_go_to_stderr_only():
         "trainium2", "trainium2"
     ]
     assert "trn2.48xlarge host 0" in done.stderr and "tick 1:" in done.stderr
+
+
+def test_demo_hosts_report_staggered_across_one_period():
+    # Each simulated host starts at its own phase of the period (host i at period * i / n), not
+    # all at the last host's: the sources' factories bind their own index.
+    from trnwatch.cli import _make_session, build_parser
+
+    args = build_parser().parse_args(["demo", "--headless"])
+    session, _ = _make_session(args)
+    streams = [spec.lines() for spec in session.sources if spec.kind == "neuron-monitor"]
+    offsets_s = [stream.ag_frame.f_locals["offset_s"] for stream in streams]
+    assert len(offsets_s) > 1
+    assert offsets_s == [args.period * i / len(streams) for i in range(len(streams))]

@@ -780,7 +780,7 @@ def _make_session(args):
         start = time.monotonic()
         sources = [
             SourceSpec(host_source_id(h), "neuron-monitor",
-                       lambda h=h: sim_host_lines(h, args.period, start, args.period * i / len(hosts)))
+                       lambda h=h, i=i: sim_host_lines(h, args.period, start, args.period * i / len(hosts)))
             for i, h in enumerate(hosts)
         ]
     background = []
