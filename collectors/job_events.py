@@ -38,7 +38,7 @@ reads every error as fatal).
 
 import json
 from dataclasses import dataclass
-from typing import Annotated, Literal, Union, get_args
+from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -177,7 +177,7 @@ class RunEnd(_EventBase):
 
 
 JobEvent = Annotated[
-    Union[RunStart, Phase, Step, Collective, Checkpoint, Heartbeat, Error, RunEnd],
+    RunStart | Phase | Step | Collective | Checkpoint | Heartbeat | Error | RunEnd,
     Field(discriminator="event"),
 ]
 

@@ -22,8 +22,8 @@ import asyncio
 import os
 import re
 import time
-from dataclasses import dataclass
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
@@ -65,7 +65,7 @@ def log_sources(paths: list[str]) -> tuple[str, list[LogSource]]:
     numbers = [(_NUMBER.findall(rel) or [None])[-1] for rel in relative]
     ranks = [int(n) for n in numbers] if None not in numbers and len(set(numbers)) == len(numbers) else [0] * len(paths)
     run = os.path.basename(common) or "job"
-    return run, [LogSource(path, f"joblog:{rel}", rank) for path, rel, rank in zip(paths, relative, ranks)]
+    return run, [LogSource(path, f"joblog:{rel}", rank) for path, rel, rank in zip(paths, relative, ranks, strict=True)]
 
 
 async def follow_job_log(

@@ -352,7 +352,7 @@ def _shown(value: int | float) -> str:
 
 def _bound_problem(value, t) -> str | None:
     """Why `value` is past the bounds of scalar type `t` (None if within, or not this type)."""
-    I = msgspec.inspect
+    I = msgspec.inspect  # noqa: E741 (a namespace, read as I.IntType, never a number)
     if isinstance(t, (I.IntType, I.FloatType)) and isinstance(value, (int, float)) and not isinstance(value, bool):
         if isinstance(t, I.IntType) and not isinstance(value, int):
             return None  # a type error
@@ -367,7 +367,7 @@ def _bound_problem(value, t) -> str | None:
 
 def _prune(value, t, field: str, where: str, out: list[FieldRejection]):
     """`value` with out-of-bound parts removed, or _REJECT when `value` itself must go."""
-    I = msgspec.inspect
+    I = msgspec.inspect  # noqa: E741 (a namespace, read as I.IntType, never a number)
     if isinstance(t, I.UnionType):
         if value is None:
             return None

@@ -23,7 +23,7 @@ map back to report fields, labels R = instance labels + runtime_tag:
 | series                                             | report field                                           |
 |----------------------------------------------------|--------------------------------------------------------|
 | instance_info{I}                                   | instance_info (availability_zone, region renamed back)  |
-| neuron_hardware_info{neuron_device_count, neuroncore_per_device_count, neuron_device_memory_size} | neuron_hardware_info |
+| neuron_hardware_info{neuron_device_count,neuroncore_per_device_count,neuron_device_memory_size} | (same name) |
 | neuroncore_utilization_ratio{R, neuroncore}        | neuroncores_in_use[core].neuroncore_utilization x 100   |
 | neuroncore_memory_usage_<category>{R, neuroncore}  | usage_breakdown.neuroncore_memory_usage[core][category] |
 | neuron_runtime_memory_used_bytes{R, memory_location} | neuron_runtime_used_bytes.host / .neuron_device       |
@@ -60,15 +60,45 @@ from typing import ClassVar
 import msgspec
 
 from trnwatch.collectors import prometheus_text
-from trnwatch.collectors.limits import (MAX_CORE_INDEX, MAX_CORES_PER_DEVICE, MAX_DEVICE_MEMORY_BYTES,
-                                        MAX_DEVICES_PER_HOST, MAX_HOSTS, MAX_INT, MAX_LATENCY_S, MAX_LNC,
-                                        MAX_NAMED_VALUES, MAX_PERIOD_S, MAX_RUNTIMES_PER_REPORT, MAX_TAG_CHARS,
-                                        MAX_TEXT_CHARS)
-from trnwatch.collectors.neuron_monitor import (MAX_LINE_BYTES, CoreCounters, DeviceEcc, ExecutionStats, HardwareInfo,
-                                                InstanceInfo, LatencyStats, MemoryInfo, MemoryUsed, NeuronCoreCounters,
-                                                NeuronHwCounters, Report, ReportRejected, RuntimeEntry, RuntimeReport,
-                                                RuntimeUsedBytes, RuntimeVcpu, RuntimeVcpuUsage, SimulatorMark,
-                                                SystemData, UsageBreakdown, VcpuUsage)
+from trnwatch.collectors.limits import (
+    MAX_CORE_INDEX,
+    MAX_CORES_PER_DEVICE,
+    MAX_DEVICE_MEMORY_BYTES,
+    MAX_DEVICES_PER_HOST,
+    MAX_HOSTS,
+    MAX_INT,
+    MAX_LATENCY_S,
+    MAX_LNC,
+    MAX_NAMED_VALUES,
+    MAX_PERIOD_S,
+    MAX_RUNTIMES_PER_REPORT,
+    MAX_TAG_CHARS,
+    MAX_TEXT_CHARS,
+)
+from trnwatch.collectors.neuron_monitor import (
+    MAX_LINE_BYTES,
+    CoreCounters,
+    DeviceEcc,
+    ExecutionStats,
+    HardwareInfo,
+    InstanceInfo,
+    LatencyStats,
+    MemoryInfo,
+    MemoryUsed,
+    NeuronCoreCounters,
+    NeuronHwCounters,
+    Report,
+    ReportRejected,
+    RuntimeEntry,
+    RuntimeReport,
+    RuntimeUsedBytes,
+    RuntimeVcpu,
+    RuntimeVcpuUsage,
+    SimulatorMark,
+    SystemData,
+    UsageBreakdown,
+    VcpuUsage,
+)
 
 PROMETHEUS_KINDS = ("prometheus", "promql")
 # A scrape body may be larger than one neuron-monitor line: a Gen1 host's exposition with long

@@ -205,7 +205,7 @@ async def promql_lines(
                 fetch_async(query_url(base_url, query, eval_s), token, timeout_s, MAX_BODY_BYTES)
                 for _, query in SERVER_QUERIES
             ))
-            answers = [(name, body) for (name, _), body in zip(SERVER_QUERIES, bodies)]
+            answers = [(name, body) for (name, _), body in zip(SERVER_QUERIES, bodies, strict=True)]
             lines = await asyncio.to_thread(host_lines, answers, interval_s, eval_s)
         except AnswerUnreadable as exc:
             # The server answered, with something unusable: a rejected line of this source (so

@@ -93,7 +93,7 @@ def _plain_labels(block: str, names: set[str]) -> dict[str, str] | None:
         if not all(_label_name_ok(name) for name in keys):
             return None
         names.update(keys)
-    labels = dict(zip(keys, parts[1::2]))
+    labels = dict(zip(keys, parts[1::2], strict=True))
     return labels if len(labels) == len(keys) else None
 
 

@@ -13,17 +13,37 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from operator import itemgetter
 from pathlib import Path
 
 from trnwatch.collectors.lines import Line, SourceEvent
 from trnwatch.collectors.recording import (
-    PART_GLOB, SCHEMA, SCHEMA_V1, RecordingError, RecordingHeader, index_path,
+    PART_GLOB,
+    SCHEMA,
+    SCHEMA_V1,
+    RecordingError,
+    RecordingHeader,
+    index_path,
 )
 from trnwatch.collectors.recording_frames import (
-    CATALOG, EVENTS, FLAGS, FRAME_BYTES, MAGIC_BYTES, META_BYTES, OFFSET, RAW_BYTES, T_FIRST, T_LAST, CatalogEntry,
-    FrameError, FrameInfo, decompress_frame, frame_entries, parse_meta, read_index,
+    CATALOG,
+    EVENTS,
+    FLAGS,
+    FRAME_BYTES,
+    MAGIC_BYTES,
+    META_BYTES,
+    OFFSET,
+    RAW_BYTES,
+    T_FIRST,
+    T_LAST,
+    CatalogEntry,
+    FrameError,
+    FrameInfo,
+    decompress_frame,
+    frame_entries,
+    parse_meta,
+    read_index,
 )
 
 RESYNC_CHUNK_BYTES = 1 << 20
@@ -296,7 +316,7 @@ class TimeArg:
         except ValueError:
             raise ValueError(f"not seconds or an ISO-8601 time: {text!r}") from None
         if when.tzinfo is None:
-            when = when.replace(tzinfo=timezone.utc)
+            when = when.replace(tzinfo=UTC)
         return cls(at_s=when.timestamp())
 
     def resolve(self, span: tuple[float, float]) -> float:

@@ -122,7 +122,7 @@ async def _stop(proc: asyncio.subprocess.Process) -> None:
         try:
             await asyncio.wait_for(proc.wait(), STOP_WAIT_S)
             return
-        except asyncio.TimeoutError:
+        except TimeoutError:
             continue
 
 
@@ -132,7 +132,7 @@ async def _exit_status(proc: asyncio.subprocess.Process) -> int | None:
     waited for."""
     try:
         return await asyncio.wait_for(proc.wait(), STOP_WAIT_S)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         if proc.returncode is None:
             await _stop(proc)
         return proc.returncode
@@ -167,7 +167,7 @@ async def ssh_run_lines(argv: list[str], stdin_bytes: bytes, source_id: str) -> 
         if not stderr_task.done():
             try:
                 await asyncio.wait_for(stderr_task, STOP_WAIT_S)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 stderr_task.cancel()  # stderr held open by a lingering descendant; the message is optional
     raise SourceLost(exit_message(status, stderr_task.result() if stderr_task.done() else ""))
 

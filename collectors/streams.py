@@ -182,7 +182,7 @@ async def neuron_monitor_lines(executable: str, period_s: float, source_id: str 
                 proc.terminate()
                 try:
                     await asyncio.wait_for(proc.wait(), 5)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     proc.kill()
                     await proc.wait()
         err = (await stderr_tail).strip()

@@ -8,7 +8,8 @@ known), so the screen's fault line, `trnwatch snapshot` and the receipt's headli
 thing, culprit first.
 
 HBM trend (per chip, from its history): the median of its report-to-report growth rates over the
-last `HBM_TREND_WINDOW_S` of its host's reports (up to "now" when that is earlier) (a burst such as the job's warm-up does not set it), and the time to full at that rate. A chip *leaks* when, over that window,
+last `HBM_TREND_WINDOW_S` of its host's reports (up to "now" when that is earlier) (a burst such as the
+job's warm-up does not set it), and the time to full at that rate. A chip *leaks* when, over that window,
 its HBM rose at least `LEAK_MIN_BYTES_PER_S` (and as fast over its newest
 `HBM_TREND_MIN_SAMPLES` reports: it is still rising), in at least `LEAK_RISING_SHARE` of its
 report intervals (steadily, not one allocation), faster than `LEAK_PEER_FACTOR` times its peers'
@@ -17,6 +18,7 @@ compiling or warming up, when job telemetry says so).
 """
 
 from dataclasses import dataclass
+from itertools import pairwise
 from statistics import median
 from typing import TYPE_CHECKING, Literal
 
@@ -76,7 +78,7 @@ def hbm_trend(chip: ChipState, now_s: float, window_s: float = HBM_TREND_WINDOW_
     n = len(points)
     # The median of report-to-report rates, not a least-squares slope: one burst (the job's
     # warm-up allocating, a checkpoint buffer) in the window must not set the rate.
-    steps = [((b - a) / (u - t), b > a) for (t, a), (u, b) in zip(points, points[1:]) if u > t]
+    steps = [((b - a) / (u - t), b > a) for (t, a), (u, b) in pairwise(points) if u > t]
     if not steps:
         return None
     rate = median(r for r, _ in steps)

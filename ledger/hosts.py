@@ -25,9 +25,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from trnwatch.collectors.limits import MAX_RUNTIMES_PER_HOST, RUNTIME_EVICT_MIN_S, RUNTIME_EVICT_PERIODS
 from trnwatch.collectors.neuron_monitor import Report
 from trnwatch.collectors.prometheus import ExporterReport
-from trnwatch.collectors.limits import MAX_RUNTIMES_PER_HOST, RUNTIME_EVICT_MIN_S, RUNTIME_EVICT_PERIODS
 from trnwatch.ledger.counters import CounterFamily
 from trnwatch.ledger.exporter_gauges import ExporterGauges
 

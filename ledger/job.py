@@ -56,9 +56,10 @@ a bound is rejected (`JobEventRejected`, counted by the caller), never folded.
 
 import math
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from statistics import median
-from typing import Callable, Literal
+from typing import Literal
 
 from trnwatch.collectors.job_events import (
     Checkpoint,

@@ -13,17 +13,23 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal
 
-from trnwatch.collectors.lines import Line, SourceEvent
-from trnwatch.collectors.neuron_monitor import FieldRejection, Report, ReportRejected, decode_report
-from trnwatch.collectors.limits import MAX_HOSTS
-from trnwatch.collectors.prometheus import PROMETHEUS_KINDS, parse_prometheus_line
 from trnwatch.collectors.job_events import JobLineError, decode_job_line
 from trnwatch.collectors.job_log import parse_job_log_stats
+from trnwatch.collectors.limits import MAX_HOSTS
+from trnwatch.collectors.lines import Line, SourceEvent
+from trnwatch.collectors.neuron_monitor import FieldRejection, Report, ReportRejected, decode_report
+from trnwatch.collectors.prometheus import PROMETHEUS_KINDS, parse_prometheus_line
 from trnwatch.ledger.goodput import GoodputClock
 from trnwatch.ledger.hosts import HostState
 from trnwatch.ledger.job import JobDiagnosis, JobEventRejected, JobLedger
 from trnwatch.ledger.job_summary import JobSection
-from trnwatch.ledger.rollups import ClusterRollup, UltraServerRollup, cluster_rollup, source_periods_s, ultraserver_rollup
+from trnwatch.ledger.rollups import (
+    ClusterRollup,
+    UltraServerRollup,
+    cluster_rollup,
+    source_periods_s,
+    ultraserver_rollup,
+)
 
 Evidence = Literal["live", "replayed", "simulated"]
 # connecting / reconnecting / lost-while-retrying come from link events of remote sources (SSH,

@@ -7,6 +7,7 @@ separate sections; the `boundary` says what the figures cover, so `trnwatch comp
 comparison across boundaries, and the evidence state (live / replayed / simulated) heads every file.
 """
 
+from itertools import pairwise
 from statistics import median
 from typing import Any, Literal
 
@@ -19,8 +20,8 @@ from trnwatch.ledger.goodput import THROUGHPUT_POINTS, GoodputClock
 from trnwatch.ledger.hosts import HISTORY_SAMPLES, HostState
 from trnwatch.ledger.job import percentile
 from trnwatch.ledger.job_summary import JobSection
-from trnwatch.ledger.rollups import source_periods_s
 from trnwatch.ledger.ledger import Evidence, Ledger
+from trnwatch.ledger.rollups import source_periods_s
 from trnwatch.outside import json_safe
 
 SCHEMA = "trnwatch.receipt/1"
@@ -660,7 +661,7 @@ def _timeline(ledger: Ledger, clock: GoodputClock | None) -> Timeline:
     t0, t1 = min(starts), max(ends)
     # A bucket spans at least two sampling intervals, so jitter never leaves one empty (a gap is drawn
     # only where samples really are missing).
-    steps = [b - a for (a, _), (b, _) in zip(clock.throughput_points, list(clock.throughput_points)[1:])] if clock else []
+    steps = [b - a for (a, _), (b, _) in pairwise(clock.throughput_points)] if clock else []
     sampling_s = max([h.period_s or 1.0 for h in ledger.hosts.values()] + ([median(steps)] if steps else []), default=1.0)
     n = max(1, min(TIMELINE_POINTS, int((t1 - t0) / (2 * sampling_s))))
     width = (t1 - t0) / n

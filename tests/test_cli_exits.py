@@ -38,6 +38,7 @@ def test_schema_into_a_pipe_closed_early_ends_quietly():
 
 def test_check_url_refuses_credentials_in_the_query_and_never_prints_them():
     import pytest
+
     from trnwatch.collectors.prometheus_http import UrlError, check_url
     for url in ("http://h:9000/metrics?access_token=s3cr3t", "https://h/api?x=1&API-KEY=s3cr3t"):
         with pytest.raises(UrlError, match="carries credentials in its query") as refused:

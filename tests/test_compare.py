@@ -5,14 +5,14 @@ import json
 
 import pytest
 
-from tests import job_story as js
-from tests import reports as R
 from trnwatch import cli
 from trnwatch.collectors.lines import Line
 from trnwatch.ledger.compare import bootstrap_pct_change, compare
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.ledger.receipt import build_receipt
 from trnwatch.ledger.receipt_markdown import render_markdown
+from tests import job_story as js
+from tests import reports as R
 
 T0 = 1000.0
 STEPS = 30

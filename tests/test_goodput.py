@@ -2,8 +2,8 @@
 
 import pytest
 
-from tests import job_story as js
 from trnwatch.ledger.goodput import CAUSES, GoodputClock
+from tests import job_story as js
 
 
 def clock_of(events: list[dict]) -> GoodputClock:

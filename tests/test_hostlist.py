@@ -2,8 +2,16 @@
 
 import pytest
 
-from trnwatch.collectors.hostlist import (MAX_HOSTS, HostEntry, HostlistError, HostNameError, check_host_name,
-                                          expand_hostlist, load_hosts_file, slurm_job_hosts)
+from trnwatch.collectors.hostlist import (
+    MAX_HOSTS,
+    HostEntry,
+    HostlistError,
+    HostNameError,
+    check_host_name,
+    expand_hostlist,
+    load_hosts_file,
+    slurm_job_hosts,
+)
 
 HOSTILE_NAMES = [
     "-oProxyCommand=x",

@@ -6,7 +6,14 @@ import json
 import pytest
 
 from trnwatch.collectors.job_events import SCHEMA_VERSION, parse_job_line
-from trnwatch.ledger.job import COLLECTIVE_WINDOW, STEP_WINDOW, WAIT_WINDOW_STEPS, JobEventRejected, JobLedger, percentile
+from trnwatch.ledger.job import (
+    COLLECTIVE_WINDOW,
+    STEP_WINDOW,
+    WAIT_WINDOW_STEPS,
+    JobEventRejected,
+    JobLedger,
+    percentile,
+)
 
 T0 = 1_800_000_000.0
 

@@ -273,7 +273,7 @@ def test_a_device_count_from_input_never_sizes_memory(count):
     ledger = Ledger("live")
     tracemalloc.start()
     try:
-        feed(ledger, '{"neuron_hardware_info":{"neuron_device_count":%d,"neuroncore_per_device_count":2}}' % count)
+        feed(ledger, f'{{"neuron_hardware_info":{{"neuron_device_count":{count},"neuroncore_per_device_count":2}}}}')
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -410,6 +410,7 @@ def test_system_vcpu_and_memory_group_errors_are_recorded_then_cleared():
 
 def test_chip_history_is_a_ring_the_garbage_collector_does_not_walk():
     import gc
+
     from trnwatch.ledger.hosts import ChipHistory
     history = ChipHistory(size=4)
     before = len(gc.get_objects())

@@ -171,7 +171,7 @@ def test_negative_bytes_reject_that_value_only():
 
 @pytest.mark.parametrize("count", [18446744073709551616, 10**6, 65, int("9" * 400)])
 def test_device_count_past_the_host_limit_is_rejected(count):
-    text = '{"neuron_hardware_info":{"neuron_device_count":%d,"neuroncore_per_device_count":2}}' % count
+    text = f'{{"neuron_hardware_info":{{"neuron_device_count":{count},"neuroncore_per_device_count":2}}}}'
     report, fields = _fields(text)
     assert fields == {"neuron_hardware_info.neuron_device_count"}
     assert report.neuron_hardware_info.neuron_device_count is None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from trnwatch.output import OutputError, check_writable, make_dirs, open_new_file, receipt_places, write_atomic
+from trnwatch.output import OutputError, check_writable, open_new_file, receipt_places, write_atomic
 from trnwatch.outside import clean, json_safe
 from tests.mounts import fill, tmpfs
 

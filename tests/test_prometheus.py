@@ -200,7 +200,7 @@ def test_scraped_chip_figures_equal_the_hosts_own_stream(topology, tick):
     direct, scraped = _direct_and_scraped(host, tick)
     (a,), (b,) = direct.hosts.values(), scraped.hosts.values()
     assert a.host_id == b.host_id and len(a.chips) == len(b.chips) > 0
-    for x, y in zip(a.chips, b.chips):
+    for x, y in zip(a.chips, b.chips, strict=True):
         assert y.hbm_bytes == x.hbm_bytes and y.hbm_capacity_bytes == x.hbm_capacity_bytes
         assert y.util_pct == pytest.approx(x.util_pct, rel=1e-12, abs=1e-9)
         assert y.hbm_by_category_bytes == x.hbm_by_category_bytes
@@ -486,7 +486,7 @@ def test_exporter_keeps_a_hung_hosts_last_busy_gauges():
 
 
 def test_stale_gauges_of_a_hung_host_read_as_its_own_stream_and_are_marked():
-    for tick, (direct, scraped, host) in zip(range(20, 40), _hang_side_by_side(range(20, 40))):
+    for tick, (direct, scraped, host) in zip(range(20, 40), _hang_side_by_side(range(20, 40)), strict=True):
         assert scraped == pytest.approx(direct, rel=1e-12, abs=1e-9), tick
         stale = [chip.util_stale_cores for chip in host.chips]
         if tick < 30:

@@ -59,7 +59,7 @@ def test_server_mode_reports_the_same_chip_figures_as_the_hosts_own_streams(prom
         got = ledger.hosts[host_id]
         assert got.source_id == prometheus.url and got.reports >= 2 and got.simulated
         assert len(got.chips) == len(want.chips) == 4
-        for g, w in zip(got.chips, want.chips):
+        for g, w in zip(got.chips, want.chips, strict=True):
             assert g.hbm_bytes == w.hbm_bytes and g.hbm_capacity_bytes == w.hbm_capacity_bytes
             assert g.util_pct == pytest.approx(w.util_pct, rel=1e-12, abs=1e-9)
             for event in ("mem_ecc_corrected", "mem_ecc_uncorrected"):

@@ -58,7 +58,7 @@ def test_a_frame_is_cut_at_its_size_cap(tmp_path):
     path = tmp_path / "r.trnrec"
     recorder = Recorder.to_file(path, "live", {})
     line = "x" * (FRAME_MAX_RAW_BYTES // 3)
-    for i in range(7):
+    for _ in range(7):
         recorder.write(Line("h", "neuron-monitor", T0, line))  # all at one time: only the cap cuts
     recorder.close()
     frames = _frames(path)

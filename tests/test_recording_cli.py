@@ -5,7 +5,6 @@ import asyncio
 import json
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -73,7 +72,7 @@ def test_sigkill_loses_at_most_the_frame_being_collected(tmp_path):
                 proc.stdin.write(line.encode() + b"\n")
             proc.stdin.flush()
             sent += batch
-            wait_for(lambda: recorded_lines(rec) == sent, f"{sent} lines in whole frames")
+            wait_for(lambda sent=sent: recorded_lines(rec) == sent, f"{sent} lines in whole frames")
         for line in lines[sent:]:
             proc.stdin.write(line.encode() + b"\n")
         proc.stdin.flush()
@@ -159,10 +158,10 @@ def test_a_full_disk_stops_only_the_recording(tmp_path):
 
 
 def test_a_recording_that_stops_is_said_on_the_screen(tmp_path):
-    from tests.test_tui_app import drive, screen_text, wait_until
     from trnwatch.ledger.ledger import Ledger
     from trnwatch.session import Session, SourceSpec
     from trnwatch.tui.app import TrnwatchApp
+    from tests.test_tui_app import drive, screen_text, wait_until
     reports = sim_lines(60)
 
     async def lines():
@@ -195,7 +194,7 @@ def test_replay_window_and_info_from_the_command_line(tmp_path):
         proc.stdin.write(line.encode() + b"\n")
         proc.stdin.flush()
         if i % 2:
-            wait_for(lambda: recorded_lines(rec) == i + 1, f"{i + 1} lines recorded")
+            wait_for(lambda i=i: recorded_lines(rec) == i + 1, f"{i + 1} lines recorded")
             time.sleep(1.0)
     proc.stdin.close()
     assert proc.wait(timeout=30) == 0

@@ -15,7 +15,13 @@ from trnwatch.workloads.sim.job import rank_events
 from trnwatch.workloads.sim.topology import get_topology
 from tests.test_tui_app import drive, header
 from tests.tui_fleet import (
-    cluster_hosts, cluster_line, cluster_view_latency, make_app, make_cluster_app, now_at, scale_app,
+    cluster_hosts,
+    cluster_line,
+    cluster_view_latency,
+    make_app,
+    make_cluster_app,
+    now_at,
+    scale_app,
 )
 
 

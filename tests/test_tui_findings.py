@@ -7,7 +7,11 @@ ticks and times (`tests/tui_fleet.py`), so nothing waits on the wall clock.
 import pytest
 
 from trnwatch.ledger.findings import (
-    LEAK_MIN_BYTES_PER_S, chips_to_look_at, current_findings, finding_text, hbm_trend,
+    LEAK_MIN_BYTES_PER_S,
+    chips_to_look_at,
+    current_findings,
+    finding_text,
+    hbm_trend,
 )
 from trnwatch.ledger.hosts import ChipState
 from trnwatch.ledger.ledger import Ledger

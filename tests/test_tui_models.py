@@ -11,11 +11,23 @@ from trnwatch.themes import THEME_NAMES, default_theme, next_theme
 from trnwatch.themes.palettes import PALETTES, ROLES, TEXTUAL_THEMES
 from trnwatch.tui.text import clean, clip
 from trnwatch.tui.view_models import (
-    host_rows, job_model, resolve_target, sort_and_filter, sources_model, ultraserver_model,
+    host_rows,
+    job_model,
+    resolve_target,
+    sort_and_filter,
+    sources_model,
+    ultraserver_model,
 )
 from trnwatch.tui.widgets import hbm_glyph, merge_blanks, sparkline, util_glyph
 from tests.tui_fleet import (
-    BASE_S, LAST_TICK, STRAGGLER, fleet_ledger, new_fleet_ledger, now_at, received_s, report_lines,
+    BASE_S,
+    LAST_TICK,
+    STRAGGLER,
+    fleet_ledger,
+    new_fleet_ledger,
+    now_at,
+    received_s,
+    report_lines,
 )
 
 

@@ -11,12 +11,18 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from trnwatch.collectors.hostlist import (HostEntry, HostlistError, HostNameError, expand_hostlist, load_hosts_file,
-                                          slurm_job_hosts)
+from trnwatch.collectors.hostlist import (
+    HostEntry,
+    HostlistError,
+    HostNameError,
+    expand_hostlist,
+    load_hosts_file,
+    slurm_job_hosts,
+)
 from trnwatch.collectors.prometheus_http import TOKEN_ENV, TokenError, UrlError, check_url, load_token
 from trnwatch.collectors.prometheus_sources import promql_lines, scrape_lines
-from trnwatch.collectors.text_files import TextFileError, read_text_file
 from trnwatch.collectors.ssh import DEFAULT_REMOTE_COMMAND, SshOptions, ssh_host_lines
+from trnwatch.collectors.text_files import TextFileError, read_text_file
 from trnwatch.session import SourceSpec
 
 SLURM_JOB = "<slurm job>"  # `--hosts` given without a value

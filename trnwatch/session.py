@@ -22,7 +22,6 @@ from trnwatch.ledger.ledger import Ledger
 from trnwatch.ledger.receipt import ExitReason, OutputFailure, Receipt, RecordingEntry, ReplayEntry, build_receipt
 from trnwatch.ledger.receipt_markdown import render_markdown
 from trnwatch.ledger.timeline_svg import render_timeline_svg
-from trnwatch.outside import clean
 from trnwatch.output import OutputError, default_receipt_name, receipt_places, write_atomic
 from trnwatch.outside import clean
 

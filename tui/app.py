@@ -35,9 +35,9 @@ from trnwatch.tui import units
 from trnwatch.tui.chip_view import ChipView
 from trnwatch.tui.cluster_view import ClusterView
 from trnwatch.tui.export import DEFAULT_SNAPSHOT_DIR, write_snapshot
+from trnwatch.tui.fault_line import fault_line
 from trnwatch.tui.host_view import HostView
 from trnwatch.tui.job_view import JobView
-from trnwatch.tui.fault_line import fault_line
 from trnwatch.tui.navigation import NAVIGATION, settle, step
 from trnwatch.tui.scope import SCOPES, Frame, ScopeView, Selection, outside, styled
 from trnwatch.tui.screens import KEYMAP, HelpScreen, JumpScreen

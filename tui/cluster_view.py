@@ -22,10 +22,14 @@ from textual.geometry import Region
 from trnwatch.ledger.rollups import hbm_high
 from trnwatch.tui import units
 from trnwatch.tui.job_view import VERDICT_ROLE
-from trnwatch.tui.scope import Frame, Screenful, ScopeView, Selection, no_host_yet, styled
+from trnwatch.tui.scope import Frame, ScopeView, Screenful, Selection, no_host_yet, styled
 from trnwatch.tui.text import clip
 from trnwatch.tui.view_models import (
-    CLUSTER_SORT_HELP, NO_GROUP, ClusterModel, UltraServerLine, cluster_model,
+    CLUSTER_SORT_HELP,
+    NO_GROUP,
+    ClusterModel,
+    UltraServerLine,
+    cluster_model,
 )
 from trnwatch.tui.widgets import TextLines
 
@@ -57,7 +61,7 @@ def _row(cells: tuple[str, ...], widths: list[int], styles: list[Style], cursor:
     """One table line: cells padded to their column (ids and stalls left, figures right), the
     selected row drawn in the cursor style across its whole width."""
     parts: list = []
-    for i, (cell, width, style) in enumerate(zip(cells, widths, styles)):
+    for i, (cell, width, style) in enumerate(zip(cells, widths, styles, strict=True)):
         pad = " " * (width - cell_len(cell))
         text = cell + pad if i in LEFT_ALIGNED else pad + cell
         parts.append((text if i == len(cells) - 1 else text + " ", style + cursor if cursor else style))
@@ -101,7 +105,7 @@ class ClusterView(ScopeView):
         cursor = pal["cursor"]
         selected = sel.group if sel.group in self.row_groups else self.row_groups[0]
         detail = [_row(line, widths, self._styles(row, m, frame), cursor if row.group == selected else None)
-                  for row, line in zip(m.rows, cells[1:])]
+                  for row, line in zip(m.rows, cells[1:], strict=True)]
         return Screenful(subject, summary, detail)
 
     def _summary(self, m: ClusterModel, frame: Frame) -> list[Text]:

@@ -15,9 +15,14 @@ from textual import events
 from trnwatch.ledger.findings import chips_to_look_at
 from trnwatch.ledger.rollups import hbm_high
 from trnwatch.tui import units
-from trnwatch.tui.scope import Frame, Screenful, ScopeView, Selection, column, no_host_yet, outside, styled
+from trnwatch.tui.scope import Frame, ScopeView, Screenful, Selection, column, no_host_yet, outside, styled
 from trnwatch.tui.view_models import (
-    FILTER_HELP, NO_GROUP, ChipCell, HostRow, UltraServerModel, ultraserver_model,
+    FILTER_HELP,
+    NO_GROUP,
+    ChipCell,
+    HostRow,
+    UltraServerModel,
+    ultraserver_model,
 )
 from trnwatch.tui.widgets import BARS, SHADES, TextLines, hbm_glyph, level, util_glyph
 

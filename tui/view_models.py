@@ -11,7 +11,6 @@ fresh, its last figures are shown with their age and left out of every rollup.
 
 import re
 from dataclasses import dataclass
-from typing import Literal
 
 from trnwatch.ledger.findings import HbmTrend, hbm_trend, trend_at_s
 from trnwatch.ledger.hosts import ChipState, HostState, RuntimeState
@@ -19,8 +18,18 @@ from trnwatch.ledger.job import JobDiagnosis, JobLedger
 from trnwatch.ledger.job_summary import JobSection
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.ledger.rollups import (
-    HBM_HIGH_PCT, ChipEcc, ClusterRollup, Freshness, UltraServerRollup, freshness_at, hbm_fill_pct, hbm_high, host_ecc,
-    per_update, source_periods_s, suspects_by_ultraserver,
+    HBM_HIGH_PCT,
+    ChipEcc,
+    ClusterRollup,
+    Freshness,
+    UltraServerRollup,
+    freshness_at,
+    hbm_fill_pct,
+    hbm_high,
+    host_ecc,
+    per_update,
+    source_periods_s,
+    suspects_by_ultraserver,
 )
 
 # Sort keys and filters of the UltraServer grid and host list, in the order `s` / `f` cycle.

@@ -65,7 +65,7 @@ class NeuronBackend:
     def __init__(self, args, emitter):
         import neuronx_distributed as nxd
         import torch_xla.core.xla_model as xm
-        from neuronx_distributed.parallel_layers import parallel_state, layers
+        from neuronx_distributed.parallel_layers import layers, parallel_state
 
         self.args, self.emitter = args, emitter
         self.nxd, self.xm, self.ps, self.layers = nxd, xm, parallel_state, layers

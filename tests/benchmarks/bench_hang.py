@@ -25,13 +25,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # for tests.* helpers when run as a script
 
-from tests.torchrun import stop_torchrun  # noqa: E402
 from trnwatch.collectors.job_events import parse_job_line
 from trnwatch.collectors.job_files import follow_run_dir
 from trnwatch.ledger.job import JobLedger
 from trnwatch.workloads import train
 from trnwatch.workloads.sim.job import fault_rank
 from trnwatch.workloads.sim.topology import get_topology
+from tests.torchrun import stop_torchrun
 
 JUDGE_EVERY_S = 0.1
 

@@ -47,16 +47,15 @@ from prometheus_client.parser import text_string_to_metric_families
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # for tests.* helpers when run as a script
 
-from tests.prometheus_server import MISSING, LocalPrometheus  # noqa: E402
-from trnwatch.collectors.lines import Line  # noqa: E402
-from trnwatch.collectors.prometheus import MAX_BODY_BYTES  # noqa: E402
-from trnwatch.collectors.prometheus_http import fetch_async  # noqa: E402
-from trnwatch.collectors.prometheus_sources import SERVER_QUERIES, host_lines, promql_lines, query_url  # noqa: E402
-from trnwatch.ledger.ledger import Ledger  # noqa: E402
-from trnwatch.session import Session, SourceSpec  # noqa: E402
-from trnwatch.collectors.prometheus import scrape_samples  # noqa: E402
-from trnwatch.ledger.hosts import HISTORY_SAMPLES  # noqa: E402
-from trnwatch.workloads.sim.exporter import ExporterState, _process_series, fleet  # noqa: E402
+from trnwatch.collectors.lines import Line
+from trnwatch.collectors.prometheus import MAX_BODY_BYTES, scrape_samples
+from trnwatch.collectors.prometheus_http import fetch_async
+from trnwatch.collectors.prometheus_sources import SERVER_QUERIES, host_lines, promql_lines, query_url
+from trnwatch.ledger.hosts import HISTORY_SAMPLES
+from trnwatch.ledger.ledger import Ledger
+from trnwatch.session import Session, SourceSpec
+from trnwatch.workloads.sim.exporter import ExporterState, _process_series, fleet
+from tests.prometheus_server import MISSING, LocalPrometheus
 
 START_TICK = 25  # steady training: every core busy
 
@@ -81,7 +80,7 @@ async def one_refresh(url: str, ledger: Ledger, interval_s: float) -> dict:
         json.loads(body)
         decode_s.append(time.perf_counter() - start)
     t1b = time.perf_counter()
-    lines = await asyncio.to_thread(host_lines, [(n, b) for (n, _), b in zip(SERVER_QUERIES, bodies)], interval_s, eval_s)
+    lines = await asyncio.to_thread(host_lines, [(n, b) for (n, _), b in zip(SERVER_QUERIES, bodies, strict=True)], interval_s, eval_s)
     t2 = time.perf_counter()
     received = time.time()
     for text in lines:

@@ -32,7 +32,7 @@ from trnwatch.ledger.ledger import Ledger
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # for tests.* helpers when run as a script
-from tests.recordings import write_v1  # noqa: E402
+from tests.recordings import write_v1
 
 TRNWATCH = [sys.executable, "-m", "trnwatch"]
 

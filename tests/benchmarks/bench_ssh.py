@@ -32,11 +32,11 @@ import psutil
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # for tests.* helpers when run as a script
 
-from tests.sshd import MISSING, SIM_REMOTE_COMMAND, LocalSshd  # noqa: E402
-from trnwatch.collectors.lines import Line  # noqa: E402
-from trnwatch.ledger.ledger import Ledger  # noqa: E402
-from trnwatch.workloads.sim.fleet import SimHost  # noqa: E402
-from trnwatch.workloads.sim.topology import get_topology  # noqa: E402
+from trnwatch.collectors.lines import Line
+from trnwatch.ledger.ledger import Ledger
+from trnwatch.workloads.sim.fleet import SimHost
+from trnwatch.workloads.sim.topology import get_topology
+from tests.sshd import MISSING, SIM_REMOTE_COMMAND, LocalSshd
 
 
 def cpu_s(processes: list[psutil.Process]) -> float:
@@ -119,7 +119,7 @@ def main() -> None:
             proc.terminate()
             proc.wait(30)
             sshd.stop()
-    share = [(a - b) / window_s * 100 for a, b in zip(after, before)]
+    share = [(a - b) / window_s * 100 for a, b in zip(after, before, strict=True)]
     reports = n * window_s / args.period
     per_report_ms = (after[0] - before[0]) / reports * 1000
     bare_ms = ingest_s_per_report(n) * 1000

@@ -49,7 +49,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # for tests.* helpers when run as a script
 
-from tests.tui_fleet import cluster_view_latency, scale_app, summary_ms  # noqa: E402
+from tests.tui_fleet import cluster_view_latency, scale_app, summary_ms
 
 TRNWATCH = [sys.executable, "-m", "trnwatch"]
 SIZES = ((80, 24), (200, 60))

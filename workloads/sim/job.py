@@ -33,7 +33,6 @@ from pathlib import Path
 
 from trnwatch.workloads.sim import chip as chip_model
 from trnwatch.workloads.sim.fleet import SimHost
-from trnwatch.workloads.sim.topology import Topology
 from trnwatch.workloads.sim.scenarios import (
     CHECKPOINT_EVERY_TICKS,
     CHECKPOINT_TICKS,
@@ -44,6 +43,7 @@ from trnwatch.workloads.sim.scenarios import (
     WARMUP_TICKS,
     fault_site,
 )
+from trnwatch.workloads.sim.topology import Topology
 
 SCHEMA = "trnwatch.job/1"
 HEARTBEAT_EVERY_TICKS = 2
