@@ -145,8 +145,9 @@ NEURON_RUNTIME = {
         #  (FATAL-RT-UNDEFINED-STATE) inference timeout (600000 ms) on Neuron Device 0 NC 0, ...`
         {"pattern": r"\bERROR +(?P<message>(?:NRT|TDRV|NMGR|ENC|HAL|NCCL):\w+ +\S.*)",
          "emit": [{"event": "error", "source": "runtime"}]},
-        # The collectives library (CCOM) logs in a layout close to NCCL's WARN lines, `<time> <pid>:<tid> [<dev>] <file>:<line>
-        # CCOM WARN <message>`, and at WARN it logs conditions it goes on after: a bootstrap or
+        # The collectives library (CCOM) logs in a layout close to NCCL's WARN lines,
+        # `<time> <pid>:<tid> [<dev>] <file>:<line> CCOM WARN <message>`, and at WARN it logs
+        # conditions it goes on after: a bootstrap or
         # exchange timeout it retries (`- retrying`, then the same line with `waited 240 sec`),
         # a network plugin it falls back from. A warning: counted and kept as evidence (a rank
         # waiting for a peer points at a hang elsewhere), never a failure.
