@@ -14,8 +14,10 @@ Two line kinds carry them (collectors/lines.py), both raw enough that a recordin
 
 A line gives one record per `instance_id` label (hosts are identified by it), each checked on its
 own: one malformed host never takes the others down with it. Every count and index read from a
-label is bounded (collectors/limits.py); nothing in a line can raise out of
-`parse_prometheus_line`.
+label is bounded (collectors/limits.py), and a label past its bound rejects its host. A sample
+value past its bound is removed alone, by the neuron-monitor decoder's rule (a nullable figure
+becomes null, a counter map goes whole) and listed in the record's `rejected_fields` under the
+same field name. Nothing in a line can raise out of `parse_prometheus_line`.
 
 How the vendor exporter's series (neuron-monitor-prometheus.py; neuron-telemetry.md section 2.1)
 map back to report fields, labels R = instance labels + runtime_tag:
@@ -54,7 +56,6 @@ Readings decided here, from the exporter's code and real scrapes:
 """
 
 
-import json
 from typing import ClassVar
 
 import msgspec
@@ -80,6 +81,7 @@ from trnwatch.collectors.neuron_monitor import (
     CoreCounters,
     DeviceEcc,
     ExecutionStats,
+    FieldRejection,
     HardwareInfo,
     InstanceInfo,
     LatencyStats,
@@ -144,6 +146,8 @@ class ExporterReport(Report, frozen=True):
     declared_counters: ClassVar[bool] = True
     utilization: dict[tuple[str, int], float] = msgspec.field(default_factory=dict)
     others_digest: int = 0
+    # Values removed for being past their bound, counted by the ledger as a neuron-monitor line's are.
+    rejected_fields: tuple[FieldRejection, ...] = ()
 
 
 def _build(model, **fields):
@@ -153,26 +157,22 @@ def _build(model, **fields):
     return model(**fields)
 
 
-def _count(value: float, what: str) -> int:
-    if not (0 <= value <= MAX_INT and value == int(value)):
-        raise ReportRejected("schema", f"{what}: {value!r} is not a whole non-negative number")
-    return int(value)
+def _count(value: float) -> int | None:
+    """A count or byte figure, or None if `value` is not one (fractional, negative, past MAX_INT)."""
+    return int(value) if 0 <= value <= MAX_INT and value == int(value) else None
 
 
-def _pct(ratio: float, what: str) -> float:
+def _pct(ratio: float) -> float | None:
+    """A 0-1 ratio as a percentage, or None if it is not one."""
     pct = ratio * 100.0
+    if 0.0 <= pct <= 100.0:
+        return pct
     # ratio x 100 can land a hair above 100 in floating point; anything further is bad data.
-    if 100.0 < pct <= 100.0 + 1e-6:
-        return 100.0
-    if not (0.0 <= pct <= 100.0):
-        raise ReportRejected("schema", f"{what}: {ratio!r} is not a ratio within 0-1")
-    return pct
+    return 100.0 if 100.0 < pct <= 100.0 + 1e-6 else None
 
 
-def _seconds(value: float, what: str) -> float:
-    if not (0 <= value <= MAX_LATENCY_S):
-        raise ReportRejected("schema", f"{what}: {value!r} is not a duration")
-    return value
+def _seconds(value: float) -> float | None:
+    return value if 0 <= value <= MAX_LATENCY_S else None
 
 
 def _label_int(labels: dict[str, str], name: str, what: str, bound: int) -> int:
@@ -198,50 +198,166 @@ def _named(values: dict, what: str) -> dict:
     return values
 
 
-class _Runtime:
-    """One runtime tag's series while a host's samples are read."""
+# Where a removed value sits in the neuron-monitor report (the field names of FieldRejection, as
+# collectors/neuron_monitor.py names them for the same value in a neuron-monitor line).
+_RUNTIME_FIELD = "neuron_runtime_data[].report."
+_UTIL_FIELD = _RUNTIME_FIELD + "neuroncore_counters.neuroncores_in_use{}.neuroncore_utilization"
+_USED_FIELD = _RUNTIME_FIELD + "memory_used.neuron_runtime_used_bytes."
+_CORE_MEMORY_FIELD = _USED_FIELD + "usage_breakdown.neuroncore_memory_usage{}{}"
+_EXECUTION_FIELD = _RUNTIME_FIELD + "execution_stats."
+_VCPU_FIELD = _RUNTIME_FIELD + "neuron_runtime_vcpu_usage.vcpu_usage."
+_ECC_FIELD = "system_data.neuron_hw_counters.neuron_devices[]"
+RUNTIME_VCPU_FIELDS = ("user", "system")
+USED_LOCATIONS = ("host", "neuron_device")
 
-    __slots__ = ("util", "memory", "used", "vcpu", "errors", "status", "latency")
+
+class _Runtime:
+    """One runtime tag's series while a host's samples are read. A value removed for being past
+    its bound is None where its field may be null (a core's utilisation or memory, a latency
+    percentile), and absent elsewhere; a counter map with a removed value goes as a whole."""
+
+    __slots__ = ("util", "memory", "used", "vcpu", "errors", "status", "latency", "maps_removed")
 
     def __init__(self) -> None:
-        self.util: dict[int, float] = {}
-        self.memory: dict[int, dict[str, int]] = {}
+        self.util: dict[int, float | None] = {}
+        self.memory: dict[int, dict[str, int] | None] = {}
         self.used: dict[str, int] = {}
         self.vcpu: dict[str, float] = {}
         self.errors: dict[str, int] = {}
         self.status: dict[str, int] = {}
-        self.latency: dict[str, float] = {}
+        self.latency: dict[str, float | None] = {}
+        self.maps_removed: set[str] = set()  # "errors", "status"
 
 
-def host_report(instance_id: str, samples: list[Sample], interval_s: float | None) -> ExporterReport:
-    """One host's typed record from its exporter series (name, labels, value); `ReportRejected`
-    (reason `schema`) if a value or label is unusable or beyond its bound."""
-    identity: dict[str, str] | None = None
-    hardware: HardwareInfo | None = None
-    simulator: SimulatorMark | None = None
-    runtimes: dict[str, _Runtime] = {}
-    ecc_by_type: dict[int, dict[str, int]] = {}
-    ecc_totals: dict[int, int] = {}
-    average_usage: dict[str, float] = {}
-    memory_info: dict[str, int] = {}
-    others: list[float] = []
+class _HostSeries:
+    """One host's exporter series read into report groups, value by value."""
 
-    def runtime(labels: dict[str, str], what: str) -> _Runtime:
+    def __init__(self) -> None:
+        self.identity: dict[str, str] | None = None
+        self.hardware: HardwareInfo | None = None
+        self.simulator: SimulatorMark | None = None
+        self.runtimes: dict[str, _Runtime] = {}
+        self.ecc_by_type: dict[int, dict[str, int]] = {}
+        self.ecc_totals: dict[int, int | None] = {}  # None: the total was past its bound
+        self.average_usage: dict[str, float] | None = {}  # None: a value was past its bound
+        self.memory_info: dict[str, int] = {}
+        self.others: list[float] = []
+        self.cores: dict[str, int] = {}  # neuroncore label text -> index, checked once per host
+        self.rejected: list[FieldRejection] = []
+
+    def reject(self, field: str, name: str, labels: dict[str, str], value: float) -> None:
+        """Note a value removed for being past its bound (or not the kind of number its field holds)."""
+        where = ",".join(f"{k}={str(v)[:40]}" for k, v in labels.items() if k not in INSTANCE_LABELS)
+        self.rejected.append(FieldRejection(field, f"{name}{{{where[:120]}}}: {value!r} is out of range"))
+
+    def runtime(self, labels: dict[str, str], what: str) -> _Runtime:
+        tag = labels.get("runtime_tag")
+        found = self.runtimes.get(tag) if type(tag) is str else None
+        if found is not None:  # a tag already checked
+            return found
         tag = _text(labels, "runtime_tag", what, MAX_TAG_CHARS) or ""
-        found = runtimes.get(tag)
+        found = self.runtimes.get(tag)
         if found is None:
-            if len(runtimes) >= MAX_RUNTIMES_PER_REPORT:
+            if len(self.runtimes) >= MAX_RUNTIMES_PER_REPORT:
                 raise ReportRejected("schema", f"{what}: more than {MAX_RUNTIMES_PER_REPORT} runtimes")
-            found = runtimes[tag] = _Runtime()
+            found = self.runtimes[tag] = _Runtime()
         return found
 
-    for name, labels, value in samples:
+    def core(self, labels: dict[str, str], what: str) -> int:
+        text = labels.get("neuroncore")
+        core = self.cores.get(text) if type(text) is str else None
+        if core is None:
+            core = self.cores[text] = _label_int(labels, "neuroncore", what, MAX_CORE_INDEX)
+        return core
+
+    def read(self, name: str, labels: dict[str, str], value: float) -> None:
         if name == UTILIZATION:
-            runtime(labels, name).util[_label_int(labels, "neuroncore", name, MAX_CORE_INDEX)] = _pct(value, name)
-            continue
-        others.append(value)
-        if name == "instance_info" or (name == "neuron_hardware_info" and identity is None):
-            identity = labels
+            pct = _pct(value)
+            if pct is None:
+                self.reject(_UTIL_FIELD, name, labels, value)
+            self.runtime(labels, name).util[self.core(labels, name)] = pct
+            return
+        self.others.append(value)
+        if name.startswith(MEMORY_PREFIX):
+            memory = self.runtime(labels, name).memory
+            core = self.core(labels, name)
+            n = _count(value)
+            if n is None:
+                self.reject(_CORE_MEMORY_FIELD, name, labels, value)
+                memory[core] = None  # this core's memory is unknown, so is its chip's
+            else:
+                categories = memory.setdefault(core, {})
+                if categories is not None:
+                    categories[name[len(MEMORY_PREFIX):]] = n
+        elif name in _RUNTIME_FAMILIES:
+            self.runtime_value(name, labels, value)
+        elif name == "hardware_ecc_events_total":
+            self.ecc(labels, value)
+        elif name == "system_vcpu_usage_ratio":
+            usage_type = _text(labels, "usage_type", name) or ""
+            pct = _pct(value)
+            if pct is None:
+                self.reject("system_data.vcpu_usage.average_usage{}", name, labels, value)
+                self.average_usage = None
+            elif self.average_usage is not None:
+                self.average_usage[usage_type] = pct
+        elif name.startswith(("system_memory_", "system_swap_")) and name.endswith("_bytes"):
+            field = name[len("system_"):]
+            n = _count(value)
+            if n is not None:
+                self.memory_info[field] = n
+            elif field in MemoryInfo.__struct_fields__:
+                self.reject(f"system_data.memory_info.{field}", name, labels, value)
+        else:
+            self.identity_series(name, labels)
+
+    def runtime_value(self, name: str, labels: dict[str, str], value: float) -> None:
+        r = self.runtime(labels, name)
+        label, what = _RUNTIME_FAMILIES[name]
+        key = _text(labels, label, name) or ""
+        if what == "used":
+            n = _count(value)
+            if n is not None:
+                r.used[key] = n
+            elif key in USED_LOCATIONS:
+                self.reject(_USED_FIELD + key, name, labels, value)
+        elif what == "vcpu":
+            pct = _pct(value)
+            if pct is not None:
+                r.vcpu[key] = pct
+            elif key in RUNTIME_VCPU_FIELDS:
+                self.reject(_VCPU_FIELD + key, name, labels, value)
+        elif what == "latency":
+            seconds = _seconds(value)
+            if seconds is None:
+                self.reject(_EXECUTION_FIELD + "latency_stats.total_latency{}", name, labels, value)
+            r.latency[key] = seconds
+        else:  # "errors" or "status": a counter map, whole or not at all
+            n = _count(value)
+            if n is not None:
+                getattr(r, what)[key] = n
+                return
+            summary = "error_summary{}" if what == "errors" else "execution_summary{}"
+            self.reject(_EXECUTION_FIELD + summary, name, labels, value)
+            r.maps_removed.add(what)
+
+    def ecc(self, labels: dict[str, str], value: float) -> None:
+        name = "hardware_ecc_events_total"
+        device = _label_int(labels, "neuron_device_index", name, MAX_DEVICES_PER_HOST - 1)
+        event = _text(labels, "event_type", name)
+        n = _count(value)
+        if event is None:  # a device's total (server mode)
+            if n is None:
+                self.reject(_ECC_FIELD, name, labels, value)
+            self.ecc_totals[device] = n
+        elif n is not None:
+            self.ecc_by_type.setdefault(device, {})[event] = n
+        elif event in ECC_EVENTS:
+            self.reject(f"{_ECC_FIELD}.{event}", name, labels, value)
+
+    def identity_series(self, name: str, labels: dict[str, str]) -> None:
+        if name == "instance_info" or (name == "neuron_hardware_info" and self.identity is None):
+            self.identity = labels
         if name == "neuron_hardware_info":
             fields = {field: _label_int(labels, field, name, bound) for field, bound in HARDWARE_LABELS.items()
                       if field in labels}
@@ -249,51 +365,48 @@ def host_report(instance_id: str, samples: list[Sample], interval_s: float | Non
             for field in ("neuroncore_per_device_count", "logical_neuroncore_config"):
                 if fields.get(field) == 0:
                     raise ReportRejected("schema", f"{name}: label {field}=0")
-            hardware = _build(HardwareInfo, **fields, error="")
-        elif name.startswith(MEMORY_PREFIX):
-            core = _label_int(labels, "neuroncore", name, MAX_CORE_INDEX)
-            runtime(labels, name).memory.setdefault(core, {})[name[len(MEMORY_PREFIX):]] = _count(value, name)
-        elif name == "neuron_runtime_memory_used_bytes":
-            runtime(labels, name).used[_text(labels, "memory_location", name) or ""] = _count(value, name)
-        elif name == "neuron_runtime_vcpu_usage_ratio":
-            runtime(labels, name).vcpu[_text(labels, "usage_type", name) or ""] = _pct(value, name)
-        elif name == "execution_errors_total":
-            runtime(labels, name).errors[_text(labels, "error_type", name) or ""] = _count(value, name)
-        elif name == "execution_status_total":
-            runtime(labels, name).status[_text(labels, "status_type", name) or ""] = _count(value, name)
-        elif name == "execution_latency_seconds":
-            runtime(labels, name).latency[_text(labels, "percentile", name) or ""] = _seconds(value, name)
-        elif name == "hardware_ecc_events_total":
-            device = _label_int(labels, "neuron_device_index", name, MAX_DEVICES_PER_HOST - 1)
-            event = _text(labels, "event_type", name)
-            if event is not None:
-                ecc_by_type.setdefault(device, {})[event] = _count(value, name)
-            else:
-                ecc_totals[device] = _count(value, name)
-        elif name == "system_vcpu_usage_ratio":
-            average_usage[_text(labels, "usage_type", name) or ""] = _pct(value, name)
-        elif name.startswith(("system_memory_", "system_swap_")) and name.endswith("_bytes"):
-            memory_info[name[len("system_"):]] = _count(value, name)
+            self.hardware = _build(HardwareInfo, **fields, error="")
         elif name == SIMULATOR_INFO:
             seed = _text(labels, "seed", name) or ""
             if not (len(seed) <= 19 and seed.lstrip("-").isascii() and seed.lstrip("-").isdigit()):
                 raise ReportRejected("schema", f"{name}: label seed={seed[:40]!r} is not a number")
-            simulator = _build(SimulatorMark, topology=_text(labels, "topology", name) or "",
-                               host=_label_int(labels, "host", name, MAX_HOSTS - 1), seed=int(seed),
-                               scenario=_text(labels, "scenario", name) or "")
+            self.simulator = _build(SimulatorMark, topology=_text(labels, "topology", name) or "",
+                                    host=_label_int(labels, "host", name, MAX_HOSTS - 1), seed=int(seed),
+                                    scenario=_text(labels, "scenario", name) or "")
+
+
+# Runtime series keyed by one label: series -> (label, _Runtime map).
+_RUNTIME_FAMILIES = {
+    "neuron_runtime_memory_used_bytes": ("memory_location", "used"),
+    "neuron_runtime_vcpu_usage_ratio": ("usage_type", "vcpu"),
+    "execution_errors_total": ("error_type", "errors"),
+    "execution_status_total": ("status_type", "status"),
+    "execution_latency_seconds": ("percentile", "latency"),
+}
+
+
+def host_report(instance_id: str, samples: list[Sample], interval_s: float | None) -> ExporterReport:
+    """One host's typed record from its exporter series (name, labels, value). A value past its bound (a utilisation of 100.01%, negative bytes) is removed
+    alone and noted in `rejected_fields`, as the neuron-monitor decoder removes it (a
+    `FieldRejection` named by the same report field); `ReportRejected` (reason `schema`) if a label is unusable or beyond its bound."""
+    host = _HostSeries()
+    for name, labels, value in samples:
+        host.read(name, labels, value)
+    identity = host.identity
     if identity is None and samples:
         identity = samples[0][1]  # scrape series all carry the instance labels
-
-    utilization = {(tag, core): pct for tag, r in runtimes.items() for core, pct in r.util.items()}
+    runtimes = host.runtimes
+    utilization = {(tag, core): pct for tag, r in runtimes.items() for core, pct in r.util.items() if pct is not None}
     return _build(
         ExporterReport,
         neuron_runtime_data=[_runtime_entry(tag, r, interval_s) for tag, r in runtimes.items()],
-        system_data=_system_data(ecc_by_type, ecc_totals, average_usage, memory_info, interval_s),
+        system_data=_system_data(host, interval_s),
         instance_info=_instance_info(identity, instance_id),
-        neuron_hardware_info=hardware,
-        trnwatch_simulator=simulator,
+        neuron_hardware_info=host.hardware,
+        trnwatch_simulator=host.simulator,
         utilization=utilization,
-        others_digest=hash(tuple(others)),
+        others_digest=hash(tuple(host.others)),
+        rejected_fields=tuple(host.rejected),
     )
 
 
@@ -305,7 +418,7 @@ def _instance_info(labels: dict[str, str] | None, instance_id: str) -> InstanceI
 
 
 def _runtime_entry(tag: str, r: _Runtime, interval_s: float | None) -> RuntimeEntry:
-    for values in (r.used, r.vcpu, r.errors, r.status, r.latency, *r.memory.values()):
+    for values in (r.used, r.vcpu, r.errors, r.status, r.latency, *filter(None, r.memory.values())):
         _named(values, f"runtime {tag[:40]!r}")
     groups: dict = {}
     if r.util:
@@ -319,8 +432,9 @@ def _runtime_entry(tag: str, r: _Runtime, interval_s: float | None) -> RuntimeEn
         groups["memory_used"] = _build(MemoryUsed, period=interval_s, error="", neuron_runtime_used_bytes=used)
     if r.errors or r.status or r.latency:
         groups["execution_stats"] = _build(
-            ExecutionStats, period=interval_s, error="", error_summary=r.errors or None,
-            execution_summary=r.status or None,
+            ExecutionStats, period=interval_s, error="",
+            error_summary=None if "errors" in r.maps_removed else r.errors or None,
+            execution_summary=None if "status" in r.maps_removed else r.status or None,
             latency_stats=_build(LatencyStats, total_latency=r.latency or None, device_latency=None))
     if r.vcpu:
         vcpu = _build(RuntimeVcpu, **{k: v for k, v in r.vcpu.items() if k in ("user", "system")})
@@ -328,13 +442,14 @@ def _runtime_entry(tag: str, r: _Runtime, interval_s: float | None) -> RuntimeEn
     return _build(RuntimeEntry, pid=None, neuron_runtime_tag=tag, error="", report=_build(RuntimeReport, **groups))
 
 
-def _system_data(ecc_by_type: dict[int, dict[str, int]], ecc_totals: dict[int, int],
-                 average_usage: dict[str, float], memory_info: dict[str, int], interval_s: float | None) -> SystemData:
+def _system_data(host: _HostSeries, interval_s: float | None) -> SystemData:
     devices = []
+    ecc_by_type, ecc_totals = host.ecc_by_type, host.ecc_totals
     for device in sorted(set(ecc_by_type) | set(ecc_totals)):
         counts = ecc_by_type.get(device, {})
         if device in ecc_totals:
-            if sum(counts.values()) != ecc_totals[device]:
+            total = ecc_totals[device]
+            if total is None or sum(counts.values()) != total:
                 continue  # listed counters do not add up to the total: no figure rather than a wrong one
             counts = {event: counts.get(event, 0) for event in ECC_EVENTS}
         devices.append(_build(DeviceEcc, neuron_device_index=device,
@@ -342,15 +457,15 @@ def _system_data(ecc_by_type: dict[int, dict[str, int]], ecc_totals: dict[int, i
     groups: dict = {}
     if devices:
         groups["neuron_hw_counters"] = _build(NeuronHwCounters, period=interval_s, error="", neuron_devices=devices)
-    usage = dict(_named(average_usage, "system_vcpu_usage_ratio"))
+    usage = dict(_named(host.average_usage or {}, "system_vcpu_usage_ratio"))
     if "user" in usage and "system" in usage:
         # The exporter folds nice into user and io_wait/irq/soft_irq into system: what is left is idle.
         usage["idle"] = max(0.0, 100.0 - usage["user"] - usage["system"])
     # Always present: its period tells the ledger how often this host's figures are refreshed.
     groups["vcpu_usage"] = _build(VcpuUsage, period=interval_s, error="", average_usage=usage or None)
-    if memory_info:
-        groups["memory_info"] = _build(MemoryInfo, period=interval_s, error="",
-                                       **{k: v for k, v in memory_info.items() if k in MemoryInfo.__struct_fields__})
+    if host.memory_info:
+        groups["memory_info"] = _build(MemoryInfo, period=interval_s, error="", **{
+            k: v for k, v in host.memory_info.items() if k in MemoryInfo.__struct_fields__})
     return _build(SystemData, **groups)
 
 
@@ -407,8 +522,8 @@ def _parse_line(kind: str, text: str) -> list[ExporterReport | ReportRejected]:
     if len(text) > MAX_BODY_BYTES + 4096:
         raise ReportRejected("oversize", f"{len(text)} characters > {MAX_BODY_BYTES}")
     try:
-        doc = json.loads(text)
-    except (ValueError, RecursionError) as exc:
+        doc = msgspec.json.decode(text)
+    except (msgspec.DecodeError, RecursionError) as exc:
         raise ReportRejected("not-json", f"{type(exc).__name__}: {str(exc)[:120]}") from None
     if not isinstance(doc, dict):
         raise ReportRejected("not-object", f"a {kind} line must be a JSON object")

@@ -58,15 +58,14 @@ def _value(token: str) -> int | float:
 def _value_and_timestamp(rest: str, line: str) -> float:
     """The sample value after the name/labels, read as prometheus_client reads it (first of the
     blank-separated values; the last one, if several, must read as a timestamp)."""
-    text = rest.lstrip()
-    if " " in text or "\t" in text:
+    text = rest.lstrip()  # `line` is stripped: nothing trails
+    try:
+        if " " not in text and "\t" not in text:  # no timestamp: the common form
+            if not text:
+                raise ValueError("no value")
+            return float(_value(text))
         separator = " " if " " in text else "\t"
         values = [v.strip() for v in text.split(separator) if v.strip()]
-    else:
-        values = [text] if text.strip() else []
-    try:
-        if not values:
-            raise ValueError("no value")
         value = _value(values[0])
         if len(values) > 1:
             _value(values[-1])
@@ -120,15 +119,21 @@ def _read_sample(line: str, names: set[str]) -> tuple[str, dict[str, str], str]:
     else:
         name = line[:brace]
         if "\\" in line:
-            block = _BLOCK.match(line, brace)
-            labels = _escaped_labels(block.group(1)) if block else None
-            rest = line[block.end():] if block else ""
+            labels, rest = _escaped_block(line, brace)
         else:
             end = line.rfind("}")
             labels, rest = _plain_labels(line[brace + 1:end], names), line[end + 1:]
     if labels is None or not _NAME.fullmatch(name) or rest[:1] not in (" ", "\t"):
         raise ExpositionError(f"not a sample line (name{{label=\"value\",...}} value): {line[:120]!r}")
     return name, labels, rest
+
+
+def _escaped_block(line: str, brace: int) -> tuple[dict[str, str] | None, str]:
+    """Labels and the text after them of a line whose label block (at `brace`) has escapes."""
+    block = _BLOCK.match(line, brace)
+    if block is None:
+        return None, ""
+    return _escaped_labels(block.group(1)), line[block.end():]
 
 
 def _first_blank(line: str) -> int:
@@ -155,40 +160,80 @@ def samples(body: str, wanted: tuple[str, ...]) -> list[Sample]:
     allowed: tuple[str, ...] = ()
     add_total = False  # a counter family named without `_total`: its samples get it
     names: set[str] = set()  # label names found valid in this body
+    metrics: set[str] = set()  # metric names found valid in this body
+    escapes = "\\" in body  # label values with escapes need the slower block reader
     for line in body.split("\n"):
         line = line.strip()
         if not line:
             continue
         if line[0] == "#":
-            parts = _COMMENT_SPLIT.split(line, 3)
-            if len(parts) < 2 or (len(parts) > 2 and parts[1] not in ("HELP", "TYPE")):
-                continue
-            name = parts[2] if len(parts) > 2 else ""
-            if name and not _NAME.fullmatch(name):
-                raise ExpositionError(f"not a metric name in {line[:120]!r}")
-            if parts[1] == "HELP":
-                if name != family:
-                    family, allowed, add_total = name, (name,), False
-            elif parts[1] == "TYPE":
-                if len(parts) < 4 or parts[3] not in _TYPES:
-                    raise ExpositionError(f"TYPE without a known type: {line[:120]!r}")
-                family = name
-                suffixes = _TYPE_SUFFIXES.get(parts[3], ("",))
-                allowed = tuple(name + suffix for suffix in suffixes)
-                add_total = parts[3] == "counter" and not name.endswith("_total")
+            family, allowed, add_total = _comment(line, family, allowed, add_total)
             continue
         if line[0] == "{":
             raise ExpositionError(f"a metric name inside the braces is not read: {line[:120]!r}")
-        # `_created` series (a counter's creation time) are never read: only their name counts.
-        read = line.startswith(wanted) and not _sample_name(line).endswith("_created")
-        if read:
-            name, labels, rest = _read_sample(line, names)
+        read = False
+        brace = line.find("{")
+        name = line[:brace]
+        if brace > 0 and (name in metrics or _metric_name_ok(name, metrics)):
+            # The common form, `name{...} value`: the name ends at the brace (no blank, no " # ").
+            if line.startswith(wanted) and not name.endswith("_created"):
+                read = True
+                if escapes and "\\" in line:
+                    labels, rest = _escaped_block(line, brace)
+                else:
+                    end = line.rfind("}")
+                    labels, rest = _plain_labels(line[brace + 1:end], names), line[end + 1:]
+                if labels is None or rest[:1] not in (" ", "\t"):
+                    raise ExpositionError(f"not a sample line (name{{label=\"value\",...}} value): {line[:120]!r}")
         else:
-            name = _sample_name(line)
+            # `_created` series (a counter's creation time) are never read: only their name counts.
+            read = line.startswith(wanted) and not _sample_name(line).endswith("_created")
+            if read:
+                name, labels, rest = _read_sample(line, names)
+            else:
+                name = _sample_name(line)
         if name not in allowed:
             family, allowed, add_total = "", (), False  # an untyped family of its own
         elif add_total:
             name += "_total"
         if read and not name.endswith("_created"):
+            text = rest[1:]
+            # The common value, `1.5` or `2e+09` after one blank: float() reads it as
+            # prometheus_client does (int() would refuse it). Anything else is read in full.
+            if (rest[0] == " " and ("." in text or "e" in text) and "_" not in text and " " not in text
+                    and "\t" not in text):
+                try:
+                    out.append((name, labels, float(text)))
+                    continue
+                except ValueError:
+                    pass
             out.append((name, labels, _value_and_timestamp(rest, line)))
     return out
+
+
+def _metric_name_ok(name: str, names: set[str]) -> bool:
+    """Whether `name` is a metric name; `names` keeps those found valid in this body."""
+    if _NAME.fullmatch(name) is None:
+        return False
+    names.add(name)
+    return True
+
+
+def _comment(line: str, family: str, allowed: tuple[str, ...], add_total: bool) -> tuple[str, tuple[str, ...], bool]:
+    """The family state after comment `line`: HELP and TYPE lines start a family, others are
+    skipped; `ExpositionError` for a HELP or TYPE line without a metric name or known type."""
+    parts = _COMMENT_SPLIT.split(line, 3)
+    if len(parts) < 2 or (len(parts) > 2 and parts[1] not in ("HELP", "TYPE")):
+        return family, allowed, add_total
+    name = parts[2] if len(parts) > 2 else ""
+    if name and not _NAME.fullmatch(name):
+        raise ExpositionError(f"not a metric name in {line[:120]!r}")
+    if parts[1] == "HELP":
+        if name != family:
+            return name, (name,), False
+    elif parts[1] == "TYPE":
+        if len(parts) < 4 or parts[3] not in _TYPES:
+            raise ExpositionError(f"TYPE without a known type: {line[:120]!r}")
+        suffixes = _TYPE_SUFFIXES.get(parts[3], ("",))
+        return name, tuple(name + suffix for suffix in suffixes), parts[3] == "counter" and not name.endswith("_total")
+    return family, allowed, add_total

@@ -193,8 +193,8 @@ class Ledger:
             for item in parse_prometheus_line(line.kind, line.text):
                 if isinstance(item, ReportRejected):
                     stats.count_rejection(item.reason, item.detail)
-                else:
-                    self._fold_report(stats, line.source_id, t, item)
+                elif self._fold_report(stats, line.source_id, t, item):
+                    stats.count_field_rejections(list(item.rejected_fields))
             return
         try:
             report, rejected_fields = decode_report(line.text)

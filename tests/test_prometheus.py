@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Info, generate_
 from trnwatch.cli import main
 from trnwatch.collectors.lines import Line
 from trnwatch.collectors.neuron_monitor import Report
-from trnwatch.collectors.prometheus import parse_prometheus_line
+from trnwatch.collectors.prometheus import parse_prometheus_line, scrape_samples
 from trnwatch.collectors.prometheus_http import TokenError, UrlError, check_url, load_token
 from trnwatch.collectors.prometheus_sources import host_lines, query_url
 from trnwatch.ledger.ledger import Ledger
@@ -226,13 +226,64 @@ def test_a_bad_host_in_a_scrape_is_rejected_alone():
     good.consume(SimHost(GEN2, 0, 0, "healthy", 1.0).report(25))
     bad = ExporterState()
     bad.consume(SimHost(GEN2, 1, 0, "healthy", 1.0).report(25))
-    bad_text = re.sub(r"(neuroncore_memory_usage_tensors\{[^}]*\}) \S+", r"\1 -5.0", bad.render(), count=1)
+    # A core index beyond any host (a label: part of the series' identity, not a value of it).
+    bad_text = re.sub(r'neuroncore="5"', 'neuroncore="2048"', bad.render(), count=1)
     ledger = Ledger("live")
     ledger.ingest(Line("exp", "prometheus", 1000.0, scrape_line(good.render() + bad_text)))
     assert len(ledger.hosts) == 1
     stats = ledger.sources["exp"]
     assert stats.reports == 1 and stats.rejected == {"schema": 1}
-    assert "not a whole non-negative number" in stats.last_rejection
+    assert "beyond the bound" in stats.last_rejection
+
+
+UTIL_FIELD = "neuron_runtime_data[].report.neuroncore_counters.neuroncores_in_use{}.neuroncore_utilization"
+CORE_MEMORY_FIELD = ("neuron_runtime_data[].report.memory_used.neuron_runtime_used_bytes.usage_breakdown"
+                     ".neuroncore_memory_usage{}{}")
+
+
+def _as_promql_line(body: str) -> str:
+    """A scrape body's samples as one host's "promql" line (server mode's shape, values as text)."""
+    rows = [[name, labels, repr(value)] for name, labels, value in scrape_samples(body)]
+    return json.dumps({"interval_s": 1.0, "eval_s": 1000.0, "instance_id": rows[0][1]["instance_id"], "samples": rows})
+
+
+@pytest.mark.parametrize("kind", ["prometheus", "promql"])
+def test_one_out_of_range_value_rejects_that_field_only_as_on_stdin(kind):
+    # Issue 9.9: a utilisation of 100.01% on one core (chip 0) and negative bytes in one core's
+    # memory (chip 2) once discarded the whole host report. Now each value goes alone, counted
+    # under the field a neuron-monitor line names for it, with the same figures as that line gives.
+    report = SimHost(GEN2, 0, 0, "healthy", 1.0).report(25)
+    report["neuron_runtime_data"][0]["report"]["neuroncore_counters"]["neuroncores_in_use"]["1"]["neuroncore_utilization"] = 100.01
+    memory = report["neuron_runtime_data"][2]["report"]["memory_used"]["neuron_runtime_used_bytes"]
+    memory["usage_breakdown"]["neuroncore_memory_usage"]["9"]["tensors"] = -5
+    stdin = Ledger("live")
+    stdin.ingest(Line("nm", "neuron-monitor", 1000.0, json.dumps(report)))
+    state = ExporterState()
+    state.consume(report)
+    body = state.render()
+    assert "1.0001" in body and "} -5" in body
+    text = scrape_line(body) if kind == "prometheus" else _as_promql_line(body)
+    ledger = Ledger("live")
+    ledger.ingest(Line("exp", kind, 1000.0, text))
+    stats = ledger.sources["exp"]
+    assert stats.reports == 1 and not stats.rejected
+    assert stats.rejected_fields == {UTIL_FIELD: 1, CORE_MEMORY_FIELD: 1} == stdin.sources["nm"].rejected_fields
+    assert "is out of range" in stats.last_field_rejection
+    (host,) = ledger.hosts.values()
+    (direct,) = stdin.hosts.values()
+    # Chip 0 has no utilisation sample this period, chip 2 no HBM figure; everything else is kept.
+    assert [c.util_pct is None for c in host.chips] == [True, False, False, False]
+    assert [c.hbm_bytes is None for c in host.chips] == [False, False, True, False]
+    assert [(c.util_pct, c.hbm_bytes) for c in host.chips] == [(c.util_pct, c.hbm_bytes) for c in direct.chips]
+    assert host.memory_used_bytes is not None and host.vcpu_busy_pct is not None
+
+
+def test_a_value_beyond_a_float_is_a_removed_field():
+    body = re.sub(r'(neuroncore_utilization_ratio\{[^}]*\}) \S+', r"\1 1" + "0" * 5000, _gen2_body(), count=1)
+    ledger = Ledger("live")
+    ledger.ingest(Line("exp", "prometheus", 1000.0, scrape_line(body)))  # float('1000...') is inf
+    stats = ledger.sources["exp"]
+    assert not stats.rejected and stats.rejected_fields == {UTIL_FIELD: 1} and len(ledger.hosts) == 1
 
 
 @pytest.mark.parametrize("kind, text, reason", [
@@ -442,7 +493,6 @@ def test_hardware_counts_from_labels_are_bounded(label, value):
     (r'neuroncore="15"', 'neuroncore="2048"', "schema"),
     (r'neuron_device_index="3"', 'neuron_device_index="64"', "schema"),
     (r'(neuroncore_utilization_ratio\{[^}]*\}) \S+', r"\1 1" + "0" * 400, "not-exposition"),  # beyond a float
-    (r'(neuroncore_utilization_ratio\{[^}]*\}) \S+', r"\1 1" + "0" * 5000, "schema"),  # float('1000...') is inf
 ])
 def test_indices_and_values_from_input_are_bounded(pattern, replacement, reason):
     body = re.sub(pattern, replacement, _gen2_body(), count=1)
