@@ -312,34 +312,21 @@ class _HostSeries:
             self.identity_series(name, labels)
 
     def runtime_value(self, name: str, labels: dict[str, str], value: float) -> None:
-        r = self.runtime(labels, name)
-        label, what = _RUNTIME_FAMILIES[name]
+        label, what, check, field, optional = _RUNTIME_FAMILIES[name]
+        values = getattr(self.runtime(labels, name), what)
         key = _text(labels, label, name) or ""
-        if what == "used":
-            n = _count(value)
-            if n is not None:
-                r.used[key] = n
-            elif key in USED_LOCATIONS:
-                self.reject(_USED_FIELD + key, name, labels, value)
-        elif what == "vcpu":
-            pct = _pct(value)
-            if pct is not None:
-                r.vcpu[key] = pct
-            elif key in RUNTIME_VCPU_FIELDS:
-                self.reject(_VCPU_FIELD + key, name, labels, value)
-        elif what == "latency":
-            seconds = _seconds(value)
-            if seconds is None:
-                self.reject(_EXECUTION_FIELD + "latency_stats.total_latency{}", name, labels, value)
-            r.latency[key] = seconds
-        else:  # "errors" or "status": a counter map, whole or not at all
-            n = _count(value)
-            if n is not None:
-                getattr(r, what)[key] = n
-                return
-            summary = "error_summary{}" if what == "errors" else "execution_summary{}"
-            self.reject(_EXECUTION_FIELD + summary, name, labels, value)
-            r.maps_removed.add(what)
+        checked = check(value)
+        if checked is not None:
+            values[key] = checked
+        elif optional is not None:  # optional fields of the report (others are not read): left out
+            if key in optional:
+                self.reject(field + key, name, labels, value)
+        else:
+            self.reject(field, name, labels, value)
+            if what == "latency":
+                values[key] = None  # a nullable map value
+            else:
+                self.runtime(labels, name).maps_removed.add(what)  # a counter map goes whole
 
     def ecc(self, labels: dict[str, str], value: float) -> None:
         name = "hardware_ecc_events_total"
@@ -375,13 +362,15 @@ class _HostSeries:
                                     scenario=_text(labels, "scenario", name) or "")
 
 
-# Runtime series keyed by one label: series -> (label, _Runtime map).
+# Runtime series keyed by one label: series -> (label, _Runtime map, check, removed field, the
+# optional fields read from it, or None for a map).
 _RUNTIME_FAMILIES = {
-    "neuron_runtime_memory_used_bytes": ("memory_location", "used"),
-    "neuron_runtime_vcpu_usage_ratio": ("usage_type", "vcpu"),
-    "execution_errors_total": ("error_type", "errors"),
-    "execution_status_total": ("status_type", "status"),
-    "execution_latency_seconds": ("percentile", "latency"),
+    "neuron_runtime_memory_used_bytes": ("memory_location", "used", _count, _USED_FIELD, USED_LOCATIONS),
+    "neuron_runtime_vcpu_usage_ratio": ("usage_type", "vcpu", _pct, _VCPU_FIELD, RUNTIME_VCPU_FIELDS),
+    "execution_errors_total": ("error_type", "errors", _count, _EXECUTION_FIELD + "error_summary{}", None),
+    "execution_status_total": ("status_type", "status", _count, _EXECUTION_FIELD + "execution_summary{}", None),
+    "execution_latency_seconds": ("percentile", "latency", _seconds, _EXECUTION_FIELD + "latency_stats.total_latency{}",
+                                  None),
 }
 
 
