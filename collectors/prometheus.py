@@ -375,9 +375,12 @@ _RUNTIME_FAMILIES = {
 
 
 def host_report(instance_id: str, samples: list[Sample], interval_s: float | None) -> ExporterReport:
-    """One host's typed record from its exporter series (name, labels, value). A value past its bound (a utilisation of 100.01%, negative bytes) is removed
-    alone and noted in `rejected_fields`, as the neuron-monitor decoder removes it (a
-    `FieldRejection` named by the same report field); `ReportRejected` (reason `schema`) if a label is unusable or beyond its bound."""
+    """One host's typed record from its exporter series (name, labels, value).
+
+    A value past its bound (a utilisation of 100.01%, negative bytes) is removed alone and noted
+    in `rejected_fields`, as the neuron-monitor decoder removes it (a `FieldRejection` named by
+    the same report field); `ReportRejected` (reason `schema`) if a label is unusable or beyond
+    its bound."""
     host = _HostSeries()
     for name, labels, value in samples:
         host.read(name, labels, value)
