@@ -568,3 +568,26 @@ def test_receipt_says_how_many_samples_had_stale_gauges(tmp_path):
     ledger.hosts[host.host_id] = host
     receipt = build_receipt(ledger, "eof", written_at_s=2000.0)
     assert [c.util_stale_samples for c in receipt.chips] == [6] * 4
+
+
+def test_a_bad_count_removes_its_counter_map_only_as_on_stdin():
+    # A counter map none of whose entries may be null goes whole, by either path: rank0's errors,
+    # while its statuses and every other runtime's counters are folded.
+    report = SimHost(GEN2, 0, 0, "healthy", 1.0).report(25)
+    report["neuron_runtime_data"][0]["report"]["execution_stats"]["error_summary"]["generic"] = -1
+    stdin = Ledger("live")
+    stdin.ingest(Line("nm", "neuron-monitor", 1000.0, json.dumps(report)))
+    body = re.sub(r'(execution_errors_total\{[^}]*error_type="generic"[^}]*runtime_tag="llama3-pretrain-rank0"[^}]*\}) \S+',
+                  r"\1 -1.0", _gen2_body(), count=1)
+    assert body != _gen2_body()
+    ledger = Ledger("live")
+    ledger.ingest(Line("exp", "prometheus", 1000.0, scrape_line(body)))
+    field = "neuron_runtime_data[].report.execution_stats.error_summary{}"
+    assert ledger.sources["exp"].rejected_fields == {field: 1} == stdin.sources["nm"].rejected_fields
+    assert not ledger.sources["exp"].rejected
+    for direct in (ledger, stdin):
+        (host,) = direct.hosts.values()
+        totals = {r.tag: r.executions.totals() for r in host.runtimes.values()}
+        assert not any(k.startswith("error.") for k in totals["llama3-pretrain-rank0"])
+        assert any(k.startswith("status.") for k in totals["llama3-pretrain-rank0"])
+        assert all(any(k.startswith("error.") for k in t) for tag, t in totals.items() if tag != "llama3-pretrain-rank0")
