@@ -18,7 +18,7 @@ from textual import events
 from trnwatch.collectors.job_events import parse_job_line
 from trnwatch.collectors.lines import Line
 from trnwatch.collectors.prometheus_sources import HOST_LINES_PER_CHUNK
-from trnwatch.collectors.simulated import host_source_id
+from trnwatch.workloads.sim.source import host_source_id
 from trnwatch.ledger.job import JobLedger
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.tui.app import TrnwatchApp

@@ -772,7 +772,7 @@ def _make_session(args):
                               relay=True)]
         progress_every_s = 2.0
     else:  # demo
-        from trnwatch.collectors.simulated import host_source_id, sim_host_lines
+        from trnwatch.workloads.sim.source import host_source_id, sim_host_lines
         from trnwatch.workloads.sim.fleet import fleet_hosts
         from trnwatch.workloads.sim.topology import get_topology
         mode = "simulated"

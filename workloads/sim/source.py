@@ -3,6 +3,8 @@
 Each simulated host renders its report to JSON text, and that text goes through the same
 `Line` -> parse -> ledger path as a live neuron-monitor stream; only the bytes' origin differs.
 Hosts are staggered across the period, as independent neuron-monitor processes would be.
+It lives with the simulator, not in collectors/, so that no product source imports the
+simulator: the command line's demo assembly is the one place that joins the two.
 """
 
 import asyncio
