@@ -82,10 +82,19 @@ def test_demo_removes_its_temporary_job_folder_on_exit(tmp_path):
     assert not list(tmp_path.glob("trnwatch-demo-job-*"))
 
 
-def test_train_without_torch_says_what_to_install():
-    hide_torch = ("import runpy, sys; sys.modules['torch'] = None; sys.argv = ['train', '--help']; "
+def run_train_without_torch(*flags: str) -> subprocess.CompletedProcess:
+    hide_torch = (f"import runpy, sys; sys.modules['torch'] = None; sys.argv = ['train', *{list(flags)!r}]; "
                   "runpy.run_module('trnwatch.workloads.train', run_name='__main__')")
-    result = subprocess.run([sys.executable, "-c", hide_torch], capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, "-c", hide_torch], capture_output=True, text=True, timeout=60)
+
+
+def test_train_without_torch_says_what_to_install(tmp_path):
+    result = run_train_without_torch("--run-dir", str(tmp_path / "run"))
     assert result.returncode == 1
     assert "needs PyTorch" in result.stderr and "pip install torch" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_train_help_needs_no_torch():
+    result = run_train_without_torch("--help")
+    assert result.returncode == 0 and "--run-dir" in result.stdout and "--hang-region" in result.stdout

@@ -16,7 +16,9 @@ from trnwatch.collectors.checkpoints import CheckpointDirWatcher  # noqa: E402
 from trnwatch.collectors.job_events import parse_job_line  # noqa: E402
 from trnwatch.collectors.job_files import follow_run_dir  # noqa: E402
 from trnwatch.ledger.job import JobLedger  # noqa: E402
-from trnwatch.workloads import train  # noqa: E402
+from trnwatch.workloads import checkpoint_files, train, train_args  # noqa: E402
+from trnwatch.workloads.cpu_backend import ColumnLinear, RowLinear  # noqa: E402
+from trnwatch.workloads.tiny_gpt import TinyGPT, parameter_count  # noqa: E402
 from tests.torchrun import stop_torchrun as stop  # noqa: E402
 
 LAYERS = 2
@@ -30,7 +32,7 @@ def test_every_workload_flag_passes_through_torchrun_untouched():
     from torch.distributed.run import get_args_parser
 
     flags = []
-    for action in train.build_parser()._actions:
+    for action in train_args.build_parser()._actions:
         if action.option_strings and action.dest != "help":
             flags += [action.option_strings[0]] + (["1"] if action.nargs != 0 else [])
     launcher = get_args_parser()
@@ -42,35 +44,35 @@ def test_every_workload_flag_passes_through_torchrun_untouched():
 
 def single_rank(tp_size=1, tp_rank=0):
     parallel = SimpleNamespace(tp_size=tp_size, tp_rank=tp_rank)
-    parallel.column = lambda i, o: train.ColumnLinear(i, o, parallel)
-    parallel.row = lambda i, o: train.RowLinear(i, o, parallel)
+    parallel.column = lambda i, o: ColumnLinear(i, o, parallel)
+    parallel.row = lambda i, o: RowLinear(i, o, parallel)
     return parallel
 
 
 def test_parameter_count_matches_the_unsharded_model():
-    model = train.TinyGPT(dim=64, layers=3, heads=4, seq_len=32, parallel=single_rank())
-    assert sum(p.numel() for p in model.parameters()) == train.parameter_count(64, 3, 32)
+    model = TinyGPT(dim=64, layers=3, heads=4, seq_len=32, parallel=single_rank())
+    assert sum(p.numel() for p in model.parameters()) == parameter_count(64, 3, 32)
 
 
 def test_tensor_parallel_shards_tile_the_single_rank_weights():
     weights = []
     for tp_rank in (0, 1):
         torch.manual_seed(7)
-        weights.append(train.TinyGPT(64, 1, 4, 32, single_rank(2, tp_rank)).blocks[0].down.weight)
+        weights.append(TinyGPT(64, 1, 4, 32, single_rank(2, tp_rank)).blocks[0].down.weight)
     torch.manual_seed(7)
-    full = train.TinyGPT(64, 1, 4, 32, single_rank()).blocks[0].down.weight
+    full = TinyGPT(64, 1, 4, 32, single_rank()).blocks[0].down.weight
     assert torch.equal(torch.cat(weights, dim=1), full)
 
 
 def test_newest_complete_checkpoint_ignores_an_interrupted_save(tmp_path):
     for step, done in ((5, True), (10, True), (15, False)):
-        tag_dir = tmp_path / train.checkpoint_tag(step)
+        tag_dir = tmp_path / checkpoint_files.checkpoint_tag(step)
         tag_dir.mkdir()
         (tag_dir / "checkpoint").write_text("")
         if done:
             (tag_dir / "done").write_text("")
-    assert train.newest_complete_checkpoint(str(tmp_path)) == 10
-    assert train.newest_complete_checkpoint(str(tmp_path / "missing")) is None
+    assert checkpoint_files.newest_complete_checkpoint(str(tmp_path)) == 10
+    assert checkpoint_files.newest_complete_checkpoint(str(tmp_path / "missing")) is None
 
 
 # ---- real runs ----------------------------------------------------------------------------------
@@ -225,7 +227,7 @@ def test_a_crashed_run_resumes_from_the_newest_complete_checkpoint(tmp_path):
     flags = ["--tp", "1", "--steps", "24", "--checkpoint-interval", "5"]  # dp = 2
     assert run_to_end(tmp_path, 2, *flags, "--crash-rank", "1", "--crash-step", "17", log="crash.log") != 0
     checkpoints = tmp_path / "run" / "checkpoints"
-    interrupted = checkpoints / train.checkpoint_tag(20)  # a save that began but never finished
+    interrupted = checkpoints / checkpoint_files.checkpoint_tag(20)  # a save that began but never finished
     interrupted.mkdir()
     (interrupted / "checkpoint").write_text("")
     assert run_to_end(tmp_path, 2, *flags, log="resume.log") == 0
@@ -258,9 +260,9 @@ def test_a_crashed_run_resumes_from_the_newest_complete_checkpoint(tmp_path):
 def test_the_neuron_path_imports_cleanly_and_says_what_to_install(tmp_path):
     """No Trainium here: the Neuron backend module imports without the Neuron packages, and asking
     for it fails with a message naming what to install, not a traceback."""
-    from trnwatch.workloads import train_neuron
+    from trnwatch.workloads import neuron_backend
 
-    assert train_neuron.neuron_unavailable_reason() is not None
+    assert neuron_backend.neuron_unavailable_reason() is not None
     result = subprocess.run([sys.executable, "-m", "trnwatch.workloads.train", "--device", "neuron",
                              "--run-dir", str(tmp_path / "run")], capture_output=True, text=True, timeout=120)
     assert result.returncode != 0

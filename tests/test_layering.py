@@ -31,3 +31,25 @@ def test_product_folder_imports_no_workload(folder):
         for path in sorted((ROOT / folder).glob("*.py"))
     }
     assert {path: mods for path, mods in offenders.items() if mods} == {}
+
+
+def test_workload_modules_import_in_one_direction():
+    """No cycle among workloads/ modules, and none imports the torchrun entry script."""
+    package = "trnwatch.workloads"
+    graph = {
+        f"{package}.{path.stem}": {m for m in imported_modules(path) if m.startswith(package + ".")}
+        for path in sorted((ROOT / "workloads").glob("*.py"))
+    }
+    graph = {module: {m for m in imports if m in graph and m != module} for module, imports in graph.items()}
+    assert not [module for module, imports in graph.items() if f"{package}.train" in imports]
+
+    def reachable(start: str) -> set[str]:
+        seen, stack = set(), list(graph[start])
+        while stack:
+            module = stack.pop()
+            if module not in seen:
+                seen.add(module)
+                stack.extend(graph[module])
+        return seen
+
+    assert [module for module in graph if module in reachable(module)] == []

@@ -52,7 +52,7 @@ GLOBAL_BATCH = 1024
 MICRO_BATCH = 1
 GRADIENT_BYTES = 16 << 30  # bf16 gradients of an ~8B-parameter model
 MODEL = {"name": "llama3-8b (simulated)", "params": 8_030_261_248}
-# Named like the packages a real job reports (train_neuron.py), valued "simulated": never a real version.
+# Named like the packages a real job reports (neuron_backend.py), valued "simulated": never a real version.
 SIM_VERSIONS = {"neuron_sdk": "simulated", "neuronx-cc": "simulated", "torch-neuronx": "simulated", "trnwatch_sim": "1"}
 
 

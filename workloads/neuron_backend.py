@@ -2,7 +2,7 @@
 
 NEVER RUN HERE: written against the NxD training APIs of Neuron SDK 2.28.x (the last release with
 supported NxD training) from their documented signatures; there was no Trainium to run it on.
-Same interface as `train.CpuBackend`. Differences that matter to the monitor:
+Same interface as `cpu_backend.CpuBackend`. Differences that matter to the monitor:
 
 - Collectives live inside the XLA step graph, so host timers around them lie. Every
   `--probe-interval` steps the backend drains the device queue and times a 1-element all-reduce
@@ -22,7 +22,8 @@ import time
 import torch
 import torch.distributed as dist
 
-from trnwatch.workloads.train import RESUME_INFO, broadcast_step, write_atomic
+from trnwatch.workloads.checkpoint_files import RESUME_INFO, write_atomic
+from trnwatch.workloads.cpu_backend import broadcast_step
 
 INSTALL_HINT = (
     "Install torch-neuronx, torch-xla and neuronx-distributed from AWS's Neuron pip repository on a "
@@ -58,7 +59,7 @@ def _chip_of_core(core: int) -> int | None:
 
 
 class NeuronBackend:
-    """NxD on Trainium, same methods as `train.CpuBackend`; Neuron modules are imported on creation."""
+    """NxD on Trainium, same methods as `cpu_backend.CpuBackend`; Neuron modules are imported on creation."""
 
     precision = "bf16"
 
