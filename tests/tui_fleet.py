@@ -18,13 +18,13 @@ from textual import events
 from trnwatch.collectors.job_events import parse_job_line
 from trnwatch.collectors.lines import Line
 from trnwatch.collectors.prometheus_sources import HOST_LINES_PER_CHUNK
-from trnwatch.workloads.sim.source import host_source_id
 from trnwatch.ledger.job import JobLedger
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.tui.app import TrnwatchApp
 from trnwatch.workloads.sim.exporter import fleet
 from trnwatch.workloads.sim.fleet import SimHost, fleet_hosts
 from trnwatch.workloads.sim.job import rank_events
+from trnwatch.workloads.sim.source import host_source_id
 from trnwatch.workloads.sim.topology import get_topology
 
 BASE_S = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC

@@ -772,8 +772,8 @@ def _make_session(args):
                               relay=True)]
         progress_every_s = 2.0
     else:  # demo
-        from trnwatch.workloads.sim.source import host_source_id, sim_host_lines
         from trnwatch.workloads.sim.fleet import fleet_hosts
+        from trnwatch.workloads.sim.source import host_source_id, sim_host_lines
         from trnwatch.workloads.sim.topology import get_topology
         mode = "simulated"
         hosts = fleet_hosts(get_topology(args.topology), args.seed, args.scenario, args.period)
