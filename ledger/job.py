@@ -52,14 +52,16 @@ Rules (defaults are module constants, all overridable per ledger):
 Memory: per-rank and per-op state plus deques with a maxlen; at most MAX_RANKS ranks (and never
 a rank at or beyond the announced world size) and MAX_COLLECTIVE_OPS op names; an event beyond
 a bound is rejected (`JobEventRejected`, counted by the caller), never folded.
+
+Here: the fold, the run's figures and the verdict's precedence. The per-rank state is
+`job_ranks.py`; the steady-state rules (warm-up, steady samples, percentiles) `job_steady.py`;
+dead ranks and which failure is the cause `job_blame.py`; positions, the majority and suspect
+records `job_suspects.py`; the typed section they fill `job_summary.py`.
 """
 
-import math
 from collections import Counter, deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from statistics import median
-from typing import Literal
 
 from trnwatch.collectors.job_events import (
     Checkpoint,
@@ -72,19 +74,28 @@ from trnwatch.collectors.job_events import (
     RunStart,
     Step,
 )
+from trnwatch.ledger.job_blame import dead_ranks, failure_rows, failure_words
+from trnwatch.ledger.job_ranks import STEP_WINDOW as STEP_WINDOW  # bounds named with the ledger
+from trnwatch.ledger.job_ranks import WAIT_WINDOW_STEPS as WAIT_WINDOW_STEPS
+from trnwatch.ledger.job_ranks import RankState, StepKind, StepSample
+from trnwatch.ledger.job_steady import (
+    WARMUP_PROBE_STEPS,
+    percentile,
+    percentiles,
+    rank_throughput,
+    recent_step_times_s,
+)
 from trnwatch.ledger.job_summary import (
     CheckpointSaves,
     CollectiveEntry,
     Failure,
     JobSection,
     Observed,
-    Percentiles,
     PhaseEntry,
     RankCounts,
     RestartEntry,
     Stall,
     Suspect,
-    SuspectEvidence,
     Thresholds,
     Throughput,
     Verdict,
@@ -92,8 +103,15 @@ from trnwatch.ledger.job_summary import (
     WarningEntry,
     Warnings,
 )
-
-ChipUtilisation = Callable[[str, int], float | None]  # (host, chip) -> latest utilisation %, or None
+from trnwatch.ledger.job_suspects import (
+    ChipUtilisation,
+    majority_text,
+    named,
+    position_suspects,
+    positions,
+    suspect,
+    with_device_evidence,
+)
 
 DEAD_AFTER_S = 10.0
 LATE_FACTOR = 3.0
@@ -101,13 +119,7 @@ LATE_AFTER_S = 5.0
 STALL_FACTOR = 5.0
 STALL_AFTER_S = 30.0
 STRAGGLER_MIN_SKEW_FRACTION = 0.2
-WARMUP_OUTLIER_FACTOR = 2.0
-WARMUP_PROBE_STEPS = 32  # the first steps of a process the warm-up is inferred from
-WARMUP_MIN_AFTER = 1  # steps after a candidate warm-up step needed to judge it (re-judged as more come)
-RECENT_STEPS = 64  # steady steps the late and stall thresholds are computed from
-STEP_WINDOW = 256
 COLLECTIVE_WINDOW = 1024
-WAIT_WINDOW_STEPS = 32
 MIN_WAIT_STEPS = 5  # fewer steps of wait data say nothing about a straggler
 TIMELINE_SPANS = 128
 FAILURES_KEPT = 64
@@ -119,14 +131,7 @@ MAX_RANKS = 32768  # a 1,152-host Trn3 cluster at LNC=2 runs 18,432 ranks
 MAX_COLLECTIVE_OPS = 64
 MAX_TS_AHEAD_S = 60.0
 
-STARTUP_LONG_PHASES = ("init", "compile")
 STARTUP_PHASES = ("init", "compile", "warmup")
-COLLECTIVE_REGION_PREFIX = "collective"
-CHECKPOINT_REGION = "checkpoint"
-POSITIONS_SHOWN = 3  # in a reason; the suspects list has every rank
-SUSPECTS_NAMED = 3  # ranks named in a reason
-
-StepKind = Literal["steady", "open", "other", "late"]  # open: no phase open
 
 
 class JobEventRejected(ValueError):
@@ -135,78 +140,6 @@ class JobEventRejected(ValueError):
     def __init__(self, reason: str, detail: str):
         super().__init__(detail)
         self.reason = reason
-
-
-def percentile(values, q: float) -> float | None:
-    """Nearest-rank percentile (q in 0..100) of `values`; None when empty."""
-    ordered = sorted(values)
-    if not ordered:
-        return None
-    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
-
-
-def _percentiles(values) -> Percentiles:
-    ordered = sorted(values)
-    if not ordered:
-        return Percentiles(p50=None, p90=None, p99=None)
-    at = lambda q: ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]  # noqa: E731
-    return Percentiles(p50=at(50), p90=at(90), p99=at(99))
-
-
-@dataclass(slots=True)
-class StepSample:
-    step: int
-    ts: float
-    step_time_s: float
-    tokens: int | None
-    kind: StepKind
-    open_index: int  # how many steps with no phase open this process took before this one
-    tokens_per_s_per_device: float | None = None  # as a passive log reports it (TorchTitan's tps)
-
-
-@dataclass
-class RankState:
-    """What the ledger knows about one rank, from its latest process start onwards."""
-
-    rank: int
-    host: str | None = None
-    chip: int | None = None
-    core: int | None = None
-    local_rank: int | None = None
-    pid: int | None = None
-    restart: int = 0
-    status: Literal["running", "finished", "failed", "aborted"] = "running"
-    last_seen_ts: float | None = None
-    has_heartbeats: bool = False
-    last_step: int | None = None
-    last_step_ts: float | None = None
-    heartbeat_ts: float | None = None
-    heartbeat_step: int | None = None
-    region: str | None = None
-    region_since: float | None = None
-    open_phases: dict[str, float] = field(default_factory=dict)  # phase -> begin ts
-    open_checkpoint: Checkpoint | None = None
-    paused_since_step: bool = False  # a blocking checkpoint ran since the last step
-    saw_steady: bool = False  # this process opened an explicit steady phase
-    steps_before_steady: int = 0
-    first_step_times_s: list[float] = field(default_factory=list)  # this process's first open steps
-    open_steps: int = 0  # steps with no phase open, this process
-    steps: deque = field(default_factory=lambda: deque(maxlen=STEP_WINDOW))  # StepSample
-    wait_per_step: deque = field(default_factory=lambda: deque(maxlen=WAIT_WINDOW_STEPS))  # [step, wait_s]
-    error: str | None = None
-    failed_ts: float | None = None
-    warnings: int = 0  # non-fatal errors since its latest start
-    last_warning: str | None = None
-
-    def blocking_pause(self) -> tuple[str, float] | None:
-        """(phase, since) of an open pause that explains no steps: a blocking checkpoint first."""
-        if self.open_checkpoint is not None and self.open_checkpoint.blocking is not False:
-            return "checkpoint", self.open_checkpoint.ts
-        if "checkpoint" in self.open_phases:
-            return "checkpoint", self.open_phases["checkpoint"]
-        if self.region == CHECKPOINT_REGION and self.region_since is not None:
-            return "checkpoint", self.region_since
-        return next(((phase, ts) for phase, ts in self.open_phases.items() if phase in STARTUP_LONG_PHASES), None)
 
 
 @dataclass
@@ -453,7 +386,7 @@ class JobLedger:
             return "other"
         if event.step_time_s > self.late_after_s:
             # A step longer than the floor: its time holds a stall if it is late by this rank's own rule.
-            if event.step_time_s > self._late_threshold_s(self._recent_step_times_s(rank)):
+            if event.step_time_s > self._late_threshold_s(recent_step_times_s(rank)):
                 return "late"
         return "steady" if "steady" in rank.open_phases else "open"
 
@@ -511,7 +444,7 @@ class JobLedger:
         if idle_s <= threshold_s or self._blocking_pause(ts) is not None or self.dead_ranks(ts):
             return
         self.stalls.append(Stall(begin_ts=ts - idle_s, end_ts=ts, duration_s=idle_s, threshold_s=threshold_s,
-                                 suspects=list(self._position_suspects(ts))))
+                                 suspects=list(position_suspects(self.ranks, set(self.dead_ranks(ts)), ts))))
 
     # ---- queries -----------------------------------------------------------------------------
 
@@ -522,35 +455,10 @@ class JobLedger:
         present = [rank for rank in with_steps if rank not in dead]
         return (present or with_steps or [None])[0]
 
-    @staticmethod
-    def _warmup_steps(rank: RankState) -> int:
-        """Leading steps of the rank's process that are outliers against the median of the steps
-        after them (inferred warm-up), or the steps before its explicit steady phase."""
-        if rank.saw_steady:
-            return rank.steps_before_steady
-        times = rank.first_step_times_s
-        warmup = 0
-        while len(times) - warmup - 1 >= WARMUP_MIN_AFTER:
-            if times[warmup] <= WARMUP_OUTLIER_FACTOR * median(times[warmup + 1:]):
-                break
-            warmup += 1
-        return warmup
-
-    def _steady_samples(self, rank: RankState) -> list[StepSample]:
-        """The rank's recent steady steps (see the module's steady-state rule)."""
-        if rank.saw_steady:
-            return [s for s in rank.steps if s.kind == "steady"]
-        warmup = self._warmup_steps(rank)
-        return [s for s in rank.steps if s.kind == "open" and s.open_index >= warmup]
-
-    def _recent_step_times_s(self, rank: RankState) -> list[float]:
-        steady = self._steady_samples(rank)[-RECENT_STEPS:]
-        return [s.step_time_s for s in steady] or [s.step_time_s for s in list(rank.steps)[-RECENT_STEPS:]]
-
     def step_times_s(self, now_s: float) -> list[float]:
         """Recent steady step times of the reference rank (all recent steps if none is steady)."""
         rank = self.reference_rank(now_s)
-        return [] if rank is None else self._recent_step_times_s(self.ranks[rank])
+        return [] if rank is None else recent_step_times_s(self.ranks[rank])
 
     def _late_threshold_s(self, step_times_s: list[float]) -> float:
         p99 = percentile(step_times_s, 99)
@@ -568,30 +476,7 @@ class JobLedger:
         rank_id = self.reference_rank(now_s)
         if rank_id is None:
             return None
-        rank = self.ranks[rank_id]
-        samples = self._steady_samples(rank)
-        if not samples:
-            return None
-        steady_s = sum(s.step_time_s for s in samples)
-        with_tokens = [s for s in samples if s.tokens is not None]
-        token_s = sum(s.step_time_s for s in with_tokens)
-        return Throughput(
-            tokens_per_s=sum(s.tokens for s in with_tokens) / token_s if with_tokens and token_s > 0 else None,
-            from_rank=rank_id,
-            boundary="explicit" if rank.saw_steady else "inferred",
-            warmup_steps=self._warmup_steps(rank),
-            steps_in_window=len(samples),
-            first_step=samples[0].step,
-            last_step=samples[-1].step,
-            begin_ts=samples[0].ts - samples[0].step_time_s,
-            end_ts=samples[-1].ts,
-            steady_s=steady_s,
-            excluded_steps=len(rank.steps) - len(samples),
-            last_step_age_s=max(0.0, now_s - samples[-1].ts),
-            step_time_s=_percentiles(s.step_time_s for s in samples[-RECENT_STEPS * 4:]),
-            tokens_per_s_per_device=median(per_device) if (per_device := [
-                s.tokens_per_s_per_device for s in samples if s.tokens_per_s_per_device is not None]) else None,
-        )
+        return rank_throughput(self.ranks[rank_id], now_s)
 
     def throughput_tokens_per_s(self, now_s: float) -> float | None:
         """Steady-state tokens/s of the whole job, from the reference rank's steady steps."""
@@ -617,24 +502,8 @@ class JobLedger:
     # ---- accounting and blame ----------------------------------------------------------------
 
     def dead_ranks(self, now_s: float) -> list[int]:
-        """Running ranks of the in-job emitter that are gone: heartbeating ranks silent for more
-        than `dead_after_s`, or ranks that announced themselves (`run_start`, heartbeats) and are
-        silent since before their peers' first failure while every peer has ended. The second
-        rule needs no heartbeat: a rank killed before its first one is still the silent one."""
-        silent = [
-            rank for rank in self.ranks.values()
-            if rank.status == "running" and (rank.has_heartbeats or rank.pid is not None)
-            and rank.last_seen_ts is not None
-        ]
-        dead = {rank.rank for rank in silent if rank.has_heartbeats and now_s - rank.last_seen_ts > self.dead_after_s}
-        reported = [rank.failed_ts for rank in self.ranks.values() if rank.failed_ts is not None]
-        if reported:
-            first_ts = min(reported)
-            before = {rank.rank for rank in silent if rank.last_seen_ts < first_ts}
-            others_ended = all(rank.status != "running" for rank in self.ranks.values() if rank.rank not in before)
-            if before and others_ended:
-                dead |= before
-        return sorted(dead)
+        """Running ranks of the in-job emitter that are gone (the rule: `job_blame.dead_ranks`)."""
+        return dead_ranks(self.ranks, now_s, self.dead_after_s)
 
     def rank_counts(self, now_s: float) -> RankCounts:
         """running + finished + failed + dead + unknown = world size (dead ranks are not running)."""
@@ -650,23 +519,8 @@ class JobLedger:
         )
 
     def _failure_rows(self, now_s: float) -> list[dict]:
-        """Failure reports kept, plus ranks gone without a word, in time order, each with its
-        `role`: in each process generation (`restart`) the cause is "first", the rest follow."""
-        rows = [dict(row) for row in self.failures]
-        if rows:
-            for rank_id in self.dead_ranks(now_s):
-                rank = self.ranks[rank_id]
-                rows.append({"rank": rank_id, "ts": rank.last_seen_ts, "kind": "silent", "error": None,
-                             "run_end": None, "source": None, "exit_code": None, "signal": None,
-                             "restart": rank.restart})
-        first: dict[int, dict] = {}
-        for row in rows:
-            best = first.get(row["restart"])
-            if best is None or _blame_key(row) < _blame_key(best):
-                first[row["restart"]] = row
-        for row in rows:
-            row["role"] = "first" if first[row["restart"]] is row else "consequence"
-        return sorted(rows, key=lambda row: (row["ts"], row["rank"]))
+        """Failure reports kept, plus ranks gone without a word, each with its role (`job_blame`)."""
+        return failure_rows(self.failures, self.ranks, self.dead_ranks(now_s))
 
     def failure_reports(self, now_s: float) -> list[Failure]:
         """Every failure kept (and ranks gone without a word), in time order, cause first in role."""
@@ -689,11 +543,11 @@ class JobLedger:
             return JobDiagnosis("finished", f"all {len(self.ranks)} ranks ended with success")
         if dead:
             suspects = tuple(
-                self._suspect(self.ranks[rank], f"no event for {now_s - self.ranks[rank].last_seen_ts:.0f} s", now_s)
+                suspect(self.ranks[rank], f"no event for {now_s - self.ranks[rank].last_seen_ts:.0f} s", now_s)
                 for rank in dead
             )
             return JobDiagnosis("dead", f"{len(dead)} rank(s) silent for > {self.dead_after_s:.0f} s: "
-                                f"{_named(suspects)}", self._with_device_evidence(suspects, chip_util_pct))
+                                f"{named(suspects)}", with_device_evidence(suspects, self.ranks, chip_util_pct))
 
         pause = self._blocking_pause(now_s)
         if pause is not None:
@@ -704,10 +558,12 @@ class JobLedger:
             thresholds = self.thresholds(now_s)
             for verdict, threshold_s in (("stalled", thresholds.stall_s), ("late", thresholds.late_s)):
                 if idle_s > threshold_s:
-                    suspects = self._with_device_evidence(self._position_suspects(now_s), chip_util_pct)
-                    lead = f"{_named(suspects)}; " if suspects else ""
+                    dead_set = set(dead)
+                    suspects = with_device_evidence(position_suspects(self.ranks, dead_set, now_s), self.ranks,
+                                                    chip_util_pct)
+                    lead = f"{named(suspects)}; " if suspects else ""
                     reason = (f"{lead}no progress for {idle_s:.0f} s ({verdict} after {threshold_s:.0f} s); "
-                              f"{self._majority_text(now_s)}")
+                              f"{majority_text(positions(self.ranks, dead_set))}")
                     return JobDiagnosis(verdict, reason, suspects, idle_s, threshold_s)
 
         starting = [rank for rank in running if any(phase in STARTUP_PHASES for phase in rank.open_phases)]
@@ -717,9 +573,9 @@ class JobLedger:
 
         straggler = self.straggler(now_s)
         if straggler is not None and straggler.slow:
-            suspect = self._suspect(self.ranks[straggler.rank], f"waits {straggler.skew_s * 1e3:.0f} ms/step less than peers", now_s)
-            suspects = self._with_device_evidence((suspect,), chip_util_pct)
-            return JobDiagnosis("slow", f"straggler {_named(suspects)}", suspects)
+            least = suspect(self.ranks[straggler.rank], f"waits {straggler.skew_s * 1e3:.0f} ms/step less than peers", now_s)
+            suspects = with_device_evidence((least,), self.ranks, chip_util_pct)
+            return JobDiagnosis("slow", f"straggler {named(suspects)}", suspects)
         return JobDiagnosis("steady", f"{len(running)} rank(s) stepping")
 
     def _failed(self, now_s: float, chip_util_pct: ChipUtilisation | None) -> JobDiagnosis:
@@ -729,15 +585,15 @@ class JobLedger:
         first = next(row for row in rows if row["role"] == "first")
         order = [first["rank"]] + [rank for rank in dict.fromkeys(row["rank"] for row in rows) if rank != first["rank"]]
         errors = {row["rank"]: row["error"] for row in reversed(rows) if row["error"]}
-        words = _failure_words(first)
+        words = failure_words(first)
         suspects = tuple(
-            self._suspect(self.ranks[rank], words if rank == first["rank"] else "failed after the first",
+            suspect(self.ranks[rank], words if rank == first["rank"] else "failed after the first",
                           now_s, errors.get(rank))
             for rank in order
         )
         later = f"; {len(order) - 1} later failure(s) listed as consequences" if len(order) > 1 else ""
-        reason = f"first failure {_named(suspects[:1])}: {words}{later}"
-        return JobDiagnosis("failed", reason, self._with_device_evidence(suspects, chip_util_pct))
+        reason = f"first failure {named(suspects[:1])}: {words}{later}"
+        return JobDiagnosis("failed", reason, with_device_evidence(suspects, self.ranks, chip_util_pct))
 
     def _blocking_pause(self, now_s: float) -> JobDiagnosis | None:
         dead = set(self.dead_ranks(now_s))
@@ -751,87 +607,6 @@ class JobLedger:
         open_s = now_s - min(ts for _, ts in shown)
         verdict = "checkpointing" if checkpointing else "compiling"
         return JobDiagnosis(verdict, f"{phases} open on {len(shown)} rank(s) for {open_s:.0f} s")
-
-    def _positions(self, now_s: float) -> dict[tuple[int, str], list[int]]:
-        dead = set(self.dead_ranks(now_s))
-        positions: dict[tuple[int, str], list[int]] = {}
-        for rank in sorted(self.ranks.values(), key=lambda rank: rank.rank):
-            if rank.status == "running" and rank.has_heartbeats and rank.rank not in dead:
-                positions.setdefault((rank.heartbeat_step, rank.region), []).append(rank.rank)
-        return positions
-
-    @staticmethod
-    def _majority(positions: dict[tuple[int, str], list[int]]) -> tuple[int, str] | None:
-        if not positions:
-            return None
-        return max(
-            positions,
-            key=lambda position: (
-                len(positions[position]),
-                (position[1] or "").startswith(COLLECTIVE_REGION_PREFIX),  # a heartbeat may name no region
-                position[0],
-            ),
-        )
-
-    def _position_suspects(self, now_s: float) -> tuple[Suspect, ...]:
-        positions = self._positions(now_s)
-        majority = self._majority(positions)
-        if majority is None or len(positions) == 1:
-            return ()
-        step, region = majority
-        why = f"differs from the majority ({len(positions[majority])} rank(s) in {region} at step {step})"
-        return tuple(
-            self._suspect(self.ranks[rank], why, now_s)
-            for position, ranks in sorted(positions.items(), key=lambda item: item[1][0])
-            if position != majority
-            for rank in ranks
-        )
-
-    def _majority_text(self, now_s: float) -> str:
-        positions = self._positions(now_s)
-        if not positions:
-            return "no heartbeats (passive source): position of ranks unknown"
-        ordered = sorted(positions.items(), key=lambda item: -len(item[1]))
-        parts = [f"{len(ranks)} rank(s) in {region} at step {step}" for (step, region), ranks in ordered[:POSITIONS_SHOWN]]
-        if len(ordered) > POSITIONS_SHOWN:
-            parts.append(f"{len(ordered) - POSITIONS_SHOWN} more position(s)")
-        return "; ".join(parts)
-
-    def _suspect(self, rank: RankState, why: str, now_s: float, error: str | None = None) -> Suspect:
-        return Suspect(
-            rank=rank.rank, host=rank.host, chip=rank.chip, core=rank.core, region=rank.region,
-            step=rank.heartbeat_step if rank.heartbeat_step is not None else rank.last_step,
-            evidence=SuspectEvidence(
-                why=why,
-                heartbeat_age_s=None if rank.heartbeat_ts is None else max(0.0, now_s - rank.heartbeat_ts),
-                region_age_s=None if rank.region_since is None else max(0.0, now_s - rank.region_since),
-                chip_util_pct=None, peer_chip_util_median_pct=None,
-                error=error if error is not None else rank.error,
-                warnings=rank.warnings, last_warning=rank.last_warning,
-            ),
-        )
-
-    def _with_device_evidence(
-        self, suspects: tuple[Suspect, ...], chip_util_pct: ChipUtilisation | None
-    ) -> tuple[Suspect, ...]:
-        """Add each suspect's chip utilisation and the median of the other chips in the job."""
-        if chip_util_pct is None or not suspects:
-            return suspects
-        chips = {(rank.host, rank.chip) for rank in self.ranks.values() if rank.host is not None and rank.chip is not None}
-        utilisation = {chip: chip_util_pct(*chip) for chip in chips}
-        with_evidence = []
-        for suspect in suspects:
-            if suspect.host is None or suspect.chip is None:
-                with_evidence.append(suspect)
-                continue
-            own = (suspect.host, suspect.chip)
-            peers = [value for chip, value in utilisation.items() if chip != own and value is not None]
-            evidence = suspect.evidence.model_copy(update={
-                "chip_util_pct": utilisation.get(own),
-                "peer_chip_util_median_pct": median(peers) if peers else None,
-            })
-            with_evidence.append(suspect.model_copy(update={"evidence": evidence}))
-        return tuple(with_evidence)
 
     # ---- the receipt's job section -----------------------------------------------------------
 
@@ -865,7 +640,7 @@ class JobLedger:
             compile_cache_hits=self.compile_cache_hits,
             throughput=self.throughput(now_s),
             checkpoint_saves=CheckpointSaves(count=self.checkpoint_saves, background=self.background_saves,
-                                             save_s=_percentiles(self.checkpoint_saves_s)),
+                                             save_s=percentiles(self.checkpoint_saves_s)),
             restarts=[
                 RestartEntry(
                     restart=r.restart, from_step=r.from_step,
@@ -878,7 +653,7 @@ class JobLedger:
             ],
             collectives={
                 op: CollectiveEntry(count=self.collective_count[op], bytes=self.collective_bytes[op],
-                                    latency_s=_percentiles(latencies))
+                                    latency_s=percentiles(latencies))
                 for op, latencies in sorted(self.collective_latency_s.items())
             } or "unavailable: needs the in-job emitter",
             wait_skew=None if straggler is None else WaitSkew(
@@ -896,31 +671,3 @@ class JobLedger:
             dropped_fields=dict(sorted(self.dropped_fields.items())),
             log_profiles=dict(sorted(self.log_profiles.items())),
         )
-
-
-def _blame_key(row: dict) -> tuple:
-    """Which failure is the cause: a rank stopped from outside (ended aborted, or reported by its
-    launcher as ended by SIGTERM: torchrun's agent stops the surviving workers that way once one
-    failed) only when nothing else failed, then the earliest in time."""
-    stopped = row["run_end"] == "aborted" or (row["source"] == "launcher" and row["signal"] == "SIGTERM")
-    return (stopped, row["ts"], row["rank"])
-
-
-def _failure_words(row: dict) -> str:
-    if row["kind"] == "silent":
-        return "went silent without an error or run_end (killed?)"
-    if row["kind"] == "error":
-        how = ", ".join(part for part in (row["signal"], None if row["exit_code"] is None else f"exit {row['exit_code']}") if part)
-        return f"error: {row['error']}" + (f" ({how})" if how else "")
-    return f"run ended {row['run_end']}"
-
-
-def _named(suspects: tuple[Suspect, ...]) -> str:
-    """"rank 437 (host trn3-07 chip 3)" for the first few suspects."""
-    parts = []
-    for suspect in suspects[:SUSPECTS_NAMED]:
-        chip = "?" if suspect.chip is None else suspect.chip
-        parts.append(f"rank {suspect.rank} (host {suspect.host or '?'} chip {chip})")
-    if len(suspects) > SUSPECTS_NAMED:
-        parts.append(f"{len(suspects) - SUSPECTS_NAMED} more")
-    return ", ".join(parts)
