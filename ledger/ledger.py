@@ -1,7 +1,7 @@
 """The ledger: every line any source delivered, folded into scoped state.
 
-Data flows one way: sources yield `Line`s, `Ledger.ingest` parses and folds them, views and
-receipts read the ledger. Nothing here touches a terminal, a socket or the wall clock: every
+Data flows one way: sources yield `Line`s, collectors/decode.py turns each into typed records,
+`Ledger.fold` folds them, views and receipts read the ledger. Nothing here touches a terminal, a socket or the wall clock: every
 method that needs "now" takes it, so the same lines give the same state live and in replay.
 
 Scopes are kept apart by construction: chips live inside hosts, hosts are placed in an
@@ -13,23 +13,17 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal
 
-from trnwatch.collectors.job_events import JobLineError, decode_job_line
-from trnwatch.collectors.job_log import parse_job_log_stats
+from trnwatch.collectors.decode import DEVICE_KINDS, SOURCE_KIND_OF, Decoded, DeviceReport, Record, Rejected, decode
+from trnwatch.collectors.job_events import DecodedJobLine
+from trnwatch.collectors.job_log import JobLogStats
 from trnwatch.collectors.limits import MAX_HOSTS
 from trnwatch.collectors.lines import Line, SourceEvent
-from trnwatch.collectors.neuron_monitor import FieldRejection, Report, ReportRejected, decode_report
-from trnwatch.collectors.prometheus import PROMETHEUS_KINDS, parse_prometheus_line
+from trnwatch.collectors.neuron_monitor import FieldRejection, Report
 from trnwatch.ledger.goodput import GoodputClock
 from trnwatch.ledger.hosts import HostState
 from trnwatch.ledger.job import JobDiagnosis, JobEventRejected, JobLedger
 from trnwatch.ledger.job_summary import JobSection
-from trnwatch.ledger.rollups import (
-    ClusterRollup,
-    UltraServerRollup,
-    cluster_rollup,
-    source_periods_s,
-    ultraserver_rollup,
-)
+from trnwatch.ledger.rollups import ClusterRollup, UltraServerRollup, cluster_rollup, source_periods_s, ultraserver_rollup
 
 Evidence = Literal["live", "replayed", "simulated"]
 # connecting / reconnecting / lost-while-retrying come from link events of remote sources (SSH,
@@ -46,7 +40,6 @@ STALE_MIN_S = 5.0
 # LOST_MIN_S) is lost: its host is gone, not late. Its silence counts as a gap from then on.
 LOST_PERIODS = 10
 LOST_MIN_S = 30.0
-DEVICE_KINDS = ("neuron-monitor", *PROMETHEUS_KINDS)
 # The order a header's worst-source slot reads sources in: the most serious state first.
 WORST_STATE_FIRST: tuple[str, ...] = ("lost", "reconnecting", "stale", "connecting", "waiting")
 
@@ -97,7 +90,7 @@ class SourceStats:
         self.rejected[reason] += 1
         self.last_rejection = detail[:200]
 
-    def count_field_rejections(self, rejections: list[FieldRejection]) -> None:
+    def count_field_rejections(self, rejections: tuple[FieldRejection, ...] | list[FieldRejection]) -> None:
         """Values removed from a kept report, each counted under its schema field."""
         for r in rejections:
             self.rejected_fields[r.field] += 1
@@ -131,7 +124,7 @@ class SourceStats:
 
 
 class Ledger:
-    """All scoped state of one session. Feed it `Line`s; read hosts, chips and rollups."""
+    """All scoped state of one session. Fold decoded lines into it (`fold`, or `ingest` a raw line); read hosts, chips and rollups."""
 
     def __init__(self, mode: Evidence, ultraservers: dict[str, str] | None = None,
                  job_rules: dict[str, float] | None = None):
@@ -161,58 +154,42 @@ class Ledger:
         return stats
 
     def ingest(self, line: Line) -> None:
-        """Parse one raw line and fold it; a bad line is counted against its source, never raised."""
+        """Decode one raw line with its kind's decoder (collectors/decode.py) and fold it: for
+        callers on one thread (tests, benchmarks). The session decodes off the event loop and
+        calls `fold`. A bad line is counted against its source, never raised."""
+        self.fold(decode(line))
+
+    def fold(self, decoded: Decoded) -> None:
+        """Fold the typed records of one line; a rejected one is counted against its source."""
         self.generation += 1
-        stats = self.source(line.source_id, "job" if line.kind == "job-log" else line.kind)
-        t = line.received_s
+        stats = self.source(decoded.source_id, SOURCE_KIND_OF.get(decoded.kind, decoded.kind))
+        t = decoded.received_s
         if self.first_s is None:
             self.first_s = t
         self.last_s = t
         if stats.link is not None and stats.link != "up":
             stats.link, stats.link_since_s = "up", t
-        if line.oversize_bytes:
-            stats.count_rejection("oversize", f"line of {line.oversize_bytes} bytes discarded")
-            return
-        if not line.text.strip():
-            return
         try:
-            self._ingest_text(stats, line)
+            for record in decoded.records:
+                self._fold_record(stats, t, record)
         except Exception as exc:  # noqa: BLE001 - last resort: a defect costs this line, never the source
             stats.count_rejection("internal", f"{type(exc).__name__}: {exc}")
 
-    def _ingest_text(self, stats: SourceStats, line: Line) -> None:
-        t = line.received_s
-        if line.kind == "job":
-            self._ingest_job(stats, line)
-            return
-        if line.kind == "job-log":
-            self._ingest_job_log(stats, line)
-            return
-        if line.kind in PROMETHEUS_KINDS:
-            # One scrape or one host's PromQL answers: one Report per host, each rejected alone.
-            for item in parse_prometheus_line(line.kind, line.text):
-                if isinstance(item, ReportRejected):
-                    stats.count_rejection(item.reason, item.detail)
-                elif self._fold_report(stats, line.source_id, t, item):
-                    stats.count_field_rejections(list(item.rejected_fields))
-            return
-        try:
-            report, rejected_fields = decode_report(line.text)
-        except ReportRejected as exc:
-            stats.count_rejection(exc.reason, exc.detail)
-            return
-        if self._fold_report(stats, line.source_id, t, report):
-            stats.count_field_rejections(rejected_fields)
+    def _fold_record(self, stats: SourceStats, t: float, record: Record) -> None:
+        if isinstance(record, Rejected):
+            stats.count_rejection(record.reason, record.detail)
+        elif isinstance(record, DeviceReport):
+            if self._fold_report(stats, stats.source_id, t, record.report):
+                stats.count_field_rejections(record.rejected_fields)
+        elif isinstance(record, DecodedJobLine):
+            self._fold_job(stats, t, record)
+        else:
+            self._fold_job_log(stats, record)
 
-    def _ingest_job(self, stats: SourceStats, line: Line) -> None:
-        try:
-            decoded = decode_job_line(line.text)
-        except JobLineError as exc:
-            stats.count_rejection("job-schema", str(exc))
-            return
+    def _fold_job(self, stats: SourceStats, t: float, decoded: DecodedJobLine) -> None:
         job = self.job if self.job is not None else JobLedger(**self.job_rules)
         try:
-            job.ingest(decoded.event, line.received_s)
+            job.ingest(decoded.event, t)
         except JobEventRejected as exc:
             stats.count_rejection(exc.reason, str(exc))
             return
@@ -221,17 +198,12 @@ class Ledger:
             self.goodput = GoodputClock()
         job.dropped_fields.update(decoded.dropped_fields)
         if stats.first_s is None:
-            stats.first_s = line.received_s
-        stats.last_s = line.received_s
+            stats.first_s = t
+        stats.last_s = t
         stats.reports += 1
         self.goodput.ingest(decoded.event)
 
-    def _ingest_job_log(self, stats: SourceStats, line: Line) -> None:
-        try:
-            counts = parse_job_log_stats(line.text)
-        except ValueError as exc:
-            stats.count_rejection("job-log", str(exc))
-            return
+    def _fold_job_log(self, stats: SourceStats, counts: JobLogStats) -> None:
         stats.log_profile, stats.unparsed_lines = counts.profile, counts.unparsed
         if self.job is None:
             self.job = JobLedger(**self.job_rules)

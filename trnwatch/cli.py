@@ -29,29 +29,6 @@ boundary, from which source; without --receipt it goes to ~/.local/state/trnwatc
 """
 
 
-def _positive(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
-    if not number > 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0: {value!r}")
-    return number
-
-
-def _non_negative(value: str) -> float:
-    number = _positive(value) if value not in ("0", "0.0") else 0.0
-    return number
-
-
-def _time_arg(value: str):
-    from trnwatch.collectors.recording_reader import TimeArg
-    try:
-        return TimeArg.parse(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 AGE_UNITS = {"s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 
@@ -78,83 +55,26 @@ def _retain_arg(value: str) -> int:
     return int(value)
 
 
-def _watch_sources(p: argparse.ArgumentParser) -> None:
-    """The source options of `watch` (and `record`)."""
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--stdin", action="store_true", help="read one neuron-monitor stream (one JSON report per line) from stdin until EOF")
-    src.add_argument("--neuron-monitor", metavar="PATH", help="run this executable instead of neuron-monitor, with the same arguments")
-    from trnwatch import scaleout
-    scaleout.add_watch_options(p, src)
-    p.add_argument("--period", type=_positive, default=1.0, metavar="SECONDS", help="neuron-monitor report period; poll interval of --scrape / --prometheus (default 1)")
-    p.add_argument("--label", default=None, help="stream label used as host id when a report has no instance id "
-                   "(default: 'stdin' or 'local')")
-
-
 def _session_options(p: argparse.ArgumentParser) -> None:
+    from trnwatch.sources import positive
+    p.set_defaults(default_receipt=True)
     g = p.add_argument_group("session")
     g.add_argument("--headless", action="store_true", help="no screen: collect, then write the receipt and print its path")
-    g.add_argument("--duration", type=_positive, metavar="SECONDS", help="stop after this many seconds (default: until EOF or Ctrl-C)")
+    g.add_argument("--duration", type=positive, metavar="SECONDS", help="stop after this many seconds (default: until EOF or Ctrl-C)")
     g.add_argument("--receipt", type=Path, metavar="PATH", help="where to write the receipt JSON (Markdown goes beside it as .md)")
     g.add_argument("--record", type=Path, metavar="PATH", help="record every raw line ingested (trnwatch.recording/2, "
                    "index in PATH.idx), for `trnwatch replay`")
     g.add_argument("--ultraservers", type=Path, metavar="FILE",
                    help="map hosts to UltraServers: lines of '<host id or stream label> <ultraserver id>'")
-    g.add_argument("--refresh", type=_positive, default=1.0, metavar="SECONDS", help="screen refresh interval (default 1)")
+    g.add_argument("--refresh", type=positive, default=1.0, metavar="SECONDS", help="screen refresh interval (default 1)")
     g.add_argument("--theme", default=None, choices=THEME_NAMES, help="screen theme (default dark; mono under NO_COLOR)")
     g.add_argument("--snapshot-dir", type=Path, metavar="DIR", help="where the screen's export key (e) writes "
                    "SVG + JSON snapshots (default ./snapshots)")
 
 
-def _positive_int(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {value!r}")
-    return number
-
-
-JOB_FORMATS = ["job", "nxd", "nxdt", "torchtitan"]
-
-
-def _job_options(p: argparse.ArgumentParser, demo: bool) -> None:
-    from trnwatch.ledger.job import LATE_AFTER_S, LATE_FACTOR, STALL_AFTER_S, STALL_FACTOR
-
-    g = p.add_argument_group("job telemetry")
-    g.add_argument("--late-after", type=_positive, metavar="S", default=LATE_AFTER_S,
-                   help=f"LATE when no rank completes a step for max({LATE_FACTOR:g} x p99 of recent steady step "
-                   f"times, S) seconds (default {LATE_AFTER_S:g})")
-    g.add_argument("--stall-after", type=_positive, metavar="S", default=STALL_AFTER_S,
-                   help=f"STALLED after max({STALL_FACTOR:g} x median recent steady step time, S) seconds "
-                   f"(default {STALL_AFTER_S:g})")
-    if demo:
-        g.add_argument("--job-dir", type=Path, metavar="DIR",
-                       help="write the simulated job's trnwatch.job/1 rank files (or its log, with --job-format) "
-                       "here (default: a temporary folder)")
-        g.add_argument("--job-format", default="job", choices=JOB_FORMATS,
-                       help="write the simulated job as trnwatch.job/1 rank files (job, the default) or as rank 0's "
-                       "log in that framework's format, read back through the matching log profile")
-        return
-    g.add_argument("--job-dir", type=Path, metavar="DIR",
-                   help="follow a run directory of trnwatch.job/1 rank files (rank-NNNNN.jsonl), history first")
-    g.add_argument("--job-log", type=Path, metavar="FILE", action="append",
-                   help="follow a training job's own log through a log profile (NxD Core, NxD Training, TorchTitan; "
-                   "Neuron runtime errors and torchrun's failure summary in any log): steps, loss, throughput, "
-                   "compiles, checkpoints, errors. Repeat for one log per rank. No collective latency: that needs "
-                   "the in-job emitter")
-    g.add_argument("--log-profile", metavar="NAME", help="read --job-log with this profile instead of detecting "
-                   "it from the first lines (built-in: nxd, nxdt, torchtitan)")
-    g.add_argument("--log-profile-file", type=Path, metavar="FILE",
-                   help="add log profiles from a TOML file (format: docs/job-telemetry.md)")
-    g.add_argument("--global-batch", type=_positive_int, metavar="N",
-                   help="sequences per optimizer step, for passive tokens/s where the log does not say")
-    g.add_argument("--seq-len", type=_positive_int, metavar="N",
-                   help="tokens per sequence, for passive tokens/s (with --global-batch, or a log's sequences/s)")
-    g.add_argument("--ckpt-dir", type=Path, metavar="DIR", help="watch a checkpoint folder (<tag>/checkpoint, <tag>/done)")
-
-
 def build_parser() -> argparse.ArgumentParser:
+    from trnwatch import sources
+    from trnwatch.sources import non_negative, positive
     parser = argparse.ArgumentParser(
         prog="trnwatch",
         description="Live monitor for training runs on AWS Trainium3 UltraServers: per-chip HBM and NeuronCore "
@@ -168,9 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     watch = sub.add_parser("watch", help="watch neuron-monitor streams (local child process or stdin)",
                            description="Watch a live neuron-monitor stream. With no source option, runs the local "
                            "neuron-monitor (PATH or /opt/aws/neuron/bin) with a generated config.")
-    _watch_sources(watch)
+    sources.add_options(watch, "watch")
     _session_options(watch)
-    _job_options(watch, demo=False)
 
     record = sub.add_parser("record", help="headless recorder for long runs: every source of `watch`, no screen",
                             description="Record every line the sources of `watch` deliver into a folder of "
@@ -178,44 +97,28 @@ def build_parser() -> argparse.ArgumentParser:
                             "--duration. No screen, and no receipt unless --receipt is given. `trnwatch replay DIR` "
                             "replays the folder as one recording.")
     record.add_argument("folder", type=Path, metavar="DIR", help="where the recording files go (created 0700)")
-    _watch_sources(record)
+    sources.add_options(record, "record")
     rec = record.add_argument_group("recording")
     rec.add_argument("--rotate", type=_rotate_arg, action="append", default=[], metavar="SIZE|AGE",
                      help="start the next file after SIZE bytes (K, M, G, T: powers of 1024, e.g. 1G) or AGE "
                      "(s, m, h, d, e.g. 6h); repeat to give both")
     rec.add_argument("--retain", type=_retain_arg, metavar="N", help="keep at most N recording files in DIR (oldest deleted)")
-    rec.add_argument("--duration", type=_positive, metavar="SECONDS", help="stop after this many seconds")
+    rec.add_argument("--duration", type=positive, metavar="SECONDS", help="stop after this many seconds")
     rec.add_argument("--receipt", type=Path, metavar="PATH", help="also write a receipt at the end")
     rec.add_argument("--ultraservers", type=Path, metavar="FILE", help="host -> UltraServer map, as for `watch`")
-    _job_options(record, demo=False)
-    record.set_defaults(headless=True, record=None, default_receipt=False)
+    record.set_defaults(headless=True, record=None, default_receipt=False, snapshot_dir=None)
 
     replay = sub.add_parser("replay", help="replay a recording to the same figures and receipt",
                             description="Replay a recording made with --record. Figures and receipt match the recorded "
                             "session; the receipt's evidence is 'replayed'.")
-    replay.add_argument("recording", type=Path, metavar="RECORDING",
-                        help="a recording file (/1 or /2), or a folder of rotated files made by `trnwatch record`")
-    replay.add_argument("--speed", type=_non_negative, default=None, metavar="X",
-                        help="replay rate: 1 = real time, 0 = as fast as possible (default: 1 with the screen, 0 with --headless)")
-    replay.add_argument("--from", dest="from_t", type=_time_arg, metavar="T",
-                        help="start at T: seconds from the recording's start (negative: before its end) or an ISO-8601 "
-                        "time (UTC unless it says); only the frames needed are read")
-    replay.add_argument("--to", dest="to_t", type=_time_arg, metavar="T", help="stop before T (same forms as --from)")
-    replay.add_argument("--info", action="store_true",
-                        help="print span, sources, hosts, evidence, size and compression ratio, and exit")
+    sources.add_options(replay, "replay")
     _session_options(replay)
 
     demo = sub.add_parser("demo", help="the whole simulated Trn3 UltraServer through the live parsing path",
                           description="Simulated Trn3 Gen2 UltraServer: 36 hosts x 4 chips, each host's reports rendered "
                           "to JSON text and parsed exactly like a live stream. Everything it shows is labelled SIMULATED.")
-    from trnwatch.workloads.sim.scenarios import SCENARIOS
-    from trnwatch.workloads.sim.topology import TOPOLOGIES
-    demo.add_argument("--scenario", default="healthy", choices=sorted(SCENARIOS), help="fault scenario (default healthy)")
-    demo.add_argument("--topology", default="trn3-gen2-us", choices=sorted(TOPOLOGIES), help="fleet shape (default trn3-gen2-us)")
-    demo.add_argument("--seed", type=int, default=0, help="simulator seed (default 0)")
-    demo.add_argument("--period", type=_positive, default=1.0, metavar="SECONDS", help="report period per host (default 1)")
+    sources.add_options(demo, "demo")
     _session_options(demo)
-    _job_options(demo, demo=True)
 
     sim = sub.add_parser("sim", help="the simulator as a drop-in neuron-monitor (reports on stdout)",
                          description="A drop-in neuron-monitor for one simulated host: accepts -c CONFIG and --verbose "
@@ -227,24 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
                           description="Collect from a source for --duration (default: three report periods; a recording: "
                           "to its end), then print a plain-text summary of every scope, or with --json the full "
                           "snapshot (trnwatch.snapshot/1), the same one the screen's export key writes.")
-    snap_src = snap.add_mutually_exclusive_group()
-    snap_src.add_argument("--stdin", action="store_true", help="one neuron-monitor stream from stdin (as `watch --stdin`)")
-    snap_src.add_argument("--neuron-monitor", metavar="PATH", help="run this executable instead of neuron-monitor")
-    snap_src.add_argument("--demo", action="store_true", help="the simulated UltraServer (as `trnwatch demo`)")
-    snap_src.add_argument("--replay", dest="recording", type=Path, metavar="RECORDING", help="a recording made with --record")
-    from trnwatch import scaleout
-    scaleout.add_watch_options(snap, snap_src)
-    snap.add_argument("--period", type=_positive, default=1.0, metavar="SECONDS", help="report / poll period (default 1)")
-    snap.add_argument("--label", default=None, help="stream label used as host id when a report has no instance id")
-    snap.add_argument("--scenario", default="healthy", choices=sorted(SCENARIOS), help="--demo fault scenario")
-    snap.add_argument("--topology", default="trn3-gen2-us", choices=sorted(TOPOLOGIES), help="--demo fleet shape")
-    snap.add_argument("--seed", type=int, default=0, help="--demo simulator seed (default 0)")
-    snap.add_argument("--duration", type=_positive, metavar="SECONDS", help="how long to collect before printing")
+    sources.add_options(snap, "snapshot")
+    snap.add_argument("--duration", type=positive, metavar="SECONDS", help="how long to collect before printing")
     snap.add_argument("--ultraservers", type=Path, metavar="FILE", help="host -> UltraServer map, as for `watch`")
     snap.add_argument("--receipt", type=Path, metavar="PATH", help="also write the session's receipt here")
     snap.add_argument("--json", action="store_true", help="print the JSON snapshot instead of the text summary")
-    _job_options(snap, demo=False)
-    snap.set_defaults(headless=True, record=None, speed=0.0, job_format="job")
+    snap.set_defaults(headless=True, record=None, default_receipt=False, snapshot_dir=None)
 
     compare = sub.add_parser("compare", help="compare two receipts, refusing mismatched boundaries",
                              description="Compare two receipts figure by figure. The boundary (scope, chips, hosts, "
@@ -257,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--json", action="store_true", help="print the comparison as JSON instead of Markdown")
     compare.add_argument("--allow-mismatch", default="", metavar="FIELD[,FIELD]",
                          help="boundary fields allowed to differ; the output is labelled 'not like for like'")
-    compare.add_argument("--fail-if-slower", type=_non_negative, metavar="PCT",
+    compare.add_argument("--fail-if-slower", type=non_negative, metavar="PCT",
                          help="exit 1 when steady tokens/s fell by more than PCT percent beyond noise")
 
     schema = sub.add_parser("schema", help="print the JSON Schema of a contract",
@@ -495,11 +386,9 @@ SNAPSHOT_PERIODS = 3  # default collection time of `trnwatch snapshot`, in repor
 def _run_snapshot(args) -> int:
     """`trnwatch snapshot`: collect headless from the chosen source, then print every scope."""
     from trnwatch.ledger.snapshot import build_snapshot, render_text, session_now_s, snapshot_json
-    kind = "demo" if args.demo else "replay" if args.recording else "watch"
-    source_args = argparse.Namespace(**{**vars(args), "command": kind, "default_receipt": False})
-    if args.duration is None and kind != "replay":
-        source_args.duration = SNAPSHOT_PERIODS * args.period
-    session, _ = _make_session(source_args)
+    if args.duration is None and args.recording is None:  # a recording is read to its end
+        args = argparse.Namespace(**{**vars(args), "duration": SNAPSHOT_PERIODS * args.period})
+    session, _ = _make_session(args)
 
     async def collect():
         from trnwatch.session import hold_exit_signals
@@ -582,112 +471,15 @@ def _keys_from_terminal() -> int:
         raise UsageError(str(exc)) from None
 
 
-def _job_requested(args) -> bool:
-    return bool(getattr(args, "job_dir", None) or getattr(args, "job_log", None) or getattr(args, "ckpt_dir", None))
-
-
-def _job_sources(args) -> list:
-    """Job telemetry sources of `watch`: rank files, logs, a checkpoint folder."""
-    from trnwatch.collectors.checkpoints import follow_checkpoint_dir
-    from trnwatch.collectors.job_files import follow_run_dir
-    from trnwatch.session import SourceSpec
-
-    sources = []
-    if getattr(args, "job_dir", None):
-        run_dir = str(args.job_dir)
-        # Each rank file is its own source (job:rank-NNNNN.jsonl); the follower only relays them.
-        sources.append(SourceSpec(f"job-dir:{run_dir}", "job", lambda: follow_run_dir(run_dir), relay=True))
-    run = None
-    if getattr(args, "job_log", None):
-        run, log_specs = _job_log_sources(args)
-        sources += log_specs
-    if getattr(args, "ckpt_dir", None):
-        ckpt = str(args.ckpt_dir)
-        ckpt_run = run or args.ckpt_dir.resolve().name
-        sources.append(SourceSpec(f"ckpt:{args.ckpt_dir.resolve().name}", "job", lambda: follow_checkpoint_dir(ckpt, ckpt_run)))
-    return sources
-
-
-def _job_log_sources(args) -> tuple[str, list]:
-    """One source per --job-log, all read as one run; raises UsageError for a bad profile."""
-    from trnwatch.collectors.job_log import follow_job_log, log_sources
-    from trnwatch.collectors.log_profiles import LogProfileError, load_profile_file, profile_registry
-    from trnwatch.session import SourceSpec
-
-    profiles = profile_registry()
-    if args.log_profile_file:
-        try:
-            profiles = profile_registry(load_profile_file(args.log_profile_file, profiles))
-        except LogProfileError as exc:
-            raise UsageError(str(exc)) from None
-    if args.log_profile and (args.log_profile not in profiles or profiles[args.log_profile].always):
-        choices = ", ".join(name for name, p in profiles.items() if not p.always)
-        raise UsageError(f"unknown log profile {args.log_profile!r}; choose one of: {choices}")
-    run, logs = log_sources([str(path) for path in args.job_log])
-    specs = []
-    for log in logs:
-        specs.append(SourceSpec(log.source_id, "job", lambda log=log: follow_job_log(
-            log.path, profiles, args.log_profile, run, log.default_rank, args.global_batch, args.seq_len,
-            source_id=log.source_id)))
-    return run, specs
-
-
-def _sim_job(args, hosts):
-    """The demo's simulated job: a writer appending rank files (or, with --job-format, rank 0's
-    log in that framework's format) each period, and the same follower a live `--job-dir`
-    (or `--job-log`) uses reading them back. Without --job-dir the files go to a temporary
-    folder, removed when the session ends (every exit path runs the writer's `finally`)."""
-    import shutil
-    import tempfile
-
-    from trnwatch.collectors.job_files import follow_run_dir
-    from trnwatch.session import SourceSpec
-    from trnwatch.workloads.sim.job import GLOBAL_BATCH, SEQ_LEN, SimJobWriter
-
-    temporary = args.job_dir is None  # the demo's own folder: removed when the session ends
-    run_dir = args.job_dir or Path(tempfile.mkdtemp(prefix="trnwatch-demo-job-"))
-    job_format = args.job_format
-    if job_format == "job":
-        writer = SimJobWriter(hosts, run_dir)
-        spec = SourceSpec(f"job-dir:{run_dir}", "job", lambda: follow_run_dir(str(run_dir)), relay=True)
-    else:
-        from trnwatch.collectors.job_log import follow_job_log
-        from trnwatch.collectors.log_profiles import profile_registry
-        from trnwatch.workloads.sim.job import run_id
-        from trnwatch.workloads.sim.job_logs import SimLogWriter
-
-        log = run_dir / f"rank0-{job_format}.log"
-        writer = SimLogWriter(hosts, log, job_format)
-        # The profile is detected from the log's first lines, as for a real one; the batch shape
-        # is passed as a user would with --global-batch / --seq-len.
-        spec = SourceSpec(f"joblog:{log.name}", "job", lambda: follow_job_log(
-            str(log), profile_registry(), None, run_id(hosts[0]), 0, GLOBAL_BATCH, SEQ_LEN))
-
-    async def write_ticks():
-        start = time.monotonic()
-        tick = 0
-        try:
-            while True:
-                writer.write_tick(tick, time.time())
-                tick += 1
-                await asyncio.sleep(max(0.0, start + tick * args.period - time.monotonic()))
-        finally:
-            writer.close()
-            if temporary:
-                shutil.rmtree(run_dir, ignore_errors=True)
-
-    return spec, write_ticks
-
-
 def _check_outputs(args) -> None:
     """Before collecting: every output the user named must be writable (else a usage error); when
     the default receipt folder is not, say at once that the receipt will go to the current
     directory instead (and fail if that is not writable either)."""
     from trnwatch.output import OutputError, check_writable, default_receipt_dir
-    named = [("--receipt", args.receipt), ("--record", getattr(args, "record", None))]
+    named = [("--receipt", args.receipt), ("--record", args.record)]
     if args.command == "record":
         named.append(("DIR", args.folder / "trnwatch-probe.trnrec"))
-    if getattr(args, "snapshot_dir", None) is not None:
+    if args.snapshot_dir is not None:
         named.append(("--snapshot-dir", args.snapshot_dir / "snapshot.json"))
     for option, path in named:
         if path is None:
@@ -698,7 +490,7 @@ def _check_outputs(args) -> None:
                 check_writable(path.with_suffix(".md"))
         except OutputError as exc:
             raise UsageError(f"{option}: {exc}") from None
-    if args.receipt is not None or not getattr(args, "default_receipt", True):
+    if args.receipt is not None or not args.default_receipt:
         return  # `trnwatch snapshot` writes a receipt only when asked
     try:
         check_writable(default_receipt_dir() / "receipt.json")
@@ -711,102 +503,37 @@ def _check_outputs(args) -> None:
         _warn(f"the default receipt folder cannot be written ({exc}); the receipt will go to the current directory")
 
 
-def _replay_entry(path: Path, recording, from_s: float | None, to_s: float | None):
-    from trnwatch.ledger.receipt import ReplayEntry
-    stats = recording.stats
-    return ReplayEntry(recording=str(path), schema=recording.schema, window_from=from_s, window_to=to_s,
-                       frames_read=stats.frames_read, frames_skipped=dict(sorted(stats.skipped.items())))
-
-
 def _make_session(args):
-    """Sources, ledger and recorder for the chosen command; raises UsageError for bad input."""
-    from trnwatch.collectors import streams
-    from trnwatch.collectors.recording import Recorder, RecordingError, Rotation
-    from trnwatch.collectors.recording_reader import Recording, replay_lines
+    """Sources (trnwatch/sources.py), ledger and recorder for the chosen command; raises
+    UsageError for bad input."""
+    from trnwatch import sources
+    from trnwatch.collectors.recording import Recorder, Rotation
     from trnwatch.ledger.ledger import Ledger
-    from trnwatch.session import Session, SourceSpec
+    from trnwatch.session import Session
 
     _check_outputs(args)
-    ultraservers = _load_ultraservers(args.ultraservers)
-    recorded_evidence = None
-    progress_every_s = 10.0
-    remote = False
-    if args.command in ("watch", "record"):
-        mode = "live"
-        from trnwatch import scaleout
-        remote = scaleout.requested(args)
-        if remote:
-            try:
-                scale = scaleout.build(args)
-            except scaleout.OptionError as exc:
-                raise UsageError(str(exc)) from None
-            sources = scale.sources
-            ultraservers = {**scale.ultraservers, **ultraservers}  # an --ultraservers file has the last word
-        elif args.stdin:
-            label = args.label or "stdin"
-            # With the screen, reports keep coming from the pipe and keys from the terminal (as `less` does).
-            fd = 0 if args.headless else _keys_from_terminal()
-            sources = [SourceSpec(label, "neuron-monitor", lambda: streams.stdin_lines(label, fd=fd))]
-        elif not args.neuron_monitor and _job_requested(args) and streams.find_neuron_monitor() is None:
-            sources = []  # job telemetry alone gives the job scope
-            _warn("no neuron-monitor here; watching the job scope only")
-        else:
-            executable = args.neuron_monitor or streams.find_neuron_monitor()
-            if executable is None:
-                raise UsageError("neuron-monitor not found on PATH or in /opt/aws/neuron/bin. Install aws-neuronx-tools, "
-                                 "pass --neuron-monitor PATH, pipe a stream with --stdin, or try `trnwatch demo`.")
-            label = args.label or "local"
-            sources = [SourceSpec(label, "neuron-monitor",
-                                  lambda: streams.neuron_monitor_lines(executable, args.period, label))]
-    elif args.command == "replay":
-        mode = "replayed"
-        try:
-            recording = Recording(args.recording)
-            from_s, to_s = recording.window(getattr(args, "from_t", None), getattr(args, "to_t", None))
-        except (RecordingError, OSError) as exc:
-            raise UsageError(str(exc)) from None
-        recorded_evidence = recording.header.evidence
-        ultraservers = {**recording.header.ultraservers, **ultraservers}
-        speed = args.speed if args.speed is not None else (0.0 if args.headless else 1.0)
-        sources = [SourceSpec("replay", "neuron-monitor", lambda: replay_lines(recording, speed, from_s, to_s),
-                              relay=True)]
-        progress_every_s = 2.0
-    else:  # demo
-        from trnwatch.workloads.sim.fleet import fleet_hosts
-        from trnwatch.workloads.sim.source import host_source_id, sim_host_lines
-        from trnwatch.workloads.sim.topology import get_topology
-        mode = "simulated"
-        hosts = fleet_hosts(get_topology(args.topology), args.seed, args.scenario, args.period)
-        start = time.monotonic()
-        sources = [
-            SourceSpec(host_source_id(h), "neuron-monitor",
-                       lambda h=h, i=i: sim_host_lines(h, args.period, start, args.period * i / len(hosts)))
-            for i, h in enumerate(hosts)
-        ]
-    background = []
-    if args.command in ("watch", "record"):
-        sources += _job_sources(args)
-    elif args.command == "demo":
-        job_spec, job_writer = _sim_job(args, hosts)
-        sources.append(job_spec)
-        background.append(job_writer)
-    job_rules = {"late_after_s": getattr(args, "late_after", None), "stall_after_s": getattr(args, "stall_after", None)}
-    ledger = Ledger(mode, ultraservers, {k: v for k, v in job_rules.items() if v is not None})
+    try:
+        chosen = sources.build(args, _keys_from_terminal)
+    except sources.OptionError as exc:
+        raise UsageError(str(exc)) from None
+    for note in chosen.built.notes:
+        _warn(note)
+    # An --ultraservers file has the last word over a hosts file's or a recording's map.
+    ultraservers = {**chosen.built.ultraservers, **_load_ultraservers(args.ultraservers)}
+    job_rules = {"late_after_s": args.late_after, "stall_after_s": args.stall_after}
+    ledger = Ledger(chosen.mode, ultraservers, {k: v for k, v in job_rules.items() if v is not None})
     recorder = None
     if args.command == "record":
         rotation = Rotation(max_bytes=next((int(n) for unit, n in args.rotate if unit == "bytes"), None),
                             max_age_s=next((n for unit, n in args.rotate if unit == "s"), None), retain=args.retain)
-        recorder = Recorder.to_folder(args.folder, mode, ultraservers, rotation=rotation,
+        recorder = Recorder.to_folder(args.folder, chosen.mode, ultraservers, rotation=rotation,
                                       known_hosts=lambda: ledger.hosts.keys(),
                                       on_file=lambda path: _say(f"recording to {path}"))
     elif args.record:
-        recorder = Recorder.to_file(args.record, mode, ultraservers, known_hosts=lambda: ledger.hosts.keys())
+        recorder = Recorder.to_file(args.record, chosen.mode, ultraservers, known_hosts=lambda: ledger.hosts.keys())
     if recorder is not None and recorder.error is not None:
         raise UsageError(f"cannot record to {args.record or args.folder}: {recorder.error}")
-    session = Session(ledger, sources, recorder, args.duration, recorded_evidence)
-    session.background = background
-    if args.command == "replay":
-        session.replay = lambda: _replay_entry(args.recording, recording, from_s, to_s)
-    session.receipt_path = args.receipt
-    session.remote_sources = remote  # SSH hosts or Prometheus endpoints: headless shows their links
-    return session, progress_every_s
+    session = Session(ledger, chosen.built.sources, recorder, args.duration, chosen.built.recorded_evidence,
+                      background=chosen.built.background, replay=chosen.built.replay, receipt_path=args.receipt,
+                      remote_sources=chosen.remote)
+    return session, chosen.progress_every_s

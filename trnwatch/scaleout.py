@@ -2,8 +2,8 @@
 
 Everything that comes from outside (host names, hosts files, URLs, the token) is checked here,
 before any process starts or socket opens, so a bad name fails the command with one clear
-message instead of 36 failing connections. The result is the session's sources and the
-UltraServer map from the hosts file.
+message instead of 36 failing connections. These are the options and builders of the SSH, scrape
+and Prometheus-server entries of the source-kind registry (trnwatch/sources.py).
 """
 
 import argparse
@@ -29,34 +29,44 @@ SLURM_JOB = "<slurm job>"  # `--hosts` given without a value
 
 
 class OptionError(ValueError):
-    """A scale-out option cannot be used; the message says what and what to do."""
+    """A source option cannot be used; the message says what and what to do."""
 
 
-def add_watch_options(watch: argparse.ArgumentParser, sources: argparse._MutuallyExclusiveGroup) -> None:
-    """Add the SSH and Prometheus source options to `trnwatch watch` (`sources` is the group of
-    mutually exclusive source options)."""
-    sources.add_argument("--hosts", nargs="?", const=SLURM_JOB, metavar="HOSTLIST",
-                         help="run neuron-monitor on these hosts over SSH: a Slurm hostlist such as 'trn3-[001-036]'; "
-                         "alone, the nodes of the current Slurm job (SLURM_JOB_NODELIST)")
-    sources.add_argument("--hosts-file", type=Path, metavar="FILE",
-                         help="hosts to watch over SSH, one per line: 'HOST [ULTRASERVER [LABEL]]', # comments")
-    sources.add_argument("--scrape", action="append", metavar="URL",
-                         help="scrape this neuron-monitor-prometheus exporter /metrics URL every --period (repeatable)")
-    sources.add_argument("--scrape-file", type=Path, metavar="FILE", help="exporter URLs to scrape, one per line")
-    sources.add_argument("--prometheus", metavar="URL",
-                         help="query this Prometheus server's HTTP API for the whole cluster every --period")
-    remote = watch.add_argument_group("remote sources")
+def add_ssh_options(o) -> None:
+    """`--hosts`, `--hosts-file` (device sources) and the SSH client's options (`sources.Options`)."""
+    o.exclusive.add_argument("--hosts", nargs="?", const=SLURM_JOB, metavar="HOSTLIST",
+                             help="run neuron-monitor on these hosts over SSH: a Slurm hostlist such as "
+                             "'trn3-[001-036]'; alone, the nodes of the current Slurm job (SLURM_JOB_NODELIST)")
+    o.exclusive.add_argument("--hosts-file", type=Path, metavar="FILE",
+                             help="hosts to watch over SSH, one per line: 'HOST [ULTRASERVER [LABEL]]', # comments")
+    remote = o.group("remote sources")
     remote.add_argument("--ssh-config", type=Path, metavar="FILE", help="ssh client config to use (ssh -F FILE)")
     remote.add_argument("--remote-command", metavar="COMMAND",
                         help="command run on each host instead of neuron-monitor; it gets the neuron-monitor config "
                         "on stdin and must write reports to stdout (default: neuron-monitor -c /dev/stdin)")
-    remote.add_argument("--prometheus-token-file", type=Path, metavar="FILE",
-                        help=f"bearer token for --scrape / --prometheus (default: ${TOKEN_ENV} if set)")
 
 
-def requested(args: argparse.Namespace) -> bool:
-    """True when a scale-out source option was given."""
-    return bool(args.hosts or args.hosts_file or args.scrape or args.scrape_file or args.prometheus)
+def add_scrape_options(o) -> None:
+    """`--scrape`, `--scrape-file`, and the bearer token (shared with `--prometheus`)."""
+    o.exclusive.add_argument("--scrape", action="append", metavar="URL",
+                             help="scrape this neuron-monitor-prometheus exporter /metrics URL every --period (repeatable)")
+    o.exclusive.add_argument("--scrape-file", type=Path, metavar="FILE", help="exporter URLs to scrape, one per line")
+    o.group("remote sources").add_argument(
+        "--prometheus-token-file", type=Path, metavar="FILE",
+        help=f"bearer token for --scrape / --prometheus (default: ${TOKEN_ENV} if set)")
+
+
+def add_server_options(o) -> None:
+    o.exclusive.add_argument("--prometheus", metavar="URL",
+                             help="query this Prometheus server's HTTP API for the whole cluster every --period")
+
+
+def ssh_requested(args: argparse.Namespace) -> bool:
+    return bool(args.hosts or args.hosts_file)
+
+
+def scrape_requested(args: argparse.Namespace) -> bool:
+    return bool(args.scrape or args.scrape_file)
 
 
 @dataclass(frozen=True)
@@ -65,23 +75,26 @@ class ScaleOut:
     ultraservers: dict[str, str]  # stream label -> UltraServer id, from the hosts file
 
 
-def build(args: argparse.Namespace) -> ScaleOut:
-    """Check the options and build the sources; raise `OptionError` for anything unusable."""
-    ssh_wanted = bool(args.hosts or args.hosts_file)
-    if not ssh_wanted and (args.ssh_config or args.remote_command):
+def _token(args: argparse.Namespace) -> str | None:
+    if args.ssh_config or args.remote_command:
         raise OptionError("--ssh-config and --remote-command go with --hosts or --hosts-file")
-    if ssh_wanted:
-        if args.prometheus_token_file:
-            raise OptionError("--prometheus-token-file goes with --scrape or --prometheus")
-        return _ssh_sources(args)
     try:
-        token = load_token(args.prometheus_token_file)
+        return load_token(args.prometheus_token_file)
     except TokenError as exc:
         raise OptionError(str(exc)) from None
+
+
+def server_sources(args: argparse.Namespace) -> ScaleOut:
+    """The one source of server mode: the whole cluster from a Prometheus server."""
+    token = _token(args)
+    url, period_s = _checked(args.prometheus), args.period
+    return ScaleOut([SourceSpec(url, "promql", lambda: promql_lines(url, period_s, token))], {})
+
+
+def scrape_sources(args: argparse.Namespace) -> ScaleOut:
+    """One source per exporter URL (duplicates dropped)."""
+    token = _token(args)
     period_s = args.period
-    if args.prometheus:
-        url = _checked(args.prometheus)
-        return ScaleOut([SourceSpec(url, "promql", lambda: promql_lines(url, period_s, token))], {})
     urls = args.scrape or _read_url_file(args.scrape_file)
     checked = list(dict.fromkeys(_checked(u) for u in urls))
     return ScaleOut([SourceSpec(u, "prometheus", lambda u=u: scrape_lines(u, period_s, token)) for u in checked], {})
@@ -106,7 +119,10 @@ def _read_url_file(path: Path) -> list[str]:
     return urls
 
 
-def _ssh_sources(args: argparse.Namespace) -> ScaleOut:
+def ssh_sources(args: argparse.Namespace) -> ScaleOut:
+    """One source per host (a hosts file also maps hosts to UltraServers)."""
+    if args.prometheus_token_file:
+        raise OptionError("--prometheus-token-file goes with --scrape or --prometheus")
     try:
         if args.hosts_file:
             entries = load_hosts_file(args.hosts_file)

@@ -71,12 +71,23 @@ class Session:
         recorder: Recorder | None = None,
         duration_s: float | None = None,
         recorded_evidence=None,
+        *,
+        background: list[Callable[[], Awaitable[None]]] | None = None,
+        replay: Callable[[], ReplayEntry] | None = None,
+        receipt_path: Path | None = None,
+        remote_sources: bool = False,
     ):
         self.ledger = ledger
         self.sources = sources
         self.recorder = recorder
         self.duration_s = duration_s
         self.recorded_evidence = recorded_evidence
+        # Workloads that run beside the sources for the session's length (the demo's simulated job).
+        self.background = list(background or [])
+        # What a replay read (the receipt says it).
+        self.replay = replay
+        self.receipt_path = receipt_path  # where the receipt goes (None: the default folder)
+        self.remote_sources = remote_sources  # SSH hosts or Prometheus endpoints: headless shows their links
         self.started_s = time.time()
         self.exit_reason: ExitReason | None = None
         # Outputs that stopped (a snapshot folder that filled up, a receipt that had to move):
@@ -85,10 +96,6 @@ class Session:
         self.receipt_notes: list[str] = []
         self.receipt_markdown: Path | None = None
         self._stop = asyncio.Event()
-        # Workloads that run beside the sources for the session's length (the demo's simulated job).
-        self.background: list[Callable[[], Awaitable[None]]] = []
-        # What a replay read (set by the replay command; the receipt says it).
-        self.replay: Callable[[], ReplayEntry] | None = None
         # Where a message for people goes once (the screen replaces it with a notification).
         self.notice: Callable[[str], None] = _stderr_notice
 

@@ -1,0 +1,119 @@
+"""Decode: a raw `Line` into the typed records the ledger folds, by the decoder its kind names.
+
+This is the one place that knows which parser reads which line kind (`DECODERS`); the ledger
+folds records only and never looks at text. A decoder never raises: whatever is wrong with a
+line becomes a `Rejected` record (its reason is the counter key the source's stats keep), and
+an unforeseen failure is a rejection too (`internal`), so one line can never end its source.
+Decoding touches nothing but the line, so it runs on any thread (the session decodes on a
+worker thread, off the event loop, and folds on the loop).
+
+Line kinds and their records:
+
+| kind             | from                                   | records                                        |
+|------------------|----------------------------------------|------------------------------------------------|
+| "neuron-monitor" | stdin, a neuron-monitor child, SSH, the demo | one `DeviceReport`, or `Rejected`        |
+| "prometheus"     | one exporter scrape (collectors/prometheus.py) | one `DeviceReport` per host, or `Rejected` each |
+| "promql"         | one host's answers from a Prometheus server    | the same                                 |
+| "job"            | a trnwatch.job/1 line (rank files, log profiles, checkpoints) | one `DecodedJobLine`, or `Rejected` ("job-schema") |
+| "job-log"        | a passive log's counts (collectors/job_log.py) | one `JobLogStats`, or `Rejected` ("job-log") |
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from trnwatch.collectors.job_events import DecodedJobLine, JobLineError, decode_job_line
+from trnwatch.collectors.job_log import JobLogStats, parse_job_log_stats
+from trnwatch.collectors.lines import Line
+from trnwatch.collectors.neuron_monitor import FieldRejection, Report, ReportRejected, decode_report
+from trnwatch.collectors.prometheus import parse_prometheus_line
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """A line (or one host of it) that cannot be used: counted against its source under `reason`."""
+
+    reason: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceReport:
+    """One host's report, with the values removed from it for being past their bound."""
+
+    report: Report
+    rejected_fields: tuple[FieldRejection, ...] = ()
+
+
+Record = DeviceReport | DecodedJobLine | JobLogStats | Rejected
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """What one line gave: its records, in order, with where and when the line came from."""
+
+    source_id: str
+    kind: str  # the line kind; its source's stats are kept under `SOURCE_KIND_OF.get(kind, kind)`
+    received_s: float
+    records: tuple[Record, ...]
+
+
+def _neuron_monitor(text: str) -> list[Record]:
+    try:
+        report, rejected_fields = decode_report(text)
+    except ReportRejected as exc:
+        return [Rejected(exc.reason, exc.detail)]
+    return [DeviceReport(report, tuple(rejected_fields))]
+
+
+def _prometheus(kind: str) -> Callable[[str], list[Record]]:
+    def decode(text: str) -> list[Record]:
+        return [Rejected(item.reason, item.detail) if isinstance(item, ReportRejected)
+                else DeviceReport(item, tuple(item.rejected_fields)) for item in parse_prometheus_line(kind, text)]
+    return decode
+
+
+def _job(text: str) -> list[Record]:
+    try:
+        return [decode_job_line(text)]
+    except JobLineError as exc:
+        return [Rejected("job-schema", str(exc))]
+
+
+def _job_log(text: str) -> list[Record]:
+    try:
+        return [parse_job_log_stats(text)]
+    except ValueError as exc:
+        return [Rejected("job-log", str(exc))]
+
+
+# Line kind -> its decoder (text -> records). A new line format is one entry here.
+DECODERS: dict[str, Callable[[str], list[Record]]] = {
+    "neuron-monitor": _neuron_monitor,
+    "prometheus": _prometheus("prometheus"),
+    "promql": _prometheus("promql"),
+    "job": _job,
+    "job-log": _job_log,
+}
+# Line kinds that carry device reports: their sources can be lost by silence.
+DEVICE_KINDS = ("neuron-monitor", "prometheus", "promql")
+# A passive log's counts come from the same source as its job lines.
+SOURCE_KIND_OF = {"job-log": "job"}
+
+
+def decode(line: Line) -> Decoded:
+    """The records of one line; never raises. An oversize line is rejected as `oversize`, a
+    blank one gives no record, a line of an unknown kind is rejected as `unknown-kind`."""
+    if line.oversize_bytes:
+        records: list[Record] = [Rejected("oversize", f"line of {line.oversize_bytes} bytes discarded")]
+    elif not line.text.strip():
+        records = []
+    else:
+        decoder = DECODERS.get(line.kind)
+        if decoder is None:
+            records = [Rejected("unknown-kind", f"no decoder for line kind {str(line.kind)[:40]!r}")]
+        else:
+            try:
+                records = decoder(line.text)
+            except Exception as exc:  # noqa: BLE001 - last resort: a defect costs this line, never the source
+                records = [Rejected("internal", f"{type(exc).__name__}: {exc}")]
+    return Decoded(line.source_id, line.kind, line.received_s, tuple(records))

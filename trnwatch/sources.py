@@ -1,0 +1,448 @@
+"""The registry of source kinds: for each, its command-line options, how its sources are built,
+and the line kinds it yields (each line kind names its decoder in collectors/decode.py).
+
+A command (`watch`, `record`, `snapshot`, `demo`, `replay`) offers a list of kinds; `add_options`
+puts every kind's options on its parser, and `build` turns the parsed options into what the
+session runs. Device kinds exclude each other (one way in for the device figures); the job kinds
+(`job-dir`, `job-log`, `ckpt-dir`) join a live device kind. A kind reads only the options it
+added itself, so no option is ever read that the command did not define.
+
+Adding a source kind: its source (an async generator of `Line`s) in collectors/, its entry
+here, and, if it brings a new line format, that format's decoder in collectors/decode.py.
+"""
+
+import argparse
+import asyncio
+import shutil
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from trnwatch import scaleout
+from trnwatch.scaleout import OptionError
+from trnwatch.session import SourceSpec
+
+Evidence = Literal["live", "replayed", "simulated"]
+JOB_FORMATS = ["job", "nxd", "nxdt", "torchtitan"]
+
+
+def positive(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if not number > 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0: {value!r}")
+    return number
+
+
+def non_negative(value: str) -> float:
+    return positive(value) if value not in ("0", "0.0") else 0.0
+
+
+def positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {value!r}")
+    return number
+
+
+def _time_arg(value: str):
+    from trnwatch.collectors.recording_reader import TimeArg
+    try:
+        return TimeArg.parse(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+@dataclass
+class Options:
+    """Where a kind puts its options: the command's parser, the group of mutually exclusive
+    device-source options, and named argument groups shared between kinds."""
+
+    parser: argparse.ArgumentParser
+    command: str
+    groups: dict[str, argparse._ArgumentGroup] = field(default_factory=dict)
+    _exclusive: argparse._MutuallyExclusiveGroup | None = None
+
+    @property
+    def exclusive(self) -> argparse._MutuallyExclusiveGroup:
+        if self._exclusive is None:  # made on first use: argparse refuses an empty one
+            self._exclusive = self.parser.add_mutually_exclusive_group()
+        return self._exclusive
+
+    def group(self, title: str) -> argparse._ArgumentGroup:
+        if title not in self.groups:
+            self.groups[title] = self.parser.add_argument_group(title)
+        return self.groups[title]
+
+
+@dataclass(frozen=True)
+class Built:
+    """What a kind built for the session."""
+
+    sources: list[SourceSpec]
+    ultraservers: dict[str, str] = field(default_factory=dict)  # stream label -> UltraServer (hosts file)
+    background: list[Callable[[], Awaitable[None]]] = field(default_factory=list)  # workloads beside the sources
+    replay: Callable | None = None  # what a replay read, for the receipt
+    recorded_evidence: str | None = None
+    notes: list[str] = field(default_factory=list)  # said once on stderr before the session starts
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a kind's build may need beyond its own options."""
+
+    job_requested: bool  # a job kind was chosen beside it
+    keys_fd: Callable[[], int]  # the terminal's fd for keys (the screen's, when stdin carries data)
+
+
+@dataclass(frozen=True)
+class SourceKind:
+    name: str
+    line_kinds: tuple[str, ...]  # what its lines are; each names its decoder (collectors/decode.py)
+    add_options: Callable[[Options], None]
+    wanted: Callable[[argparse.Namespace], bool]
+    build: Callable[[argparse.Namespace, Context], Built]
+    mode: Evidence = "live"
+    remote: bool = False  # sources that report their link (SSH hosts, Prometheus endpoints)
+    progress_every_s: float = 10.0  # headless progress lines
+    with_job_kinds: bool = True  # job telemetry kinds may run beside it
+
+
+# --- device kinds -----------------------------------------------------------------------------
+
+def _stdin_options(o: Options) -> None:
+    help_text = ("read one neuron-monitor stream (one JSON report per line) from stdin until EOF" if o.command != "snapshot"
+                 else "one neuron-monitor stream from stdin (as `watch --stdin`)")
+    o.exclusive.add_argument("--stdin", action="store_true", help=help_text)
+
+
+def _stdin_build(args: argparse.Namespace, ctx: Context) -> Built:
+    from trnwatch.collectors.streams import stdin_lines
+    label = args.label or "stdin"
+    # With the screen, reports keep coming from the pipe and keys from the terminal (as `less` does).
+    fd = 0 if args.headless else ctx.keys_fd()
+    return Built([SourceSpec(label, "neuron-monitor", lambda: stdin_lines(label, fd=fd))])
+
+
+def _neuron_monitor_options(o: Options) -> None:
+    help_text = ("run this executable instead of neuron-monitor, with the same arguments" if o.command != "snapshot"
+                 else "run this executable instead of neuron-monitor")
+    o.exclusive.add_argument("--neuron-monitor", metavar="PATH", help=help_text)
+
+
+def _neuron_monitor_build(args: argparse.Namespace, ctx: Context) -> Built:
+    from trnwatch.collectors import streams
+    executable = args.neuron_monitor or streams.find_neuron_monitor()
+    if executable is None and ctx.job_requested:
+        return Built([], notes=["no neuron-monitor here; watching the job scope only"])
+    if executable is None:
+        raise OptionError("neuron-monitor not found on PATH or in /opt/aws/neuron/bin. Install aws-neuronx-tools, "
+                          "pass --neuron-monitor PATH, pipe a stream with --stdin, or try `trnwatch demo`.")
+    label = args.label or "local"
+    period_s = args.period
+    return Built([SourceSpec(label, "neuron-monitor", lambda: streams.neuron_monitor_lines(executable, period_s, label))])
+
+
+def _sim_options(o: Options) -> None:
+    from trnwatch.workloads.sim.scenarios import SCENARIOS
+    from trnwatch.workloads.sim.topology import TOPOLOGIES
+    if o.command == "snapshot":
+        o.exclusive.add_argument("--demo", action="store_true", help="the simulated UltraServer (as `trnwatch demo`)")
+        o.parser.add_argument("--scenario", default="healthy", choices=sorted(SCENARIOS), help="--demo fault scenario")
+        o.parser.add_argument("--topology", default="trn3-gen2-us", choices=sorted(TOPOLOGIES), help="--demo fleet shape")
+        o.parser.add_argument("--seed", type=int, default=0, help="--demo simulator seed (default 0)")
+        o.parser.set_defaults(job_format="job")  # the simulated job as rank files, into --job-dir
+        return
+    o.parser.set_defaults(demo=True)
+    o.parser.add_argument("--scenario", default="healthy", choices=sorted(SCENARIOS), help="fault scenario (default healthy)")
+    o.parser.add_argument("--topology", default="trn3-gen2-us", choices=sorted(TOPOLOGIES),
+                          help="fleet shape (default trn3-gen2-us)")
+    o.parser.add_argument("--seed", type=int, default=0, help="simulator seed (default 0)")
+    g = o.group("job telemetry")
+    g.add_argument("--job-dir", type=Path, metavar="DIR",
+                   help="write the simulated job's trnwatch.job/1 rank files (or its log, with --job-format) "
+                   "here (default: a temporary folder)")
+    g.add_argument("--job-format", default="job", choices=JOB_FORMATS,
+                   help="write the simulated job as trnwatch.job/1 rank files (job, the default) or as rank 0's "
+                   "log in that framework's format, read back through the matching log profile")
+
+
+def _sim_build(args: argparse.Namespace, ctx: Context) -> Built:
+    """The demo: every simulated host's report stream, and the simulated job (its writer runs
+    beside the sources, its files are read back by the follower a live job uses)."""
+    from trnwatch.workloads.sim.source import host_source_id, sim_host_lines
+    from trnwatch.workloads.sim.fleet import fleet_hosts
+    from trnwatch.workloads.sim.topology import get_topology
+    period_s = args.period
+    hosts = fleet_hosts(get_topology(args.topology), args.seed, args.scenario, period_s)
+    start = time.monotonic()
+    specs = [SourceSpec(host_source_id(h), "neuron-monitor",
+                        lambda h=h, i=i: sim_host_lines(h, period_s, start, period_s * i / len(hosts)))
+             for i, h in enumerate(hosts)]
+    job_spec, job_writer = _sim_job(hosts, args.job_dir, args.job_format, period_s)
+    return Built(specs + [job_spec], background=[job_writer])
+
+
+def _sim_job(hosts, job_dir: Path | None, job_format: str, period_s: float):
+    """The demo's simulated job: a writer appending rank files (or, with --job-format, rank 0's
+    log in that framework's format) each period, and the same follower a live `--job-dir`
+    (or `--job-log`) uses reading them back. Without --job-dir the files go to a temporary
+    folder, removed when the session ends (every exit path runs the writer's `finally`)."""
+    from trnwatch.collectors.job_files import follow_run_dir
+    from trnwatch.workloads.sim.job import GLOBAL_BATCH, SEQ_LEN, SimJobWriter
+
+    temporary = job_dir is None  # the demo's own folder: removed when the session ends
+    run_dir = job_dir or Path(tempfile.mkdtemp(prefix="trnwatch-demo-job-"))
+    if job_format == "job":
+        writer = SimJobWriter(hosts, run_dir)
+        spec = SourceSpec(f"job-dir:{run_dir}", "job", lambda: follow_run_dir(str(run_dir)), relay=True)
+    else:
+        from trnwatch.collectors.job_log import follow_job_log
+        from trnwatch.collectors.log_profiles import profile_registry
+        from trnwatch.workloads.sim.job import run_id
+        from trnwatch.workloads.sim.job_logs import SimLogWriter
+
+        log = run_dir / f"rank0-{job_format}.log"
+        writer = SimLogWriter(hosts, log, job_format)
+        # The profile is detected from the log's first lines, as for a real one; the batch shape
+        # is passed as a user would with --global-batch / --seq-len.
+        spec = SourceSpec(f"joblog:{log.name}", "job", lambda: follow_job_log(
+            str(log), profile_registry(), None, run_id(hosts[0]), 0, GLOBAL_BATCH, SEQ_LEN))
+
+    async def write_ticks():
+        start = time.monotonic()
+        tick = 0
+        try:
+            while True:
+                writer.write_tick(tick, time.time())
+                tick += 1
+                await asyncio.sleep(max(0.0, start + tick * period_s - time.monotonic()))
+        finally:
+            writer.close()
+            if temporary:
+                shutil.rmtree(run_dir, ignore_errors=True)
+
+    return spec, write_ticks
+
+
+def _replay_options(o: Options) -> None:
+    if o.command == "snapshot":
+        o.exclusive.add_argument("--replay", dest="recording", type=Path, metavar="RECORDING",
+                                 help="a recording made with --record")
+        o.parser.set_defaults(speed=0.0, from_t=None, to_t=None)
+        return
+    p = o.parser
+    p.add_argument("recording", type=Path, metavar="RECORDING",
+                   help="a recording file (/1 or /2), or a folder of rotated files made by `trnwatch record`")
+    p.add_argument("--speed", type=non_negative, default=None, metavar="X",
+                   help="replay rate: 1 = real time, 0 = as fast as possible (default: 1 with the screen, 0 with --headless)")
+    p.add_argument("--from", dest="from_t", type=_time_arg, metavar="T",
+                   help="start at T: seconds from the recording's start (negative: before its end) or an ISO-8601 "
+                   "time (UTC unless it says); only the frames needed are read")
+    p.add_argument("--to", dest="to_t", type=_time_arg, metavar="T", help="stop before T (same forms as --from)")
+    p.add_argument("--info", action="store_true",
+                   help="print span, sources, hosts, evidence, size and compression ratio, and exit")
+
+
+def _replay_build(args: argparse.Namespace, ctx: Context) -> Built:
+    from trnwatch.collectors.recording import RecordingError
+    from trnwatch.collectors.recording_reader import Recording, replay_lines
+    from trnwatch.ledger.receipt import ReplayEntry
+    try:
+        recording = Recording(args.recording)
+        from_s, to_s = recording.window(args.from_t, args.to_t)
+    except (RecordingError, OSError) as exc:
+        raise OptionError(str(exc)) from None
+    speed = args.speed if args.speed is not None else (0.0 if args.headless else 1.0)
+    path = args.recording
+
+    def replayed() -> ReplayEntry:
+        stats = recording.stats
+        return ReplayEntry(recording=str(path), schema=recording.schema, window_from=from_s, window_to=to_s,
+                           frames_read=stats.frames_read, frames_skipped=dict(sorted(stats.skipped.items())))
+
+    # The relay carries every recorded source's lines and events; each line keeps its kind, so
+    # it is decoded by the decoder it was decoded by live.
+    spec = SourceSpec("replay", "neuron-monitor", lambda: replay_lines(recording, speed, from_s, to_s), relay=True)
+    return Built([spec], ultraservers=dict(recording.header.ultraservers), replay=replayed,
+                 recorded_evidence=recording.header.evidence)
+
+
+STDIN = SourceKind("stdin", ("neuron-monitor",), _stdin_options, lambda a: a.stdin, _stdin_build)
+# The default device kind of watch, record and snapshot: chosen when no other is asked for.
+NEURON_MONITOR = SourceKind("neuron-monitor", ("neuron-monitor",), _neuron_monitor_options,
+                            lambda a: True, _neuron_monitor_build)
+
+
+def _scaled(build: Callable[[argparse.Namespace], scaleout.ScaleOut]) -> Callable[[argparse.Namespace, Context], Built]:
+    def built(args: argparse.Namespace, ctx: Context) -> Built:
+        out = build(args)
+        return Built(out.sources, ultraservers=out.ultraservers)
+    return built
+
+
+SSH = SourceKind("ssh", ("neuron-monitor",), scaleout.add_ssh_options, scaleout.ssh_requested,
+                 _scaled(scaleout.ssh_sources), remote=True)
+SCRAPE = SourceKind("scrape", ("prometheus",), scaleout.add_scrape_options, scaleout.scrape_requested,
+                    _scaled(scaleout.scrape_sources), remote=True)
+PROMETHEUS = SourceKind("prometheus", ("promql",), scaleout.add_server_options, lambda a: bool(a.prometheus),
+                        _scaled(scaleout.server_sources), remote=True)
+SIM = SourceKind("sim", ("neuron-monitor", "job", "job-log"), _sim_options, lambda a: a.demo, _sim_build,
+                 mode="simulated", with_job_kinds=False)
+REPLAY = SourceKind("replay", ("neuron-monitor", "prometheus", "promql", "job", "job-log"), _replay_options,
+                    lambda a: a.recording is not None, _replay_build, mode="replayed", progress_every_s=2.0,
+                    with_job_kinds=False)
+
+
+# --- job kinds ----------------------------------------------------------------------------------
+
+def _job_dir_options(o: Options) -> None:
+    o.group("job telemetry").add_argument(
+        "--job-dir", type=Path, metavar="DIR",
+        help="follow a run directory of trnwatch.job/1 rank files (rank-NNNNN.jsonl), history first")
+
+
+def _job_dir_build(args: argparse.Namespace, ctx: Context) -> Built:
+    from trnwatch.collectors.job_files import follow_run_dir
+    run_dir = str(args.job_dir)
+    # Each rank file is its own source (job:rank-NNNNN.jsonl); the follower only relays them.
+    return Built([SourceSpec(f"job-dir:{run_dir}", "job", lambda: follow_run_dir(run_dir), relay=True)])
+
+
+def _job_log_options(o: Options) -> None:
+    g = o.group("job telemetry")
+    g.add_argument("--job-log", type=Path, metavar="FILE", action="append",
+                   help="follow a training job's own log through a log profile (NxD Core, NxD Training, TorchTitan; "
+                   "Neuron runtime errors and torchrun's failure summary in any log): steps, loss, throughput, "
+                   "compiles, checkpoints, errors. Repeat for one log per rank. No collective latency: that needs "
+                   "the in-job emitter")
+    g.add_argument("--log-profile", metavar="NAME", help="read --job-log with this profile instead of detecting "
+                   "it from the first lines (built-in: nxd, nxdt, torchtitan)")
+    g.add_argument("--log-profile-file", type=Path, metavar="FILE",
+                   help="add log profiles from a TOML file (format: docs/job-telemetry.md)")
+    g.add_argument("--global-batch", type=positive_int, metavar="N",
+                   help="sequences per optimizer step, for passive tokens/s where the log does not say")
+    g.add_argument("--seq-len", type=positive_int, metavar="N",
+                   help="tokens per sequence, for passive tokens/s (with --global-batch, or a log's sequences/s)")
+
+
+def _job_log_build(args: argparse.Namespace, ctx: Context) -> Built:
+    """One source per --job-log, all read as one run; `OptionError` for a bad profile."""
+    from trnwatch.collectors.job_log import follow_job_log, log_sources
+    from trnwatch.collectors.log_profiles import LogProfileError, load_profile_file, profile_registry
+
+    profiles = profile_registry()
+    if args.log_profile_file:
+        try:
+            profiles = profile_registry(load_profile_file(args.log_profile_file, profiles))
+        except LogProfileError as exc:
+            raise OptionError(str(exc)) from None
+    if args.log_profile and (args.log_profile not in profiles or profiles[args.log_profile].always):
+        choices = ", ".join(name for name, p in profiles.items() if not p.always)
+        raise OptionError(f"unknown log profile {args.log_profile!r}; choose one of: {choices}")
+    run, logs = log_sources([str(path) for path in args.job_log])
+    specs = [SourceSpec(log.source_id, "job", lambda log=log: follow_job_log(
+        log.path, profiles, args.log_profile, run, log.default_rank, args.global_batch, args.seq_len,
+        source_id=log.source_id)) for log in logs]
+    return Built(specs)
+
+
+def _job_run(args: argparse.Namespace) -> str | None:
+    """The run the job logs are read as (a checkpoint folder's events join it)."""
+    if not args.job_log:
+        return None
+    from trnwatch.collectors.job_log import log_sources
+    return log_sources([str(path) for path in args.job_log])[0]
+
+
+def _ckpt_dir_options(o: Options) -> None:
+    o.group("job telemetry").add_argument(
+        "--ckpt-dir", type=Path, metavar="DIR", help="watch a checkpoint folder (<tag>/checkpoint, <tag>/done)")
+
+
+def _ckpt_dir_build(args: argparse.Namespace, ctx: Context) -> Built:
+    from trnwatch.collectors.checkpoints import follow_checkpoint_dir
+    ckpt = str(args.ckpt_dir)
+    run = _job_run(args) or args.ckpt_dir.resolve().name
+    return Built([SourceSpec(f"ckpt:{args.ckpt_dir.resolve().name}", "job", lambda: follow_checkpoint_dir(ckpt, run))])
+
+
+JOB_DIR = SourceKind("job-dir", ("job",), _job_dir_options, lambda a: bool(a.job_dir), _job_dir_build)
+JOB_LOG = SourceKind("job-log", ("job", "job-log"), _job_log_options, lambda a: bool(a.job_log), _job_log_build)
+CKPT_DIR = SourceKind("ckpt-dir", ("job",), _ckpt_dir_options, lambda a: bool(a.ckpt_dir), _ckpt_dir_build)
+
+# What each command offers, in the order of its help: device kinds (the one wanted is used, else
+# NEURON_MONITOR), and the job kinds that may join them.
+WATCH_KINDS = (STDIN, NEURON_MONITOR, SSH, SCRAPE, PROMETHEUS, JOB_DIR, JOB_LOG, CKPT_DIR)
+COMMAND_KINDS: dict[str, tuple[SourceKind, ...]] = {
+    "watch": WATCH_KINDS,
+    "record": WATCH_KINDS,
+    "snapshot": (STDIN, NEURON_MONITOR, SIM, REPLAY, SSH, SCRAPE, PROMETHEUS, JOB_DIR, JOB_LOG, CKPT_DIR),
+    "demo": (SIM,),
+    "replay": (REPLAY,),
+}
+JOB_KINDS = (JOB_DIR, JOB_LOG, CKPT_DIR)
+
+
+def add_options(parser: argparse.ArgumentParser, command: str) -> None:
+    """Every option of the command's source kinds, and the options they share."""
+    from trnwatch.ledger.job import LATE_AFTER_S, LATE_FACTOR, STALL_AFTER_S, STALL_FACTOR
+    kinds = COMMAND_KINDS[command]
+    options = Options(parser, command)
+    for kind in kinds:
+        kind.add_options(options)
+    if command != "replay":
+        help_text = {"demo": "report period per host (default 1)", "snapshot": "report / poll period (default 1)"}
+        parser.add_argument("--period", type=positive, default=1.0, metavar="SECONDS", help=help_text.get(
+            command, "neuron-monitor report period; poll interval of --scrape / --prometheus (default 1)"))
+    if STDIN in kinds:
+        parser.add_argument("--label", default=None, help="stream label used as host id when a report has no "
+                            "instance id (default: 'stdin' or 'local')")
+    if command == "replay":
+        parser.set_defaults(late_after=None, stall_after=None)  # the default rules (JobLedger)
+        return
+    g = options.group("job telemetry")
+    g.add_argument("--late-after", type=positive, metavar="S", default=LATE_AFTER_S,
+                   help=f"LATE when no rank completes a step for max({LATE_FACTOR:g} x p99 of recent steady step "
+                   f"times, S) seconds (default {LATE_AFTER_S:g})")
+    g.add_argument("--stall-after", type=positive, metavar="S", default=STALL_AFTER_S,
+                   help=f"STALLED after max({STALL_FACTOR:g} x median recent steady step time, S) seconds "
+                   f"(default {STALL_AFTER_S:g})")
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """The kinds a command line chose and what they built, merged for the session."""
+
+    kinds: tuple[SourceKind, ...]
+    built: Built
+    mode: Evidence
+    remote: bool
+    progress_every_s: float
+
+
+def build(args: argparse.Namespace, keys_fd: Callable[[], int]) -> Chosen:
+    """Choose the device kind the options ask for (the first wanted, else the default) and the
+    job kinds beside it, and build their sources; `OptionError` for anything unusable."""
+    kinds = COMMAND_KINDS[args.command]
+    chosen = [kind for kind in kinds if kind not in JOB_KINDS and kind is not NEURON_MONITOR and kind.wanted(args)]
+    device = chosen[0] if chosen else NEURON_MONITOR  # the default, when a command offers it
+    jobs = tuple(kind for kind in kinds if kind in JOB_KINDS and kind.wanted(args)) if device.with_job_kinds else ()
+    context = Context(job_requested=bool(jobs), keys_fd=keys_fd)
+    parts = [kind.build(args, context) for kind in (device, *jobs)]
+    first = parts[0]
+    built = Built(
+        sources=[spec for part in parts for spec in part.sources],
+        ultraservers={k: v for part in parts for k, v in part.ultraservers.items()},
+        background=[work for part in parts for work in part.background],
+        replay=first.replay, recorded_evidence=first.recorded_evidence,
+        notes=[note for part in parts for note in part.notes])
+    return Chosen((device, *jobs), built, device.mode, device.remote, device.progress_every_s)
