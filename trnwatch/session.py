@@ -1,4 +1,7 @@
-"""A monitoring session: sources -> (recording) -> ledger, until something says stop.
+"""A monitoring session: sources -> (recording) -> decode -> ledger, until something says stop.
+
+Every line is recorded raw as it arrives, decoded on a worker thread and folded on the event
+loop in slices (trnwatch/intake.py), in arrival order.
 
 The session owns the exit paths. Whatever ends it (all sources at EOF, `--duration` reached,
 Ctrl-C, SIGTERM, SIGHUP when an SSH connection drops, the screen quitting), the caller gets one
@@ -18,6 +21,7 @@ from pathlib import Path
 from trnwatch.collectors.lines import Line, SourceEvent
 from trnwatch.collectors.recording import FLUSH_EVERY_S, Recorder
 from trnwatch.collectors.streams import SourceLost
+from trnwatch.intake import FOLD_SLICE_S, Intake
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.ledger.receipt import ExitReason, OutputFailure, Receipt, RecordingEntry, ReplayEntry, build_receipt
 from trnwatch.ledger.receipt_markdown import render_markdown
@@ -76,6 +80,7 @@ class Session:
         replay: Callable[[], ReplayEntry] | None = None,
         receipt_path: Path | None = None,
         remote_sources: bool = False,
+        fold_slice_s: float = FOLD_SLICE_S,
     ):
         self.ledger = ledger
         self.sources = sources
@@ -88,6 +93,8 @@ class Session:
         self.replay = replay
         self.receipt_path = receipt_path  # where the receipt goes (None: the default folder)
         self.remote_sources = remote_sources  # SSH hosts or Prometheus endpoints: headless shows their links
+        # Decodes off the event loop, folds on it for at most `fold_slice_s` at a go.
+        self._intake = Intake(ledger, fold_slice_s)
         self.started_s = time.time()
         self.exit_reason: ExitReason | None = None
         # Outputs that stopped (a snapshot folder that filled up, a receipt that had to move):
@@ -117,7 +124,7 @@ class Session:
             if not spec.relay:
                 self._apply(SourceEvent(spec.source_id, spec.kind, time.time(), "open"))
         tasks = [asyncio.create_task(self._consume(spec)) for spec in self.sources]
-        helpers = [asyncio.create_task(self._all_ended(tasks))]
+        helpers = [asyncio.create_task(self._intake.run()), asyncio.create_task(self._all_ended(tasks))]
         helpers += [asyncio.create_task(work()) for work in self.background]
         if self.recorder is not None:
             helpers.append(asyncio.create_task(self._flush_recording()))
@@ -129,6 +136,7 @@ class Session:
             for task in tasks + helpers:
                 task.cancel()
             await asyncio.gather(*tasks, *helpers, return_exceptions=True)
+            self._intake.close()  # what is still queued is folded: nothing collected is lost
             if self.recorder is not None:
                 self.recorder.close()
                 self._check_recording()
@@ -147,20 +155,15 @@ class Session:
         if self.recorder is not None and self.recorder.error is None:
             self.recorder.write(item)
             self._check_recording()
-        if isinstance(item, Line):
-            self.ledger.ingest(item)
-        elif item.event == "open":
-            self.ledger.source(item.source_id, item.kind)
-        elif item.event == "end":
-            self.ledger.end_source(item.source_id, item.t_s, item.error)
-        else:  # "connecting" / "down" of a remote source that reconnects (SSH, Prometheus)
-            self.ledger.link_event(item)
+        self._intake.put(item)  # decoded off the event loop, folded on it in order (trnwatch/intake.py)
 
     async def _consume(self, spec: SourceSpec) -> None:
         error = None
         try:
             async for item in spec.lines():
                 self._apply(item)
+                if self._intake.queued >= self._intake.max_queued:
+                    await self._intake.room()  # lines arrive faster than they are folded
         except SourceLost as exc:
             error = str(exc)
         except asyncio.CancelledError:
@@ -172,6 +175,7 @@ class Session:
 
     async def _all_ended(self, tasks: list[asyncio.Task]) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self._intake.idle()  # what the sources delivered is folded, still a slice at a time
         self.stop("eof")
 
     async def _deadline(self, seconds: float) -> None:

@@ -1,0 +1,115 @@
+"""The intake (trnwatch/intake.py): lines are decoded off the event loop and folded on it in
+slices; the loop runs between slices, nothing is lost at the end, and the ledger sees every
+line and source event in the order they arrived (the order they are recorded in)."""
+
+import asyncio
+import threading
+
+from trnwatch.collectors.decode import Decoded
+from trnwatch.collectors.lines import Line, SourceEvent
+from trnwatch.intake import Intake
+from trnwatch.ledger.ledger import Ledger
+from trnwatch.session import Session, SourceSpec
+from tests.reports import line as report_line, report
+
+
+class OrderLedger(Ledger):
+    """A real ledger that also notes what it folded, in order, and on which thread."""
+
+    def __init__(self):
+        super().__init__("live")
+        self.folded: list[tuple[str, float]] = []
+        self.threads: set[int] = set()
+
+    def fold(self, decoded: Decoded) -> None:
+        self.folded.append((decoded.source_id, decoded.received_s))
+        self.threads.add(threading.get_ident())
+        super().fold(decoded)
+
+
+TEXT = report_line(report([]))
+
+
+def _lines(n: int, sources: int = 3) -> list[Line]:
+    return [Line(f"h{i % sources}", "neuron-monitor", 1000.0 + i, TEXT if i % 7 else "{bad") for i in range(n)]
+
+
+def test_the_loop_runs_between_fold_slices_and_everything_is_folded_in_order():
+    lines = _lines(60)
+    ledger = OrderLedger()
+    seen: list[int] = []
+
+    async def burst():  # everything at once, as one refresh of a Prometheus server arrives
+        for line in lines:
+            yield line
+
+    async def main():
+        session = Session(ledger, [SourceSpec("relay", "neuron-monitor", burst, relay=True)], fold_slice_s=0.0)
+        done = asyncio.Event()
+
+        async def watch():  # another task on the loop: it runs between slices
+            while not done.is_set():
+                seen.append(len(ledger.folded))
+                await asyncio.sleep(0)
+
+        watcher = asyncio.create_task(watch())
+        await session.run()
+        done.set()
+        await watcher
+
+    asyncio.run(main())
+    assert ledger.folded == [(line.source_id, line.received_s) for line in lines]  # all of them, in order
+    assert ledger.threads == {threading.main_thread().ident}  # folded on the event loop's thread
+    # The watcher saw the fold advance a slice at a time (a zero budget: one line per slice).
+    progress = sorted(set(seen))
+    assert len([n for n in progress if 0 < n < len(lines)]) >= len(lines) // 2, progress
+    assert seen == sorted(seen)
+    assert sum(s.reports for s in ledger.sources.values()) == len([t for t in lines if t.text == TEXT])
+    assert sum(sum(s.rejected.values()) for s in ledger.sources.values()) == len([t for t in lines if t.text != TEXT])
+
+
+def test_a_full_queue_holds_the_source_back_and_loses_nothing():
+    lines = _lines(200)
+    ledger = OrderLedger()
+    high_water: list[int] = []
+
+    async def main():
+        session = Session(ledger, [SourceSpec("relay", "neuron-monitor", lambda: burst(session), relay=True)],
+                          fold_slice_s=0.0)
+        session._intake.max_queued = 10
+        await session.run()
+
+    async def burst(session):
+        for line in lines:
+            high_water.append(session._intake.queued)
+            yield line
+
+    asyncio.run(main())
+    assert ledger.folded == [(line.source_id, line.received_s) for line in lines]
+    assert max(high_water) <= 10  # the source waited for room instead of queueing all 200
+
+
+def test_closing_folds_what_is_queued_or_being_decoded_in_order():
+    ledger = OrderLedger()
+    events = [SourceEvent("h0", "neuron-monitor", 999.0, "open"), SourceEvent("h1", "neuron-monitor", 999.0, "open")]
+    lines = _lines(300, sources=2)
+    end = SourceEvent("h1", "neuron-monitor", 2000.0, "end", "lost")
+
+    async def main():
+        intake = Intake(ledger, slice_s=0.0)
+        runner = asyncio.create_task(intake.run())
+        for item in [*events, *lines[:150]]:
+            intake.put(item)
+        while not ledger.folded:  # the first batch decoded, its folding under way
+            await asyncio.sleep(0)
+        for item in [*lines[150:], end]:
+            intake.put(item)
+        runner.cancel()  # the session ends mid-fold, with a batch queued behind
+        await asyncio.gather(runner, return_exceptions=True)
+        assert len(ledger.folded) < len(lines)
+        intake.close()
+
+    asyncio.run(main())
+    assert ledger.folded == [(line.source_id, line.received_s) for line in lines]
+    assert set(ledger.sources) == {"h0", "h1"}
+    assert ledger.sources["h1"].end_error == "lost" and ledger.sources["h0"].ended_s is None
