@@ -19,10 +19,12 @@ Prometheus holds every host, then measures trnwatch's server-mode refresh in thi
 - the garbage collector with every chip's history full (300 samples per chip, filled directly):
   a full collection's pause and the objects it tracks, side by side with the same samples kept
   the way they were before (a deque of one slots object per sample);
-- event-loop stall: the real source (`promql_lines`, which folds in chunks) run in a session
-  on the ledger with full histories for a few refreshes, while a 5 ms ticker records its worst
-  lateness and `gc.callbacks` the longest collection, against the stall of folding one refresh
-  in a single go and the ticker alone on this machine.
+- event-loop stall and key response: the real source (`promql_lines`) run in a session on the
+  ledger with full histories for a few refreshes (lines decoded on the intake's worker thread,
+  folded on the loop in 10 ms slices), while a 5 ms ticker records its worst lateness,
+  `gc.callbacks` the longest collection, and a key every 37 ms (computing the cluster rollup)
+  its response; side by side with the same session folding each decoded batch in one go, and
+  the ticker alone on this machine.
 
 Needs /usr/bin/prometheus (apt-get install prometheus). This machine is noisy: compare the
 side-by-side figures of one run, not figures across runs.
@@ -52,6 +54,7 @@ from trnwatch.collectors.lines import Line
 from trnwatch.collectors.prometheus import MAX_BODY_BYTES, scrape_samples
 from trnwatch.collectors.prometheus_http import fetch_async
 from trnwatch.collectors.prometheus_sources import SERVER_QUERIES, host_lines, promql_lines, query_url
+from trnwatch.intake import FOLD_SLICE_S
 from trnwatch.ledger.hosts import HISTORY_SAMPLES
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.session import Session, SourceSpec
@@ -184,21 +187,41 @@ async def baseline_lateness_ms(seconds: float) -> float:
     return await _worst_lateness_s(stop) * 1000
 
 
-async def loop_stall_ms(url: str, interval_s: float, refreshes: int, ledger: Ledger) -> tuple[float, float, int]:
-    """Worst lateness of a 5 ms ticker, and the longest garbage collection, while the real source
-    folds `refreshes` refreshes into `ledger` (full histories) in a session."""
+KEY_EVERY_S = 0.037  # a key every 37 ms (not a multiple of the ticker's 5 ms), at a random phase
+
+
+async def loop_stall_ms(url: str, interval_s: float, refreshes: int, ledger: Ledger,
+                        fold_slice_s: float) -> dict:
+    """While the real source folds `refreshes` refreshes into `ledger` (full histories) in a
+    session whose intake folds in slices of `fold_slice_s`: the worst lateness of a 5 ms ticker,
+    the longest garbage collection, and the worst key response, a key being a callback scheduled
+    every KEY_EVERY_S that computes the cluster rollup (what the cluster view reads on a key;
+    drawing the screen is bench_tui.py's), timed from when it was due to when it finished."""
     hosts = len(ledger.hosts)
     before = ledger.sources[url].reports if url in ledger.sources else 0
-    session = Session(ledger, [SourceSpec(url, "promql", lambda: promql_lines(url, interval_s))])
+    session = Session(ledger, [SourceSpec(url, "promql", lambda: promql_lines(url, interval_s))],
+                      fold_slice_s=fold_slice_s)
     done = asyncio.Event()
     collections: list[float] = []
     started: list[float] = []
+    keys_ms: list[float] = []
 
     def timed(phase: str, info: dict) -> None:
         if phase == "start":
             started.append(time.perf_counter())
         elif started:
             collections.append(time.perf_counter() - started.pop())
+
+    async def keys():
+        loop = asyncio.get_running_loop()
+        while not done.is_set():
+            due = time.perf_counter()
+
+            def answer(due=due):
+                ledger.rollup_cluster(time.time())
+                keys_ms.append((time.perf_counter() - due) * 1000)
+            loop.call_soon(answer)
+            await asyncio.sleep(KEY_EVERY_S)
 
     async def stop_after():
         while ledger.sources[url].reports < before + refreshes * hosts:
@@ -210,13 +233,18 @@ async def loop_stall_ms(url: str, interval_s: float, refreshes: int, ledger: Led
     gc.callbacks.append(timed)
     try:
         tick, stopper = asyncio.create_task(_worst_lateness_s(done)), asyncio.create_task(stop_after())
+        presser = asyncio.create_task(keys())
         await session.run()
         done.set()
         stopper.cancel()
         worst = await tick
+        await presser
     finally:
         gc.callbacks.remove(timed)
-    return worst * 1000, max(collections, default=0.0) * 1000, ledger.sources[url].reports - before
+    return {"stall_ms": worst * 1000, "gc_max_ms": max(collections, default=0.0) * 1000,
+            "reports": ledger.sources[url].reports - before, "key_max_ms": max(keys_ms, default=0.0),
+            "key_p99_ms": statistics.quantiles(keys_ms, n=100)[98] if len(keys_ms) > 1 else float("nan"),
+            "keys": len(keys_ms)}
 
 
 async def measure(url: str, refreshes: int, interval_s: float, ledger: Ledger) -> list[dict]:
@@ -285,7 +313,10 @@ def main() -> None:
             ledger = Ledger("live", ultraservers)
             rows = asyncio.run(measure(server.url, args.refreshes, args.scrape_interval, ledger))
             collector = gc_with_full_histories(ledger)
-            stall_ms, gc_max_ms, reports = asyncio.run(loop_stall_ms(server.url, 5.0, 3, ledger))
+            # Side by side on the same ledger: the intake's 10 ms slices, then each decoded batch
+            # folded in one go (slices without bound: the fold as it ran on the loop before).
+            sliced = asyncio.run(loop_stall_ms(server.url, 5.0, 3, ledger, FOLD_SLICE_S))
+            unsliced = asyncio.run(loop_stall_ms(server.url, 5.0, 3, ledger, float("inf")))
             idle_ms = asyncio.run(baseline_lateness_ms(10.0))
             prometheus_cpu_s = psutil.Process(server.proc.pid).cpu_times()
         finally:
@@ -310,10 +341,15 @@ def main() -> None:
           f"full collection {collector['pause_s'] * 1000:.0f} ms CPU over {collector['tracked'] / 1e6:.2f} M tracked objects; "
           f"the same samples also kept as one object each (the storage before): {collector['old_pause_s'] * 1000:.0f} ms "
           f"over {collector['old_tracked'] / 1e6:.2f} M")
-    print(f"event loop worst stall with the chunked source and full histories: {stall_ms:.0f} ms, longest garbage "
-          f"collection meanwhile {gc_max_ms:.0f} ms (vs {med['fold_s'] * 1000:.0f} ms folding a refresh in one go; the "
-          f"largest answer's json.loads alone holds the GIL {med['decode_max_s'] * 1000:.0f} ms); {reports} host reports "
-          f"folded; the same ticker with no refresh running, over 10 s: {idle_ms:.0f} ms")
+    for name, run in (("in 10 ms slices (the intake)", sliced), ("each batch in one go", unsliced)):
+        print(f"event loop with full histories, decode on the worker thread, fold {name}: worst stall "
+              f"{run['stall_ms']:.0f} ms, worst key response {run['key_max_ms']:.0f} ms (p99 {run['key_p99_ms']:.0f} ms "
+              f"of {run['keys']} keys), longest garbage collection {run['gc_max_ms']:.0f} ms; {run['reports']} host "
+              f"reports folded")
+    print(f"side by side: worst stall {unsliced['stall_ms'] / sliced['stall_ms']:.1f}x lower in slices, worst key "
+          f"{unsliced['key_max_ms'] / sliced['key_max_ms']:.1f}x; the same ticker with no refresh running, over 10 s: "
+          f"{idle_ms:.0f} ms; the largest answer's json.loads alone holds the GIL {med['decode_max_s'] * 1000:.0f} ms "
+          f"(in the source's split thread)")
     print(f"scrape mode instead, per Gen2 host body ({body_bytes / 1000:.0f} KB), process CPU time: ingest "
           f"{scrape_s * 1000:.2f} ms, of which trnwatch's text reader {reader_s * 1000:.2f} ms; prometheus_client's parser "
           f"on the same bodies {reference_s * 1000:.1f} ms ({reference_s / reader_s:.1f}x the reader); server mode: "
