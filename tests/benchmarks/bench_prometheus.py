@@ -285,6 +285,8 @@ def main() -> None:
     p.add_argument("--scrape-interval", type=float, default=30.0, help="Prometheus scrape interval, s (default 30)")
     p.add_argument("--scrape-only", action="store_true",
                    help="no Prometheus: scrape mode per body and the garbage collector over the hosts' folded scrapes")
+    p.add_argument("--wait", type=float, default=300.0,
+                   help="seconds to wait for Prometheus to hold every host (default 300; more on a loaded machine)")
     args = p.parse_args()
     if args.scrape_only:
         scrape_only(args.ultraservers, args.scrape_interval)
@@ -302,8 +304,8 @@ def main() -> None:
                                        interval_s=args.scrape_interval)
         try:
             started = time.monotonic()
-            server.wait_for("count(neuron_hardware_info)", n, 300)
-            server.wait_for("count(neuroncore_utilization_ratio)", n * 16, 300)
+            server.wait_for("count(neuron_hardware_info)", n, args.wait)
+            server.wait_for("count(neuroncore_utilization_ratio)", n * 16, args.wait)
             try:
                 series = server.query("count({__name__=~'neuron.*|execution.*|hardware.*|system.*'})")[0]["value"][1]
             except OSError:  # counting ~320k series can outlast the helper's timeout on a loaded machine
