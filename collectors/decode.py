@@ -7,15 +7,13 @@ an unforeseen failure is a rejection too (`internal`), so one line can never end
 Decoding touches nothing but the line, so it runs on any thread (the session decodes on a
 worker thread, off the event loop, and folds on the loop).
 
-Line kinds and their records:
+Line kinds and their records (each also `Rejected` when unusable):
 
-| kind             | from                                   | records                                        |
-|------------------|----------------------------------------|------------------------------------------------|
-| "neuron-monitor" | stdin, a neuron-monitor child, SSH, the demo | one `DeviceReport`, or `Rejected`        |
-| "prometheus"     | one exporter scrape (collectors/prometheus.py) | one `DeviceReport` per host, or `Rejected` each |
-| "promql"         | one host's answers from a Prometheus server    | the same                                 |
-| "job"            | a trnwatch.job/1 line (rank files, log profiles, checkpoints) | one `DecodedJobLine`, or `Rejected` ("job-schema") |
-| "job-log"        | a passive log's counts (collectors/job_log.py) | one `JobLogStats`, or `Rejected` ("job-log") |
+- "neuron-monitor" (stdin, a neuron-monitor child, SSH, the demo): one `DeviceReport`;
+- "prometheus" (one exporter scrape) and "promql" (one host's answers from a Prometheus
+  server), collectors/prometheus.py: one `DeviceReport` per host, each rejected alone;
+- "job" (a trnwatch.job/1 line: rank files, log profiles, checkpoints): one `DecodedJobLine`;
+- "job-log" (a passive log's counts, collectors/job_log.py): one `JobLogStats`.
 """
 
 from collections.abc import Callable

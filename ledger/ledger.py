@@ -1,8 +1,9 @@
 """The ledger: every line any source delivered, folded into scoped state.
 
 Data flows one way: sources yield `Line`s, collectors/decode.py turns each into typed records,
-`Ledger.fold` folds them, views and receipts read the ledger. Nothing here touches a terminal, a socket or the wall clock: every
-method that needs "now" takes it, so the same lines give the same state live and in replay.
+`Ledger.fold` folds them, views and receipts read the ledger. Nothing here touches a terminal,
+a socket or the wall clock: every method that needs "now" takes it, so the same lines give the
+same state live and in replay.
 
 Scopes are kept apart by construction: chips live inside hosts, hosts are placed in an
 UltraServer only by configuration (`--ultraservers` file, or the `instance_info.ultraserver_id`
@@ -23,7 +24,13 @@ from trnwatch.ledger.goodput import GoodputClock
 from trnwatch.ledger.hosts import HostState
 from trnwatch.ledger.job import JobDiagnosis, JobEventRejected, JobLedger
 from trnwatch.ledger.job_summary import JobSection
-from trnwatch.ledger.rollups import ClusterRollup, UltraServerRollup, cluster_rollup, source_periods_s, ultraserver_rollup
+from trnwatch.ledger.rollups import (
+    ClusterRollup,
+    UltraServerRollup,
+    cluster_rollup,
+    source_periods_s,
+    ultraserver_rollup,
+)
 
 Evidence = Literal["live", "replayed", "simulated"]
 # connecting / reconnecting / lost-while-retrying come from link events of remote sources (SSH,
@@ -124,7 +131,8 @@ class SourceStats:
 
 
 class Ledger:
-    """All scoped state of one session. Fold decoded lines into it (`fold`, or `ingest` a raw line); read hosts, chips and rollups."""
+    """All scoped state of one session. Fold decoded lines into it (`fold`, or `ingest` a raw
+    line); read hosts, chips and rollups."""
 
     def __init__(self, mode: Evidence, ultraservers: dict[str, str] | None = None,
                  job_rules: dict[str, float] | None = None):

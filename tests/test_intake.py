@@ -10,7 +10,8 @@ from trnwatch.collectors.lines import Line, SourceEvent
 from trnwatch.intake import Intake
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.session import Session, SourceSpec
-from tests.reports import line as report_line, report
+from tests.reports import line as report_line
+from tests.reports import report
 
 
 class OrderLedger(Ledger):

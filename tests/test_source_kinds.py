@@ -3,7 +3,6 @@ every kind's options reach the command line, every line kind has a decoder that 
 line instead of raising, and the ledger folds decoded records only."""
 
 import argparse
-import json
 
 import pytest
 
@@ -12,7 +11,8 @@ from trnwatch.cli import build_parser
 from trnwatch.collectors.decode import DECODERS, DEVICE_KINDS, Decoded, DeviceReport, Rejected, decode
 from trnwatch.collectors.lines import Line
 from trnwatch.ledger.ledger import Ledger
-from tests.reports import line as report_line, report, runtime
+from tests.reports import line as report_line
+from tests.reports import report, runtime
 
 
 def _subparser(command: str) -> argparse.ArgumentParser:
