@@ -178,8 +178,8 @@ def _sim_options(o: Options) -> None:
 def _sim_build(args: argparse.Namespace, ctx: Context) -> Built:
     """The demo: every simulated host's report stream, and the simulated job (its writer runs
     beside the sources, its files are read back by the follower a live job uses)."""
-    from trnwatch.workloads.sim.source import host_source_id, sim_host_lines
     from trnwatch.workloads.sim.fleet import fleet_hosts
+    from trnwatch.workloads.sim.source import host_source_id, sim_host_lines
     from trnwatch.workloads.sim.topology import get_topology
     period_s = args.period
     hosts = fleet_hosts(get_topology(args.topology), args.seed, args.scenario, period_s)
