@@ -7,6 +7,14 @@ recorder writes one file (`--record PATH`) or a rotated set in a folder (`trnwat
 each file named `trnwatch-<session start, UTC>-<part>.trnrec`. `trnwatch.recording/1` (JSON
 lines, the first format) is still read (recording_reader.py).
 
+Durability: a frame is appended with one write as it is cut, so a SIGKILL of the recorder loses
+only the frame being collected (the page cache keeps what was written). Against a power loss or
+a host crash, the recorder fsyncs the file and its index when a file is closed (rotation, the
+session's end), and otherwise at most FSYNC_EVERY_S after a frame was cut (checked at every
+cut and at the session's FLUSH_EVERY_S flush); a new file's name is made durable by an fsync of
+its folder. So a power loss loses at most the last FSYNC_EVERY_S + FLUSH_EVERY_S of frames
+(about 6 s) and the frame being collected; the reader skips a frame cut short and counts it.
+
 A write that fails (disk full, I/O error) stops only the recording: the recorder keeps the
 error and the time, writes nothing more, and the session says so once and marks the receipt.
 Files are created 0600 and folders 0700 whatever the umask, by the rule every output follows
@@ -29,6 +37,7 @@ from trnwatch.output import FILE_MODE, OutputError, make_dirs, os_error_reason
 SCHEMA = "trnwatch.recording/2"
 SCHEMA_V1 = "trnwatch.recording/1"
 FLUSH_EVERY_S = 1.0  # the session cuts a frame at least this often
+FSYNC_EVERY_S = 5.0  # frames cut are fsynced at most this long after (and on every close)
 FRAME_SPAN_S = 1.0  # a frame holds at most this much receive time ...
 FRAME_MAX_RAW_BYTES = 4 * 1024 * 1024  # ... and about this many bytes of entries
 PART_GLOB = "trnwatch-*.trnrec"
@@ -71,6 +80,15 @@ def _open_private(path: Path) -> int:
     return fd
 
 
+def _fsync_folder(folder: Path) -> None:
+    """Make the names in `folder` durable (a new file, a removed part)."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -87,12 +105,13 @@ class Recorder:
 
     def __init__(self, target: Path, folder: bool, evidence: str, ultraservers: dict[str, str],
                  rotation: Rotation | None = None, known_hosts: Callable[[], Collection[str]] | None = None,
-                 on_file: Callable[[Path], None] | None = None):
+                 on_file: Callable[[Path], None] | None = None, monotonic: Callable[[], float] = time.monotonic):
         self.target = target
         self.folder = folder
         self.rotation = rotation or Rotation()
         self.known_hosts = known_hosts or (lambda: ())
         self.on_file = on_file
+        self.monotonic = monotonic  # rotation by age and the fsync interval
         self.started_s = time.time()
         self.session_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(self.started_s))
         self._header = dict(recording=SCHEMA, tool=f"trnwatch {__version__}", started=self.started_s,
@@ -107,6 +126,8 @@ class Recorder:
         self._fd = self._index_fd = -1
         self._offset = 0
         self._file_opened_s = 0.0
+        self._synced_s = 0.0  # when the open file was last fsynced (monotonic)
+        self._unsynced = False  # frames cut since then
         self._open_events: dict[str, SourceEvent] = {}  # sources open and not ended: repeated in each part
         self._sources_cataloged: dict[str, str] = {}
         self._sources_seen: dict[str, str] = {}
@@ -131,9 +152,12 @@ class Recorder:
             self._guard(self._write, item)
 
     def flush(self) -> None:
-        """Cut the frame being collected (the session calls this every FLUSH_EVERY_S)."""
+        """Cut the frame being collected, and fsync when FSYNC_EVERY_S passed since frames were
+        cut (the session calls this every FLUSH_EVERY_S)."""
         if self.error is None and self._fd >= 0 and self._encoder.entries:
             self._guard(self._cut_and_rotate)
+        if self.error is None and self._fd >= 0 and self._unsynced:
+            self._guard(self._sync_if_due)
 
     def close(self) -> None:
         if self.error is None and self._fd >= 0:
@@ -180,6 +204,7 @@ class Recorder:
 
     def _cut_and_rotate(self) -> None:
         self._cut()
+        self._sync_if_due()
         if self.folder and self._rotation_due():
             self._close_part()
             self._open_part()
@@ -201,11 +226,23 @@ class Recorder:
         self.frames += 1
         self.bytes_written += len(frame)
         self.raw_bytes += info.raw_bytes
+        self._unsynced = True
+
+    def _sync_if_due(self) -> None:
+        if self._unsynced and self.monotonic() - self._synced_s >= FSYNC_EVERY_S:
+            self._sync()
+
+    def _sync(self) -> None:
+        """The file, then its index (which only ever points at frames already durable)."""
+        os.fsync(self._fd)
+        os.fsync(self._index_fd)
+        self._synced_s = self.monotonic()
+        self._unsynced = False
 
     def _rotation_due(self) -> bool:
         r = self.rotation
         return bool((r.max_bytes and self._offset >= r.max_bytes)
-                    or (r.max_age_s and time.monotonic() - self._file_opened_s >= r.max_age_s))
+                    or (r.max_age_s and self.monotonic() - self._file_opened_s >= r.max_age_s))
 
     def _open_part(self) -> None:
         part = len(self.files)
@@ -218,12 +255,13 @@ class Recorder:
         self._fd = _open_private(path)
         self._index_fd = _open_private(index_path(path))
         self.files.append(path)
-        self._file_opened_s = time.monotonic()
+        self._file_opened_s = self.monotonic()
         header = RecordingHeader(**self._header, part=part).model_dump_json()
         frame = header_frame(header, time.time())
         _write_all(self._fd, frame)
         self._offset = len(frame)
         self.bytes_written += len(frame)
+        self._sync()
         # A part read without the ones before it still knows its sources and hosts (an "open"
         # again is harmless to a replay of the whole set: registering a source is idempotent).
         self._sources_cataloged, self._hosts_cataloged = {}, set()
@@ -232,12 +270,14 @@ class Recorder:
             self._encoder.add(SourceEvent(event.source_id, event.kind, now_s, "open"))
         if self.rotation.retain:
             self._drop_old_parts(self.rotation.retain)
+        _fsync_folder(path.parent)
         if self.on_file is not None:
             self.on_file(path)
 
     def _close_part(self) -> None:
         if self._encoder.entries:
             self._cut()
+        self._sync()
         fd, index_fd = self._fd, self._index_fd
         self._fd = self._index_fd = -1
         os.close(fd)

@@ -204,3 +204,95 @@ def test_recording_files_are_0600_and_new_folders_0700_whatever_the_umask(tmp_pa
              index_path(recorder.files[0])]
     assert [mode(p) for p in files] == [0o600] * len(files)
     assert [mode(p) for p in (tmp_path / "a", tmp_path / "a" / "b", tmp_path / "set")] == [0o700] * 3
+
+
+class _Clock:
+    def __init__(self):
+        self.now_s = 100.0
+
+    def __call__(self) -> float:
+        return self.now_s
+
+
+def test_frames_are_fsynced_within_the_documented_interval_and_on_close(tmp_path, monkeypatch):
+    # Defect: the recorder never fsynced, so a power loss could lose any amount of a recording.
+    from trnwatch.collectors import recording as recording_module
+    synced = []
+    real_fsync = os.fsync
+
+    def spy(fd):
+        synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    monkeypatch.setattr(recording_module.os, "fsync", spy)
+    path, clock = tmp_path / "r.trnrec", _Clock()
+    recorder = Recorder.to_file(path, "live", {}, monotonic=clock)
+    # Created: the header, its index and the file's name in its folder are durable at once.
+    assert synced == ["r.trnrec", "r.trnrec.idx", tmp_path.name]
+    synced.clear()
+    items = iter(synthetic_items(20))
+    recorder.write(next(items))
+    recorder.write(next(items))
+    recorder.flush()  # a frame cut inside the interval: not yet
+    clock.now_s += recording_module.FSYNC_EVERY_S - 0.5
+    recorder.flush()
+    assert synced == []
+    clock.now_s += 0.5  # FSYNC_EVERY_S after the last fsync: the next flush syncs, even without new data
+    recorder.flush()
+    assert synced == ["r.trnrec", "r.trnrec.idx"]
+    synced.clear()
+    recorder.flush()  # nothing cut since: nothing to sync
+    recorder.write(next(items))
+    recorder.close()  # closing syncs the last frame whatever the interval
+    assert synced == ["r.trnrec", "r.trnrec.idx"]
+
+
+def test_a_rotated_set_syncs_each_part_on_close_and_the_folder_on_each_new_part(tmp_path, monkeypatch):
+    from trnwatch.collectors import recording as recording_module
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(recording_module.os, "fsync",
+                        lambda fd: (synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))), real_fsync(fd)))
+    folder = tmp_path / "set"
+    recorder = Recorder.to_folder(folder, "live", {}, rotation=Rotation(max_bytes=8_000, retain=2), monotonic=_Clock())
+    for item in synthetic_items(20):
+        recorder.write(item)
+    recorder.close()
+    parts = len(recorder.files)
+    assert parts >= 3
+    assert synced.count("set") == parts  # every new part's name (and every removed one) made durable
+    assert sum(name.endswith(".trnrec") for name in synced) == 2 * parts  # at creation and at close
+
+
+def test_what_was_cut_is_read_back_by_another_process_after_a_sigkill_of_the_recorder(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    path = tmp_path / "r.trnrec"
+    child = f"""
+import sys
+from pathlib import Path
+from trnwatch.collectors.recording import Recorder
+from tests.recordings import synthetic_items
+recorder = Recorder.to_file(Path({str(path)!r}), "live", {{}})
+items = list(synthetic_items(7))
+for item in items[:6]:  # the open and 5 reports
+    recorder.write(item)
+recorder.flush()  # the documented point for a SIGKILL: every frame cut is in the file
+recorder.write(items[6])  # one more report, in the frame still being collected
+print("flushed", flush=True)
+sys.stdin.read()  # wait to be killed
+"""
+    proc = subprocess.Popen([sys.executable, "-c", child], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            cwd=os.path.dirname(os.path.dirname(__file__)))
+    try:
+        assert proc.stdout.readline() == "flushed\n"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    items, recording = read_all(path)
+    assert sum(isinstance(item, Line) for item in items) == 5 and recording.stats.skipped == {}
