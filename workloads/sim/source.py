@@ -26,8 +26,9 @@ async def sim_host_lines(host: SimHost, period_s: float, start_s: float, offset_
     tick = 0
     while host.alive(tick):
         delay = start_s + offset_s + tick * period_s - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)
+        # Suspends even when behind schedule (a loaded machine, a short period): a report
+        # yielded without it keeps the event loop from the screen, signals and the demo's job.
+        await asyncio.sleep(max(0.0, delay))
         yield Line(source_id, "neuron-monitor", time.time(), host.report_line(tick))
         tick += 1
     await asyncio.Event().wait()  # silent, not ended: the monitor must notice on its own
