@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Literal
 
 from trnwatch.ledger.hosts import ChipState, HostState
 from trnwatch.ledger.job import JobDiagnosis
-from trnwatch.ledger.rollups import ChipEcc, freshness_at, host_ecc, per_report
+from trnwatch.ledger.rollups import ChipEcc, freshness_at, host_ecc, job_diagnosis_at, per_report
 
 if TYPE_CHECKING:
     from trnwatch.ledger.ledger import Ledger
@@ -219,7 +219,7 @@ def _job_finding(ledger: "Ledger", diagnosis: JobDiagnosis | None) -> Finding | 
 def current_findings(ledger: "Ledger", now_s: float) -> list[Finding]:
     """Every current finding, most severe first (then by kind, UltraServer, host, chip)."""
     found: list[Finding] = []
-    diagnosis = ledger.job_diagnosis(now_s)
+    diagnosis = job_diagnosis_at(ledger, now_s)
     job = _job_finding(ledger, diagnosis)
     if job is not None:
         found.append(job)

@@ -269,6 +269,11 @@ def cluster_rollup(ledger: "Ledger", now_s: float) -> ClusterRollup:
 # --- the job on the devices ---------------------------------------------------------------------------
 
 
+def job_diagnosis_at(ledger: "Ledger", now_s: float) -> JobDiagnosis | None:
+    """`Ledger.job_diagnosis(now_s)`, computed once for every reader of one refresh."""
+    return per_update(ledger, "job-diagnosis", lambda: ledger.job_diagnosis(now_s), (now_s, id(ledger.job)))
+
+
 def suspects_by_ultraserver(ledger: "Ledger", diagnosis: JobDiagnosis | None) -> tuple[dict[str, list[int]], list[int]]:
     """Where the suspect ranks run: UltraServer id ("" for hosts in none) -> ranks, and the ranks
     on a host the device telemetry does not show (rank host -> ledger host -> UltraServer)."""

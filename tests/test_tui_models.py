@@ -9,15 +9,11 @@ from trnwatch.ledger.ledger import Ledger
 from trnwatch.ledger.snapshot import build_snapshot, render_text, session_now_s
 from trnwatch.themes import THEME_NAMES, default_theme, next_theme
 from trnwatch.themes.palettes import PALETTES, ROLES, TEXTUAL_THEMES
+from trnwatch.tui.host_rows import host_rows, resolve_target, sort_and_filter
+from trnwatch.tui.job_model import job_model
+from trnwatch.tui.sources_model import sources_model
 from trnwatch.tui.text import clean, clip
-from trnwatch.tui.view_models import (
-    host_rows,
-    job_model,
-    resolve_target,
-    sort_and_filter,
-    sources_model,
-    ultraserver_model,
-)
+from trnwatch.tui.ultraserver_model import ultraserver_model
 from trnwatch.tui.widgets import hbm_glyph, merge_blanks, sparkline, util_glyph
 from tests.tui_fleet import (
     BASE_S,

@@ -36,15 +36,16 @@ from trnwatch.tui.chip_view import ChipView
 from trnwatch.tui.cluster_view import ClusterView
 from trnwatch.tui.export import DEFAULT_SNAPSHOT_DIR, write_snapshot
 from trnwatch.tui.fault_line import fault_line
+from trnwatch.tui.host_rows import FILTERS, NO_GROUP, SORTS, groups, resolve_target
 from trnwatch.tui.host_view import HostView
 from trnwatch.tui.job_view import JobView
 from trnwatch.tui.navigation import NAVIGATION, settle, step
 from trnwatch.tui.scope import SCOPES, Frame, ScopeView, Selection, outside, styled
 from trnwatch.tui.screens import KEYMAP, HelpScreen, JumpScreen
+from trnwatch.tui.sources_model import sources_model
 from trnwatch.tui.terminal import TrnwatchDriver, require_terminal
 from trnwatch.tui.text import clip
 from trnwatch.tui.ultraserver_view import UltraServerView
-from trnwatch.tui.view_models import FILTERS, NO_GROUP, SORTS, groups, resolve_target, sources_model
 from trnwatch.tui.widgets import TextLines
 
 # Source states other than connected, with the style the status line counts them in, and the

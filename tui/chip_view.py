@@ -11,8 +11,8 @@ from rich.text import Text
 from trnwatch.ledger.findings import HBM_TREND_MIN_SAMPLES, HBM_TREND_WINDOW_S, trend_text
 from trnwatch.ledger.rollups import hbm_high
 from trnwatch.tui import units
+from trnwatch.tui.chip_model import ChipModel, chip_model
 from trnwatch.tui.scope import Frame, ScopeView, Screenful, outside, styled
-from trnwatch.tui.view_models import ChipModel, chip_model
 from trnwatch.tui.widgets import level, shown_range, sparkline, util_glyph
 
 BAR_COLS = 24

@@ -21,16 +21,11 @@ from textual.geometry import Region
 
 from trnwatch.ledger.rollups import hbm_high
 from trnwatch.tui import units
+from trnwatch.tui.cluster_model import CLUSTER_SORT_HELP, ClusterModel, UltraServerLine, cluster_model
+from trnwatch.tui.host_rows import NO_GROUP
 from trnwatch.tui.job_view import VERDICT_ROLE
 from trnwatch.tui.scope import Frame, ScopeView, Screenful, Selection, no_host_yet, styled
 from trnwatch.tui.text import clip
-from trnwatch.tui.view_models import (
-    CLUSTER_SORT_HELP,
-    NO_GROUP,
-    ClusterModel,
-    UltraServerLine,
-    cluster_model,
-)
 from trnwatch.tui.widgets import TextLines
 
 WIDE_MIN_COLS = 100  # from here on, UltraServer ids get more room

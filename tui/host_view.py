@@ -7,9 +7,9 @@ from rich.text import Text
 from textual import events
 
 from trnwatch.tui import units
+from trnwatch.tui.host_model import HostModel, host_model
 from trnwatch.tui.scope import Frame, ScopeView, Screenful, Selection, column, outside, styled
 from trnwatch.tui.text import clean
-from trnwatch.tui.view_models import HostModel, host_model
 from trnwatch.tui.widgets import TextLines, hbm_glyph, level, sparkline, util_glyph
 
 SPARK_COLS = 20

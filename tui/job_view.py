@@ -8,8 +8,8 @@ view says which source is missing and shows no job figure at all, never a zero.
 from rich.text import Text
 
 from trnwatch.tui import units
+from trnwatch.tui.job_model import JobModel, job_model
 from trnwatch.tui.scope import Frame, ScopeView, Screenful, column, outside, styled
-from trnwatch.tui.view_models import JobModel, job_model
 
 JOB_SOURCE_HINT = ("no job telemetry: start with --job-dir DIR (the run's trnwatch.job/1 rank files) "
                    "or --job-log FILE (an NxD log)")

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from trnwatch.ledger.ledger import Ledger
+from trnwatch.tui.host_rows import NO_GROUP, group_hosts, groups, host_rows, sort_and_filter
 from trnwatch.tui.scope import Selection
-from trnwatch.tui.view_models import NO_GROUP, group_hosts, groups, host_rows, sort_and_filter
 
 Place = tuple  # what one step of `[` / `]` lands on, in a scope's own terms
 

@@ -15,15 +15,9 @@ from textual import events
 from trnwatch.ledger.findings import chips_to_look_at
 from trnwatch.ledger.rollups import hbm_high
 from trnwatch.tui import units
+from trnwatch.tui.host_rows import FILTER_HELP, NO_GROUP, ChipCell, HostRow
 from trnwatch.tui.scope import Frame, ScopeView, Screenful, Selection, column, no_host_yet, outside, styled
-from trnwatch.tui.view_models import (
-    FILTER_HELP,
-    NO_GROUP,
-    ChipCell,
-    HostRow,
-    UltraServerModel,
-    ultraserver_model,
-)
+from trnwatch.tui.ultraserver_model import UltraServerModel, ultraserver_model
 from trnwatch.tui.widgets import BARS, SHADES, TextLines, hbm_glyph, level, util_glyph
 
 WIDE_MIN_COLS = 100  # from here on, one host per line with its names
@@ -66,6 +60,16 @@ def _cell(chip: ChipCell, row: HostRow, frame: Frame, selected: bool, u: float |
     ]
 
 
+def _cell_key(row: HostRow, chip: ChipCell, selected: bool, u: float | None) -> tuple:
+    """What `_cell` draws for a chip, as a value: equal keys draw equal cells."""
+    if row.state != "fresh":
+        return row.state, selected
+    fill = chip.hbm_pct
+    return (util_glyph(u), None if u is None else level(u, 100.0, 8), hbm_glyph(fill),
+            None if fill is None else level(fill, 100.0, 8), chip.ecc_uncorrected > 0,
+            chip.ecc_events > 0 or chip.ecc_undecided, selected)
+
+
 def _ecc_count(chip: ChipCell) -> str:
     return f"{chip.ecc_events}" + (f" ({chip.ecc_uncorrected} uncorr.)" if chip.ecc_uncorrected else "")
 
@@ -86,6 +90,9 @@ class UltraServerView(ScopeView):
         self._cell_x: dict[int, list[tuple[int, str, int]]] = {}
         # The utilisation each chip's bar was last drawn for (see UTIL_DEADBAND_PCT).
         self._drawn: dict[tuple[str, int], float | None] = {}
+        # The last render's host lines by what they draw: a line that draws the same is the same
+        # Text, so it costs neither building nor rendering (most lines of a refresh).
+        self._host_lines: dict[tuple, Text] = {}
 
     def _drawn_util(self, row: HostRow, chip: ChipCell) -> float | None:
         key = (row.host_id, chip.index)
@@ -178,26 +185,38 @@ class UltraServerView(ScopeView):
         per_line = max(1, (frame.width + 1) // (block_cols + 1))
         out = self._filtered_note(m, frame)
         self._grid, self._cell_x = [], {}
+        drawn, self._host_lines = self._host_lines, {}
         for start in range(0, len(m.rows), per_line):
-            parts: list = []
             grid_line: list[tuple[str, int]] = []
             xs: list[tuple[int, str, int]] = []
+            cells = []
             x = 0
-            for row in m.rows[start:start + per_line]:
-                label = f"{row.number:>{number_cols}} "
-                parts.append((label, pal["label"] if row.state == "fresh" else pal["warn"]))
-                x += len(label)
+            hosts = m.rows[start:start + per_line]
+            for row in hosts:
+                x += number_cols + 1
                 for chip in row.chips:
                     selected = (row.host_id, chip.index) == (sel.host_id, sel.chip)
-                    parts += _cell(chip, row, frame, selected, self._drawn_util(row, chip))
+                    cells.append((row, chip, selected, self._drawn_util(row, chip)))
                     grid_line.append((row.host_id, chip.index))
                     xs.append((x, row.host_id, chip.index))
                     x += CELL_COLS
-                parts.append(" ")
                 x += 1
+            key = (id(pal), number_cols, tuple((row.number, row.state, len(row.chips)) for row in hosts),
+                   tuple(_cell_key(*cell) for cell in cells))
+            line = drawn.get(key)
+            if line is None:
+                parts: list = []
+                for row in hosts:
+                    label_style = pal["label"] if row.state == "fresh" else pal["warn"]
+                    parts.append((f"{row.number:>{number_cols}} ", label_style))
+                    parts += [part for r, chip, selected, u in cells if r is row
+                              for part in _cell(chip, row, frame, selected, u)]
+                    parts.append(" ")
+                line = styled(*parts)
+            self._host_lines[key] = line
             self._cell_x[len(out)] = xs
             self._grid.append(grid_line)
-            out.append(styled(*parts))
+            out.append(line)
         return out
 
     def _table(self, m: UltraServerModel, frame: Frame) -> list[Text]:
@@ -211,35 +230,43 @@ class UltraServerView(ScopeView):
         out.append(styled((f"{'#':>{number_cols}} {'host name':<{name_cols}} {'host id':<{id_cols}}  chips: "
                            f"util·HBM·ECC", pal["dim"])))
         self._grid, self._cell_x = [], {}
+        drawn, self._host_lines = self._host_lines, {}
         for row in m.rows:
-            fresh = row.state == "fresh"
-            parts: list = [
-                (f"{row.number:>{number_cols}} ", pal["label"] if fresh else pal["warn"]),
-                column(row.name or "", name_cols + 1, pal["text"]),
-                column(row.host_id, id_cols + 2, pal["dim"]),
-            ]
+            cells = [(row, chip, (row.host_id, chip.index) == (sel.host_id, sel.chip), self._drawn_util(row, chip))
+                     for chip in row.chips]
             x = number_cols + 1 + name_cols + 1 + id_cols + 2
-            xs = []
-            grid_line = []
-            for chip in row.chips:
-                selected = (row.host_id, chip.index) == (sel.host_id, sel.chip)
-                parts += _cell(chip, row, frame, selected, self._drawn_util(row, chip))
-                parts.append(" ")
-                grid_line.append((row.host_id, chip.index))
-                xs.append((x, row.host_id, chip.index))
-                x += CELL_COLS + 1
-            ecc = sum(c.ecc_events for c in row.chips)
-            uncorrected = sum(c.ecc_uncorrected for c in row.chips)
-            parts.append((f" ECC {ecc}" + (f" ({uncorrected} uncorr.)" if uncorrected else ""),
-                          pal["bad"] if ecc else pal["dim"]))
-            if row.state == "stale":
-                parts.append((f"  stale {units.age(row.age_s)}", pal["warn"]))
-            elif row.state == "lost":
-                parts.append(("  lost", pal["bad"]))
-            self._cell_x[len(out)] = xs
-            self._grid.append(grid_line)
-            out.append(styled(*parts))
+            self._cell_x[len(out)] = [(x + i * (CELL_COLS + 1), row.host_id, chip.index)
+                                      for i, chip in enumerate(row.chips)]
+            self._grid.append([(row.host_id, chip.index) for chip in row.chips])
+            key = (id(pal), number_cols, name_cols, id_cols, row.number, row.name, row.host_id, row.state,
+                   units.age(row.age_s) if row.state == "stale" else "", tuple(_cell_key(*cell) for cell in cells),
+                   sum(c.ecc_events for c in row.chips), sum(c.ecc_uncorrected for c in row.chips))
+            line = drawn.get(key) or self._table_line(row, cells, number_cols, name_cols, id_cols, frame)
+            self._host_lines[key] = line
+            out.append(line)
         return out
+
+    def _table_line(self, row: HostRow, cells: list, number_cols: int, name_cols: int, id_cols: int,
+                    frame: Frame) -> Text:
+        """One host of the wide layout; `cells`: (row, chip, selected, drawn utilisation) per chip."""
+        pal = frame.palette
+        parts: list = [
+            (f"{row.number:>{number_cols}} ", pal["label"] if row.state == "fresh" else pal["warn"]),
+            column(row.name or "", name_cols + 1, pal["text"]),
+            column(row.host_id, id_cols + 2, pal["dim"]),
+        ]
+        for _, chip, selected, u in cells:
+            parts += _cell(chip, row, frame, selected, u)
+            parts.append(" ")
+        ecc = sum(c.ecc_events for c in row.chips)
+        uncorrected = sum(c.ecc_uncorrected for c in row.chips)
+        parts.append((f" ECC {ecc}" + (f" ({uncorrected} uncorr.)" if uncorrected else ""),
+                      pal["bad"] if ecc else pal["dim"]))
+        if row.state == "stale":
+            parts.append((f"  stale {units.age(row.age_s)}", pal["warn"]))
+        elif row.state == "lost":
+            parts.append(("  lost", pal["bad"]))
+        return styled(*parts)
 
     def _attention(self, m: UltraServerModel, frame: Frame, rows: int) -> list[Text]:
         """The fresh chips that most need a look, with why (`findings.chips_to_look_at`), or by

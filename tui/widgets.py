@@ -152,7 +152,7 @@ class TextLines(ScrollView, can_focus=False):
         console = self.app.console
         base = self.rich_style  # the widget's colours under every segment, as Textual's own Log does
         old_texts = self._texts if base == self._style else []
-        new = [self._strips[y] if y < len(old_texts) and line == old_texts[y] else
+        new = [self._strips[y] if y < len(old_texts) and (line is old_texts[y] or line == old_texts[y]) else
                Strip(merge_blanks(Segment.apply_style(line.render(console), base)), line.cell_len)
                for y, line in enumerate(lines)]
         self._texts, self._style = list(lines), base

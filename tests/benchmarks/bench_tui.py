@@ -187,8 +187,11 @@ def main() -> int:
     parser.add_argument("--window", type=float, default=20.0, help="seconds measured per view")
     parser.add_argument("--cluster-only", action="store_true", help="only the cluster view's figures at 1,152 hosts")
     args = parser.parse_args()
+    print(f"load average at start: {' / '.join(f'{x:.1f}' for x in os.getloadavg())} (1 / 5 / 15 min), "
+          f"{os.cpu_count()} cores")
     if args.cluster_only:
         print_cluster_figures(32)
+        print(f"load average at end: {' / '.join(f'{x:.1f}' for x in os.getloadavg())}")
         return 0
     # Long enough never to end inside a window: the runs are ended with SIGTERM once measured.
     duration_s = args.warmup + 2 * args.window + 120
@@ -231,7 +234,7 @@ def main() -> int:
         key_ms = key_latency_ms(runs[0])
         for proc in [r.proc for r in runs + minimal] + [headless]:
             proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=60)
+            proc.wait(timeout=600)  # a receipt takes long on a loaded machine
 
     print(f"trnwatch screen cost: demo, 144 chips on 36 hosts, refresh 1 s, steady state, {args.window:.0f} s per view")
     print(f"{'view':<12} {'size':>7} {'colours':>9} {'bytes/s':>9} {'CPU % proc':>11} {'CPU % screen':>13} "
@@ -249,6 +252,7 @@ def main() -> int:
         print(f"key to screen, 36 hosts, 80x24 pty (h / u alternately, from the write until the new scope name "
               f"arrived): {summary_ms(key_ms)} (of {len(key_ms)})")
     print_cluster_figures(32)
+    print(f"load average at end: {' / '.join(f'{x:.1f}' for x in os.getloadavg())}")
     return 0
 
 

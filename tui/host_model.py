@@ -1,0 +1,75 @@
+"""The host view's model: one host's identity, figures, processes and history, plain data."""
+
+from dataclasses import dataclass
+
+from trnwatch.ledger.hosts import HostState, RuntimeState
+from trnwatch.ledger.ledger import Ledger
+from trnwatch.tui.host_rows import NO_GROUP, HostRow, group_hosts, host_rows
+
+
+@dataclass(frozen=True)
+class RuntimeLine:
+    pid: int | None
+    tag: str
+    chips: tuple[int, ...]
+    cores: tuple[int, ...]
+    vcpu_user_pct: float | None
+    vcpu_system_pct: float | None
+    device_bytes: int | None
+    error: str
+    group_errors: tuple[tuple[str, str], ...]
+    running: bool  # listed in the latest report
+
+
+@dataclass(frozen=True)
+class HostModel:
+    row: HostRow
+    group: str | None
+    instance_type: str | None
+    device_type: str | None
+    neuroncore_version: str | None
+    lnc: int | None
+    cores_per_chip: int | None
+    vcpu_busy_pct: float | None
+    vcpu_count: int | None
+    memory_used_bytes: int | None
+    memory_total_bytes: int | None
+    runtimes: tuple[RuntimeLine, ...]
+    group_errors: tuple[tuple[str, str], ...]
+    anomalies: tuple[tuple[str, int], ...]
+    util_history: tuple[tuple[tuple[float, float | None], ...], ...]  # per chip, (t_s, util)
+    period_s: float | None  # report period, for history spans
+    source_rejected: int  # lines its stream delivered that could not be used
+    source_last_rejection: str
+
+
+def _runtime_line(host: HostState, rt: RuntimeState) -> RuntimeLine:
+    per = host.cores_per_chip
+    chips = tuple(sorted({c // per for c in rt.cores})) if per else ()
+    return RuntimeLine(
+        rt.pid, rt.tag, chips, rt.cores, rt.vcpu_user_pct, rt.vcpu_system_pct, rt.device_bytes, rt.error,
+        tuple(sorted(rt.group_errors.items())), rt.last_seen_s == host.last_s,
+    )
+
+
+def host_model(ledger: Ledger, now_s: float, host_id: str) -> HostModel | None:
+    host = ledger.hosts.get(host_id)
+    if host is None:
+        return None
+    group = ledger.ultraserver_of(host)
+    source = ledger.sources.get(host.source_id)
+    row = next(r for r in host_rows(ledger, group_hosts(ledger, group or NO_GROUP), now_s) if r.host_id == host_id)
+    runtimes = sorted(host.runtimes.values(), key=lambda r: (r.last_seen_s != host.last_s, min(r.cores, default=1 << 30), r.order))
+    return HostModel(
+        row=row, group=group, instance_type=host.instance_type, device_type=host.device_type,
+        neuroncore_version=host.neuroncore_version, lnc=host.lnc, cores_per_chip=host.cores_per_chip,
+        vcpu_busy_pct=host.vcpu_busy_pct, vcpu_count=host.vcpu_count,
+        memory_used_bytes=host.memory_used_bytes, memory_total_bytes=host.memory_total_bytes,
+        runtimes=tuple(_runtime_line(host, r) for r in runtimes),
+        group_errors=tuple(sorted(host.group_errors.items())),
+        anomalies=tuple(sorted(host.anomalies.items())),
+        util_history=tuple(tuple((s.t_s, s.util_pct) for s in c.history) for c in host.chips),
+        period_s=host.period_s,
+        source_rejected=sum(source.rejected.values()) if source else 0,
+        source_last_rejection=source.last_rejection if source else "",
+    )

@@ -1,0 +1,61 @@
+"""The job view's model: the job as its telemetry tells it, plain data."""
+
+from dataclasses import dataclass
+
+from trnwatch.ledger.job import JobDiagnosis, JobLedger
+from trnwatch.ledger.job_summary import JobSection
+from trnwatch.ledger.ledger import Ledger
+
+
+@dataclass(frozen=True)
+class RankLine:
+    rank: int
+    host: str | None  # as the job names it
+    chip: int | None
+    core: int | None
+    status: str
+    dead: bool
+    last_step: int | None
+    heartbeat_age_s: float | None  # None: this rank sends no heartbeats (passive source)
+    region: str | None
+
+
+@dataclass(frozen=True)
+class CollectiveLine:
+    op: str
+    count: int
+    bytes: int
+    latency_s: dict[str, float | None]  # p50, p90, p99
+
+
+@dataclass(frozen=True)
+class JobModel:
+    """The job as its telemetry tells it; every figure here comes from job events only."""
+
+    diagnosis: JobDiagnosis
+    summary: JobSection  # JobLedger.summary(now_s), for the run facts
+    ranks: tuple[RankLine, ...]
+    collectives: tuple[CollectiveLine, ...]  # empty: no collective timings in the telemetry
+
+
+def job_model(job: JobLedger, ledger: Ledger, now_s: float) -> JobModel:
+    """The job view's figures; the diagnosis is `Ledger.job_diagnosis` (each suspect's chip
+    utilisation from the device ledger, fresh hosts only), the join the receipt uses too."""
+    dead = set(job.dead_ranks(now_s))  # the job ledger's own rule, not a second copy of it
+    ranks = tuple(
+        RankLine(
+            r.rank, r.host, r.chip, r.core, r.status, r.rank in dead, r.last_step,
+            None if r.heartbeat_ts is None else max(0.0, now_s - r.heartbeat_ts), r.region,
+        )
+        for r in sorted(job.ranks.values(), key=lambda r: r.rank)
+    )
+    summary = job.summary(now_s, lambda host, chip: ledger.chip_util_pct(host, chip, now_s))
+    collectives = summary.collectives
+    return JobModel(
+        diagnosis=JobDiagnosis(summary.verdict, summary.reason, tuple(summary.suspects)),
+        summary=summary,
+        ranks=ranks,
+        collectives=tuple(
+            CollectiveLine(op, c.count, c.bytes, c.latency_s.model_dump()) for op, c in collectives.items()
+        ) if isinstance(collectives, dict) else (),
+    )
