@@ -232,25 +232,31 @@ def main() -> int:
                 results["minimal"] = [row for row in results[view] if row[0] in minimal]
             results[view] = [row for row in results[view] if row[0] not in minimal]
         key_ms = key_latency_ms(runs[0])
+        print(f"trnwatch screen cost: demo, 144 chips on 36 hosts, refresh 1 s, steady state, {args.window:.0f} s per view")
+        print(f"{'view':<12} {'size':>7} {'colours':>9} {'bytes/s':>9} {'CPU % proc':>11} {'CPU % screen':>13} "
+              f"{'ms/refresh':>11}")
+        for view, rows in results.items():
+            for run, bytes_per_s, cpu_pct, base_pct in rows:
+                screen_pct = cpu_pct - (0.0 if view == "minimal" else base_pct)
+                print(f"{view:<12} {run.size[0]:>3}x{run.size[1]:<3} {run.colours:>9} {bytes_per_s:>9.0f} {cpu_pct:>11.1f} "
+                      f"{screen_pct:>13.1f} {10 * screen_pct:>11.1f}")
+        base = results["ultraserver"][0][3]
+        print(f"baseline: the same demo headless (sources, parsing, ledger; no screen) used {base:.1f} % of one core; "
+              "'CPU % screen' is the process minus that baseline; 'minimal' is a Textual app updating one Static per "
+              "second (tests/benchmarks/minimal_textual_app.py), measured in the same window")
+        if key_ms:
+            print(f"key to screen, 36 hosts, 80x24 pty (h / u alternately, from the write until the new scope name "
+                  f"arrived): {summary_ms(key_ms)} (of {len(key_ms)})")
+        # Printed before the runs end: on a loaded machine a receipt can take minutes.
         for proc in [r.proc for r in runs + minimal] + [headless]:
             proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=600)  # a receipt takes long on a loaded machine
+        for proc in [r.proc for r in runs + minimal] + [headless]:
+            try:
+                proc.wait(timeout=600)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
-    print(f"trnwatch screen cost: demo, 144 chips on 36 hosts, refresh 1 s, steady state, {args.window:.0f} s per view")
-    print(f"{'view':<12} {'size':>7} {'colours':>9} {'bytes/s':>9} {'CPU % proc':>11} {'CPU % screen':>13} "
-          f"{'ms/refresh':>11}")
-    for view, rows in results.items():
-        for run, bytes_per_s, cpu_pct, base_pct in rows:
-            screen_pct = cpu_pct - (0.0 if view == "minimal" else base_pct)
-            print(f"{view:<12} {run.size[0]:>3}x{run.size[1]:<3} {run.colours:>9} {bytes_per_s:>9.0f} {cpu_pct:>11.1f} "
-                  f"{screen_pct:>13.1f} {10 * screen_pct:>11.1f}")
-    base = results["ultraserver"][0][3]
-    print(f"baseline: the same demo headless (sources, parsing, ledger; no screen) used {base:.1f} % of one core; "
-          "'CPU % screen' is the process minus that baseline; 'minimal' is a Textual app updating one Static per "
-          "second (tests/benchmarks/minimal_textual_app.py), measured in the same window")
-    if key_ms:
-        print(f"key to screen, 36 hosts, 80x24 pty (h / u alternately, from the write until the new scope name "
-              f"arrived): {summary_ms(key_ms)} (of {len(key_ms)})")
     print_cluster_figures(32)
     print(f"load average at end: {' / '.join(f'{x:.1f}' for x in os.getloadavg())}")
     return 0
