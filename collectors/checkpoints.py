@@ -15,6 +15,7 @@ import os
 import re
 import time
 from collections.abc import AsyncIterator
+from typing import Literal
 
 from trnwatch.collectors.job_events import SCHEMA_VERSION, Checkpoint
 from trnwatch.collectors.lines import Line
@@ -71,7 +72,7 @@ class CheckpointDirWatcher:
                 events.append(self._event(tag, "end", done_s))
         return sorted(events, key=lambda event: event.ts)
 
-    def _event(self, tag: str, state: str, ts: float) -> Checkpoint:
+    def _event(self, tag: str, state: Literal["begin", "end"], ts: float) -> Checkpoint:
         return Checkpoint(
             v=SCHEMA_VERSION,
             ts=ts,

@@ -38,11 +38,11 @@ reads every error as fatal).
 
 import json
 from dataclasses import dataclass
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Final, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-SCHEMA_VERSION = "trnwatch.job/1"
+SCHEMA_VERSION: Final = "trnwatch.job/1"
 MAX_ERRORS_SHOWN = 3
 
 FiniteSeconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]

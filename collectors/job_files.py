@@ -140,7 +140,7 @@ class FileTail:
         self._fd, self._ino = fd, st.st_ino
         return True
 
-    def _rewritten(self, st: os.stat_result) -> bool:
+    def _rewritten(self, fd: int, st: os.stat_result) -> bool:
         """Truncated in place, or truncated and rewritten (maybe past the old size) since the last read."""
         if st.st_size < self._offset:
             return True
@@ -149,13 +149,15 @@ class FileTail:
         if not changed or self._offset == 0:
             return False
         before_at = self._offset - len(self._before)
-        return (os.pread(self._fd, len(self._head), 0) != self._head
-                or os.pread(self._fd, len(self._before), before_at) != self._before)
+        return (os.pread(fd, len(self._head), 0) != self._head
+                or os.pread(fd, len(self._before), before_at) != self._before)
 
     def _read(self) -> tuple[list[TailLine], bool]:
-        if self._rewritten(os.fstat(self._fd)):
+        fd = self._fd
+        assert fd is not None  # read_lines opened it
+        if self._rewritten(fd, os.fstat(fd)):
             self._start_over()
-        data = os.pread(self._fd, self.chunk_bytes, self._offset)
+        data = os.pread(fd, self.chunk_bytes, self._offset)
         if not data and self.hold_open and self._replaced():
             self._close_fd()
             self._ino = None

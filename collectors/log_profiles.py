@@ -24,6 +24,7 @@ import math
 import re
 import signal as signal_module
 import tomllib
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Literal
@@ -314,7 +315,7 @@ class LogTranslator:
             if self._waiting is None:
                 if self.profile is None and self._candidates and (detected := self._detect(segment)):
                     self._activate(detected)
-                events += self._translate(segment, received_s)
+                events += self._translate(segment, received_s) or []
                 continue
             detected = self._detect(segment)
             if detected is None:
@@ -325,8 +326,8 @@ class LogTranslator:
             held, self._waiting = self._waiting, None
             self._activate(detected)
             for old, old_received_s in held:
-                events += self._translate(old, old_received_s)
-            events += self._translate(segment, received_s)
+                events += self._translate(old, old_received_s) or []
+            events += self._translate(segment, received_s) or []
         self.events += len(events)
         return events
 
@@ -352,7 +353,7 @@ class LogTranslator:
             if match:
                 self.matched += 1
                 return self._apply(compiled, match, text, rank, ts, ts_from_line)
-        if hold_unmatched:
+        if hold_unmatched and self._waiting is not None:
             self._waiting.append((segment, received_s))
             return None
         return []
@@ -463,7 +464,7 @@ class LogTranslator:
         if step_time_s is None and fields.get("it_per_s"):
             step_time_s = 1.0 / fields["it_per_s"]
         if (step_time_s is None and ts_from_line and state.last_ts_from_line and state.last_step is not None
-                and step > state.last_step and ts >= state.last_step_ts):
+                and state.last_step_ts is not None and step > state.last_step and ts >= state.last_step_ts):
             step_time_s = (ts - state.last_step_ts) / (step - state.last_step)
         tokens = None
         if self.global_batch and self.seq_len:
@@ -499,7 +500,7 @@ def _signal_name(number: int) -> str | None:
         return None
 
 
-def profile_registry(extra: list[LogProfile] = ()) -> dict[str, LogProfile]:
+def profile_registry(extra: Iterable[LogProfile] = ()) -> dict[str, LogProfile]:
     """Built-in profiles plus user ones (a user profile may replace a built-in of the same name)."""
     from trnwatch.collectors.log_profiles_builtin import BUILTIN_PROFILES
     return {**{p.name: p for p in BUILTIN_PROFILES}, **{p.name: p for p in extra}}

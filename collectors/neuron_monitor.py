@@ -26,7 +26,7 @@ its values to the same bounds itself or passes plain data through `validate_repo
 
 import functools
 from dataclasses import dataclass
-from typing import Annotated, ClassVar
+from typing import Annotated, ClassVar, TypeVar, cast
 
 import msgspec
 
@@ -52,16 +52,16 @@ VcpuIndex = Annotated[int, msgspec.Meta(ge=0, lt=L.MAX_VCPUS_PER_HOST)]
 Name = Annotated[str, msgspec.Meta(max_length=L.MAX_TEXT_CHARS)]
 
 
-def _named(value_type):
-    """A map of named values (counter -> count, percentile -> seconds, category -> bytes)."""
-    return Annotated[dict[Name, value_type], msgspec.Meta(max_length=L.MAX_NAMED_VALUES)]
+_Value = TypeVar("_Value")
+# A map of named values (counter -> count, percentile -> seconds, category -> bytes): _Named[Count].
+_Named = Annotated[dict[Name, _Value], msgspec.Meta(max_length=L.MAX_NAMED_VALUES)]
 
 
 class _Model(msgspec.Struct, frozen=True):
     pass
 
 
-class _Group(_Model):
+class _Group(_Model, frozen=True):
     period: Seconds | None = None
     error: Text | None = None
 
@@ -74,14 +74,14 @@ class _Group(_Model):
 # --- runtime-level groups -------------------------------------------------------------------
 
 
-class PhysicalCore(_Model):
+class PhysicalCore(_Model, frozen=True):
     neuroncore_utilization: Pct | None = None
 
 
 PhysicalSplit = Annotated[dict[Name, PhysicalCore], msgspec.Meta(max_length=L.MAX_PHYSICAL_PER_CORE)]
 
 
-class CoreCounters(_Model):
+class CoreCounters(_Model, frozen=True):
     neuroncore_utilization: Pct | None = None
     flops: Flops | None = None
     effective_flops: Flops | None = None
@@ -95,47 +95,47 @@ class CoreCounters(_Model):
         return self.v4d or self.v3d or {}
 
 
-class NeuronCoreCounters(_Group):
+class NeuronCoreCounters(_Group, frozen=True):
     neuroncores_in_use: Annotated[dict[CoreIndex, CoreCounters], msgspec.Meta(max_length=L.MAX_CORE_INDEX + 1)] | None = None
 
 
-class LatencyStats(_Model):
-    total_latency: _named(LatencyS | None) | None = None
-    device_latency: _named(LatencyS | None) | None = None
+class LatencyStats(_Model, frozen=True):
+    total_latency: _Named[LatencyS | None] | None = None
+    device_latency: _Named[LatencyS | None] | None = None
 
 
-class ExecutionStats(_Group):
-    error_summary: _named(Count) | None = None
-    execution_summary: _named(Count) | None = None
+class ExecutionStats(_Group, frozen=True):
+    error_summary: _Named[Count] | None = None
+    execution_summary: _Named[Count] | None = None
     latency_stats: LatencyStats | None = None
 
 
-class UsageBreakdown(_Model):
-    host: _named(Bytes) | None = None
+class UsageBreakdown(_Model, frozen=True):
+    host: _Named[Bytes] | None = None
     # A core's categories may be null: that core's memory is unknown (also where a value in it
     # was past its bound), so its chip has no HBM figure for that report.
-    neuroncore_memory_usage: Annotated[dict[CoreIndex, _named(Bytes) | None],
+    neuroncore_memory_usage: Annotated[dict[CoreIndex, _Named[Bytes] | None],
                                        msgspec.Meta(max_length=L.MAX_CORE_INDEX + 1)] | None = None
 
 
-class RuntimeUsedBytes(_Model):
+class RuntimeUsedBytes(_Model, frozen=True):
     host: Bytes | None = None
     neuron_device: Bytes | None = None
     usage_breakdown: UsageBreakdown | None = None
 
 
-class SubgraphBytes(_Model):
+class SubgraphBytes(_Model, frozen=True):
     host: Bytes | None = None
     neuron_device: Bytes | None = None
 
 
-class Subgraph(_Model):
+class Subgraph(_Model, frozen=True):
     memory_used_bytes: SubgraphBytes | None = None
     neuroncore_index: CoreIndex | None = None
     neuron_device_index: DeviceIndex | None = None
 
 
-class LoadedModel(_Model):
+class LoadedModel(_Model, frozen=True):
     name: Annotated[str, msgspec.Meta(max_length=L.MAX_MODEL_NAME_CHARS)] = ""
     uuid: Text | None = None
     model_id: Id | None = None
@@ -143,28 +143,28 @@ class LoadedModel(_Model):
     subgraphs: Annotated[dict[Name, Subgraph], msgspec.Meta(max_length=L.MAX_SUBGRAPHS)] | None = None
 
 
-class MemoryUsed(_Group):
+class MemoryUsed(_Group, frozen=True):
     neuron_runtime_used_bytes: RuntimeUsedBytes | None = None
     loaded_models: Annotated[list[LoadedModel], msgspec.Meta(max_length=L.MAX_LOADED_MODELS)] | None = None
 
 
-class RuntimeVcpu(_Model):
+class RuntimeVcpu(_Model, frozen=True):
     user: Pct | None = None
     system: Pct | None = None
 
 
-class RuntimeVcpuUsage(_Group):
+class RuntimeVcpuUsage(_Group, frozen=True):
     vcpu_usage: RuntimeVcpu | None = None
 
 
-class RuntimeReport(_Model):
+class RuntimeReport(_Model, frozen=True):
     neuroncore_counters: NeuronCoreCounters | None = None
     execution_stats: ExecutionStats | None = None
     memory_used: MemoryUsed | None = None
     neuron_runtime_vcpu_usage: RuntimeVcpuUsage | None = None
 
 
-class RuntimeEntry(_Model):
+class RuntimeEntry(_Model, frozen=True):
     # Always sent by neuron-monitor; the Prometheus exporter carries none.
     pid: Annotated[int, msgspec.Meta(ge=0, le=L.MAX_PID)] | None = None
     neuron_runtime_tag: Annotated[str, msgspec.Meta(max_length=L.MAX_TAG_CHARS)] | None = None
@@ -175,7 +175,7 @@ class RuntimeEntry(_Model):
 # --- system-level groups --------------------------------------------------------------------
 
 
-class DeviceEcc(_Model):
+class DeviceEcc(_Model, frozen=True):
     neuron_device_index: DeviceIndex
     mem_ecc_corrected: Count | None = None
     mem_ecc_uncorrected: Count | None = None
@@ -183,30 +183,30 @@ class DeviceEcc(_Model):
     sram_ecc_uncorrected: Count | None = None
 
 
-class NeuronHwCounters(_Group):
+class NeuronHwCounters(_Group, frozen=True):
     neuron_devices: Annotated[list[DeviceEcc], msgspec.Meta(max_length=L.MAX_DEVICES_PER_HOST)] | None = None
 
 
-class VcpuUsage(_Group):
-    average_usage: _named(Pct) | None = None
-    usage_data: Annotated[dict[VcpuIndex, _named(Pct)], msgspec.Meta(max_length=L.MAX_VCPUS_PER_HOST)] | None = None
+class VcpuUsage(_Group, frozen=True):
+    average_usage: _Named[Pct] | None = None
+    usage_data: Annotated[dict[VcpuIndex, _Named[Pct]], msgspec.Meta(max_length=L.MAX_VCPUS_PER_HOST)] | None = None
     context_switch_count: Count | None = None
 
 
-class MemoryInfo(_Group):
+class MemoryInfo(_Group, frozen=True):
     memory_total_bytes: Bytes | None = None
     memory_used_bytes: Bytes | None = None
     swap_total_bytes: Bytes | None = None
     swap_used_bytes: Bytes | None = None
 
 
-class SystemData(_Model):
+class SystemData(_Model, frozen=True):
     neuron_hw_counters: NeuronHwCounters | None = None
     vcpu_usage: VcpuUsage | None = None
     memory_info: MemoryInfo | None = None
 
 
-class InstanceInfo(_Model):
+class InstanceInfo(_Model, frozen=True):
     instance_name: Text | None = None
     instance_id: Text | None = None
     instance_type: Text | None = None
@@ -217,7 +217,7 @@ class InstanceInfo(_Model):
     error: Text | None = None
 
 
-class HardwareInfo(_Model):
+class HardwareInfo(_Model, frozen=True):
     neuron_device_type: Text | None = None
     neuroncore_version: Text | None = None
     neuron_device_count: Annotated[int, msgspec.Meta(ge=0, le=L.MAX_DEVICES_PER_HOST)] | None = None
@@ -228,7 +228,7 @@ class HardwareInfo(_Model):
     error: Text | None = None
 
 
-class SimulatorMark(_Model):
+class SimulatorMark(_Model, frozen=True):
     """Set only by trnwatch's simulator, so simulated data can never pass as live."""
 
     topology: Text
@@ -237,7 +237,7 @@ class SimulatorMark(_Model):
     scenario: Text
 
 
-class Report(_Model):
+class Report(_Model, frozen=True):
     """One neuron-monitor report: one line of its stdout."""
 
     # Counts are running totals declared by the source (a Prometheus exporter's counters), so no
@@ -384,7 +384,7 @@ def _prune(value, t, field: str, where: str, out: list[FieldRejection]):
             out.append(FieldRejection(field, f"{where}: {len(value)} entries > {t.max_length}"))
             return _REJECT
         if isinstance(t, I.DictType):
-            return _prune_dict(value, t, field, where, out)
+            return _prune_dict(cast(dict, value), t, field, where, out)  # a dict: checked above
         for i, item in enumerate(value):
             if _prune(item, t.item_type, field + "[]", f"{where}[{i}]", out) is _REJECT:
                 return _REJECT

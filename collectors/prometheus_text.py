@@ -112,6 +112,7 @@ def _escaped_labels(block: str) -> dict[str, str] | None:
 
 def _read_sample(line: str, names: set[str]) -> tuple[str, dict[str, str], str]:
     """Name, labels and the text after them of a sample line in the strict form."""
+    labels: dict[str, str] | None
     brace = line.find("{")
     if brace < 0:
         blank = _first_blank(line)

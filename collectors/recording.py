@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -114,7 +115,7 @@ class Recorder:
         self.monotonic = monotonic  # rotation by age and the fsync interval
         self.started_s = time.time()
         self.session_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(self.started_s))
-        self._header = dict(recording=SCHEMA, tool=f"trnwatch {__version__}", started=self.started_s,
+        self._header: dict[str, Any] = dict(recording=SCHEMA, tool=f"trnwatch {__version__}", started=self.started_s,
                             evidence=evidence, ultraservers=ultraservers, session=self.session_id)
         self.files: list[Path] = []
         self.frames = 0

@@ -65,6 +65,7 @@ class _V1File:
                 self.stats.bytes_read += len(raw)
                 if not raw.endswith(b"\n"):
                     break  # cut short by a crash: never a whole line, not counted
+                item: Line | SourceEvent
                 try:
                     e = json.loads(raw)
                     if "event" in e:
@@ -78,7 +79,8 @@ class _V1File:
                     yield item
 
     def span(self) -> tuple[float, float] | None:
-        first = last = None
+        first: float | None = None
+        last = 0.0
         for item in self.items(None, None):
             t = _time_of(item)
             first, last = (t, t) if first is None else (min(first, t), max(last, t))
@@ -302,7 +304,7 @@ class TimeArg:
     """A `--from` / `--to` value: seconds from the recording's start (negative: before its end)
     or an ISO-8601 time (UTC when it names no offset)."""
 
-    offset_s: float | None = None
+    offset_s: float = 0.0  # used when at_s is None
     at_s: float | None = None
 
     @classmethod
@@ -329,7 +331,8 @@ async def replay_lines(recording: Recording, speed: float, from_s: float | None 
                        to_s: float | None = None) -> AsyncIterator[Line | SourceEvent]:
     """Yield recorded lines and source events with their recorded times, paced at `speed` x
     real time from the first line on (0 = as fast as possible)."""
-    start_wall = start_rec = None
+    start_wall = 0.0
+    start_rec: float | None = None
     for i, item in enumerate(recording.items(from_s, to_s)):
         if start_rec is None and isinstance(item, Line):
             start_wall, start_rec = time.monotonic(), item.received_s
@@ -376,13 +379,13 @@ def describe(recording: Recording) -> RecordingInfo:
             raw_bytes += record[RAW_BYTES]
             if not record[FLAGS] & (EVENTS | CATALOG):
                 continue
-            for item in f.entries(record):
-                if isinstance(item, CatalogEntry):
-                    for source_id, kind in item.sources.items():
+            for entry in f.entries(record):
+                if isinstance(entry, CatalogEntry):
+                    for source_id, kind in entry.sources.items():
                         sources.setdefault(source_id, kind)
-                    hosts.update(item.hosts)
-                elif isinstance(item, SourceEvent):
-                    sources.setdefault(item.source_id, item.kind)
+                    hosts.update(entry.hosts)
+                elif isinstance(entry, SourceEvent):
+                    sources.setdefault(entry.source_id, entry.kind)
     v1 = recording.schema == SCHEMA_V1
     return RecordingInfo(recording.schema, len(recording.files), recording.header.evidence, recording.span(),
                          dict(sorted(sources.items())), None if v1 else sorted(hosts), frames,

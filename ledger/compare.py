@@ -106,6 +106,7 @@ def boundary_of(receipt: dict) -> dict[str, object]:
     if lnc is None:
         text = one_value(h.get("lnc") for h in hosts)
         lnc = int(text) if text and text.isdigit() else None
+    scope: str | None
     if job:
         scope, chips, n_hosts, ultraservers = "job", None, ranks.get("hosts"), None
     else:
@@ -326,7 +327,7 @@ def refusal_message(result: Comparison) -> str:
 
 
 def _noise(f: Figure) -> str:
-    if f.exceeds_noise is None:
+    if f.exceeds_noise is None or f.noise_pct is None:
         return "unknown"
     lo, hi = f.noise_pct
     return f"{'yes' if f.exceeds_noise else 'no'} ({lo:+.2f}% to {hi:+.2f}%)"

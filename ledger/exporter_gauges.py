@@ -48,14 +48,15 @@ class ExporterGauges:
             return report
         entries = []
         for entry in report.neuron_runtime_data or ():
-            counters = entry.report.neuroncore_counters if entry.report is not None else None
+            runtime = entry.report
+            counters = runtime.neuroncore_counters if runtime is not None else None
             stale_cores = {core for tag, core in self.stale if tag == entry.neuron_runtime_tag}
-            if counters is None or not stale_cores:
+            if runtime is None or counters is None or counters.neuroncores_in_use is None or not stale_cores:
                 entries.append(entry)
                 continue
             kept = {core: c for core, c in counters.neuroncores_in_use.items() if core not in stale_cores}
             counters = replace(counters, neuroncores_in_use=kept)
-            entries.append(replace(entry, report=replace(entry.report, neuroncore_counters=counters)))
+            entries.append(replace(entry, report=replace(runtime, neuroncore_counters=counters)))
         return replace(report, neuron_runtime_data=entries)
 
     @property

@@ -20,7 +20,7 @@ compiling or warming up, when job telemetry says so).
 from dataclasses import dataclass
 from itertools import pairwise
 from statistics import median
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeGuard
 
 from trnwatch.ledger.hosts import ChipState, HostState
 from trnwatch.ledger.job import JobDiagnosis
@@ -103,7 +103,7 @@ def _rose_lately(chip: ChipState, now_s: float) -> bool:
         seen += 1
         if seen == HBM_TREND_MIN_SAMPLES:
             break
-    if seen < HBM_TREND_MIN_SAMPLES or newest.t_s <= oldest.t_s:
+    if seen < HBM_TREND_MIN_SAMPLES or newest is None or oldest is None or newest.t_s <= oldest.t_s:
         return False
     return (newest.hbm_bytes - oldest.hbm_bytes) / (newest.t_s - oldest.t_s) >= LEAK_MIN_BYTES_PER_S
 
@@ -128,7 +128,7 @@ def _uncorrected(ledger: "Ledger", host: HostState) -> tuple[tuple[int, ChipEcc]
                                     if e.uncorrected))
 
 
-def _leaking(trend: HbmTrend | None, peer_rate_bytes_per_s: float) -> bool:
+def _leaking(trend: HbmTrend | None, peer_rate_bytes_per_s: float) -> TypeGuard[HbmTrend]:
     return (
         trend is not None
         and trend.rate_bytes_per_s >= LEAK_MIN_BYTES_PER_S
@@ -323,7 +323,7 @@ def finding_text(f: Finding) -> str:
 def finding_record(f: Finding) -> dict:
     """A finding as JSON-ready data (snapshots, receipts): severity, kind, scope, site, text."""
     site = {k: getattr(f.site, k) for k in Site.__slots__ if getattr(f.site, k) is not None}
-    record = {"severity": f.severity, "kind": f.kind, "scope": f.scope, "label": f.label, "site": site,
+    record: dict[str, Any] = {"severity": f.severity, "kind": f.kind, "scope": f.scope, "label": f.label, "site": site,
               "what": f.what, "text": finding_text(f)}
     if f.trend is not None:
         record["hbm_rate_bytes_per_s"] = round(f.trend.rate_bytes_per_s, 1)
@@ -383,9 +383,9 @@ def chips_to_look_at(ledger: "Ledger", hosts: list[HostState], now_s: float, fin
     utils = [(h.host_id, c.index, c.util_pct) for h in fresh for c in h.chips if c.util_pct is not None]
     if len(utils) >= 2:
         peers_pct = median(u for _, _, u in utils)
-        for host_id, chip, util in sorted(utils, key=lambda x: (-abs(x[2] - peers_pct), x[0], x[1])):
+        for host_id, index, util in sorted(utils, key=lambda x: (-abs(x[2] - peers_pct), x[0], x[1])):
             if abs(util - peers_pct) < OUTLIER_MIN_PCT:
                 break
             kind = ("idle" if util == 0.0 else "least busy") if util < peers_pct else "busiest"
-            add(host_id, chip, f"{kind}: {util:.0f}% while peers' median is {peers_pct:.0f}%")
+            add(host_id, index, f"{kind}: {util:.0f}% while peers' median is {peers_pct:.0f}%")
     return [ChipToLook(h, c, why) for (h, c), why in picked.items()]

@@ -181,7 +181,7 @@ class HostState:
     lnc: int | None = None
     cores_per_chip: int | None = None
     chips: list[ChipState] = field(default_factory=list)
-    runtimes: dict[tuple[int, str], RuntimeState] = field(default_factory=dict)
+    runtimes: dict[tuple[int | None, str], RuntimeState] = field(default_factory=dict)  # (pid, tag); no pid from Prometheus
     reports: int = 0
     first_s: float | None = None
     last_s: float | None = None

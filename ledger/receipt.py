@@ -21,7 +21,7 @@ from trnwatch.ledger.hosts import HISTORY_SAMPLES, HostState
 from trnwatch.ledger.job import percentile
 from trnwatch.ledger.job_summary import JobSection
 from trnwatch.ledger.ledger import Evidence, Ledger
-from trnwatch.ledger.rollups import source_periods_s
+from trnwatch.ledger.rollups import known_sum, source_periods_s
 from trnwatch.outside import json_safe
 
 SCHEMA = "trnwatch.receipt/1"
@@ -491,8 +491,8 @@ def _ultraserver_entries(ledger: Ledger) -> list[UltraServerEntry]:
         means = [c.util_mean_pct for c in chips if c.util_mean_pct is not None]
         out.append(UltraServerEntry(
             id=us, hosts=len(hosts), chips=len(chips),
-            hbm_capacity_bytes=None if None in capacities else sum(capacities),
-            hbm_peak_sum_bytes=None if None in peaks else sum(peaks),
+            hbm_capacity_bytes=known_sum(capacities),
+            hbm_peak_sum_bytes=known_sum(peaks),
             util_mean_pct=_r(sum(means) / len(means)) if means else None,
         ))
     return out
@@ -623,11 +623,12 @@ def _failure_rate(job: dict[str, Any] | None, goodput: Goodput | None, runtimes:
     known = bool(runtimes)
     for rt in runtimes:
         statuses = {k.removeprefix("status."): v for k, v in rt.executions.totals.items() if k.startswith("status.")}
-        if not statuses or None in statuses.values():
+        total = known_sum(list(statuses.values()))
+        if not statuses or total is None:
             known = False
             continue
-        executions += sum(statuses.values())
-        errors += sum(statuses.get(k, 0) for k in EXECUTION_ERROR_STATUSES)
+        executions += total
+        errors += sum(statuses.get(k) or 0 for k in EXECUTION_ERROR_STATUSES)
     return FailureRate(
         window_hours=_r(hours, 6), rank_failures=rank_failures,
         rank_failures_per_hour=_r(rank_failures / hours) if hours else None,

@@ -152,7 +152,7 @@ def _recording_lines(r: Receipt) -> list[str]:
     lines = []
     if r.recording is not None:
         rec = r.recording
-        stopped = datetime.fromtimestamp(rec.stopped_at, UTC).strftime("%Y-%m-%d %H:%M:%S") if rec.error else ""
+        stopped = datetime.fromtimestamp(rec.stopped_at, UTC).strftime("%Y-%m-%d %H:%M:%S") if rec.error and rec.stopped_at is not None else ""
         state = (f"**stopped** at {stopped} UTC: {_md_text(rec.error)}"
                  if rec.error else "to the end")
         lines.append(f"- Recording: {_md_text(rec.path)}, {len(rec.files)} file(s), {rec.frames} frames, "

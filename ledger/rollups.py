@@ -46,6 +46,12 @@ def hbm_fill_pct(used_bytes: int | None, capacity_bytes: int | None) -> float | 
     return 100.0 * used_bytes / capacity_bytes
 
 
+def known_sum(values: list[int | None]) -> int | None:
+    """The sum of `values`, or None when any of them is unknown: a total is never a guess."""
+    known = [value for value in values if value is not None]
+    return sum(known) if len(known) == len(values) else None
+
+
 def hbm_high(fill_pct: float | None) -> bool:
     return fill_pct is not None and fill_pct >= HBM_HIGH_PCT
 
@@ -212,7 +218,7 @@ def _figures(ledger: "Ledger", hosts: list[HostState], states: list[Freshness], 
         chips=len(chips),
         chips_total=sum(len(h.chips) for h in hosts),
         hbm_used_bytes=sum(c.hbm_bytes or 0 for c in chips),
-        hbm_capacity_bytes=None if None in capacities else sum(capacities),
+        hbm_capacity_bytes=known_sum(capacities),
         util_mean_pct=sum(utils) / len(utils) if utils else None,
         util_min_pct=min(utils) if utils else None,
         chips_idle=sum(1 for u in utils if u == 0.0),
@@ -260,7 +266,7 @@ def cluster_rollup(ledger: "Ledger", now_s: float) -> ClusterRollup:
     return ClusterRollup(
         ultraservers=rows, unplaced=unplaced,
         **{name: sum(getattr(r, name) for r in everything) for name in summed},
-        hbm_capacity_bytes=None if None in capacities else sum(capacities),
+        hbm_capacity_bytes=known_sum(capacities),
         util_mean_pct=sum(utils) / len(utils) if utils else None,
         util_min_pct=min(utils) if utils else None,
     )

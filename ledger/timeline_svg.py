@@ -30,7 +30,8 @@ def _x(t: float, t0: float, t1: float) -> float:
 def _polyline(points: list[tuple[float, float | None]], t0: float, t1: float, top: float, bottom: float,
               top_value: float, colour: str, dash: str = "") -> list[str]:
     """One line per run of known values: a gap in the data is a gap in the line, never bridged."""
-    out, run = [], []
+    out: list[str] = []
+    run: list[tuple[float, float]] = []
     for t, v in points + [(t1, None)]:
         if v is None:
             if run:

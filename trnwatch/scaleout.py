@@ -9,6 +9,7 @@ and Prometheus-server entries of the source-kind registry (trnwatch/sources.py).
 import argparse
 import shutil
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from trnwatch.collectors.hostlist import (
@@ -97,7 +98,7 @@ def scrape_sources(args: argparse.Namespace) -> ScaleOut:
     period_s = args.period
     urls = args.scrape or _read_url_file(args.scrape_file)
     checked = list(dict.fromkeys(_checked(u) for u in urls))
-    return ScaleOut([SourceSpec(u, "prometheus", lambda u=u: scrape_lines(u, period_s, token)) for u in checked], {})
+    return ScaleOut([SourceSpec(u, "prometheus", partial(scrape_lines, u, period_s, token)) for u in checked], {})
 
 
 def _checked(url: str) -> str:
@@ -141,5 +142,5 @@ def ssh_sources(args: argparse.Namespace) -> ScaleOut:
         raise OptionError("--remote-command must be a non-empty single line")
     options = SshOptions(config_file=args.ssh_config, remote_command=command, executable=executable)
     period_s = args.period
-    sources = [SourceSpec(e.label, "neuron-monitor", lambda e=e: ssh_host_lines(e, options, period_s)) for e in entries]
+    sources = [SourceSpec(e.label, "neuron-monitor", partial(ssh_host_lines, e, options, period_s)) for e in entries]
     return ScaleOut(sources, {e.label: e.ultraserver for e in entries if e.ultraserver is not None})

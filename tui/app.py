@@ -144,7 +144,7 @@ class TrnwatchApp(App[None]):
         if self.session is not None:
             # A message the session has for people (a recording that stopped) goes on the screen.
             self.session.notice = lambda text: self.notify(text, severity="error", markup=False, timeout=30)
-            self._session_task = asyncio.create_task(self._run_session())
+            self._session_task = asyncio.create_task(self._run_session(self.session))
 
     def on_resize(self) -> None:
         self.call_after_refresh(self.render_now)
@@ -233,7 +233,7 @@ class TrnwatchApp(App[None]):
             noisy = max(m.sources, key=lambda s: s.rejected)
             parts += [("  ", None), outside(noisy.source_id, 20, pal["warn"]), (f" {noisy.rejected} rejected: ", pal["warn"]),
                       outside(noisy.last_rejection, 40, pal["warn"])]
-        if self._session_done:
+        if self._session_done and self.session is not None:
             parts.append(("  session ended (", pal["warn"]))
             parts.append((self.session.exit_reason or "", pal["warn"]))
             parts.append(("): receipt written, q quits", pal["warn"]))
@@ -241,13 +241,13 @@ class TrnwatchApp(App[None]):
 
     # --- the session ----------------------------------------------------------------------------
 
-    async def _run_session(self) -> None:
+    async def _run_session(self, session: Session) -> None:
         try:
-            reason = await self.session.run()
+            reason = await session.run()
         finally:
             self._session_done = True
         try:
-            self.receipt = await asyncio.to_thread(self.session.write_receipt, self.receipt_path)
+            self.receipt = await asyncio.to_thread(session.write_receipt, self.receipt_path)
         except Exception as exc:  # the screen must still close; run_app reports the error
             self.receipt_error = f"{type(exc).__name__}: {exc}"
         if reason == "eof":

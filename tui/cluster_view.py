@@ -154,7 +154,7 @@ class ClusterView(ScopeView):
         """The column heads, then each row's cells as text."""
         id_cols = ID_COLS if frame.width < WIDE_MIN_COLS else WIDE_ID_COLS
         unit, per, places = _hbm_unit(m)
-        out = [HEADS[:3] + (f"HBM {unit}",) + HEADS[4:]]
+        out: list[tuple[str, ...]] = [HEADS[:3] + (f"HBM {unit}",) + HEADS[4:]]
         for row in m.rows:
             r = row.rollup
             if not r.chips:
@@ -197,7 +197,7 @@ class ClusterView(ScopeView):
     def on_click(self, event: events.Click) -> None:
         detail = self.query_one(".detail", TextLines)
         region = detail.content_region
-        if event.screen_offset not in region:
+        if not region.contains_point(event.screen_offset):
             return
         y = event.screen_y - region.y + detail.scroll_offset.y
         if 0 <= y < len(self.row_groups):

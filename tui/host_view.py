@@ -131,7 +131,7 @@ class HostView(ScopeView):
     def on_click(self, event: events.Click) -> None:
         detail = self.query_one(".detail", TextLines)
         region = detail.content_region
-        if event.screen_offset not in region or self.model is None:
+        if not region.contains_point(event.screen_offset) or self.model is None:
             return
         chip = self._chip_y.get(event.screen_y - region.y + detail.scroll_offset.y)
         if chip is not None:

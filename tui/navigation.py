@@ -70,7 +70,7 @@ NAVIGATION: dict[str, ScopeNav] = {
 def step(ledger: Ledger, sel: Selection, delta: int) -> None:
     """The previous (delta -1) or next (+1) place of the scope shown, wrapping around."""
     nav = NAVIGATION[sel.scope]
-    if nav.places is None:
+    if nav.places is None or nav.here is None or nav.put is None:
         return
     places = nav.places(ledger, sel)
     if not places:

@@ -45,6 +45,7 @@ def _cell(chip: ChipCell, row: HostRow, frame: Frame, selected: bool, u: float |
     util_style = pal["dim"] if u is None else pal.heat[level(u, 100.0, len(pal.heat))]
     fill = chip.hbm_pct
     hbm_style = pal["dim"] if fill is None else pal.hbm[level(fill, 100.0, len(pal.hbm))]
+    flag: tuple[str, Style | None]
     if chip.ecc_uncorrected:
         flag = (UNCORRECTED_MARK, pal["bad"] + Style(reverse=True))
     elif chip.ecc_events or chip.ecc_undecided:
@@ -348,7 +349,7 @@ class UltraServerView(ScopeView):
     def on_click(self, event: events.Click) -> None:
         detail = self.query_one(".detail", TextLines)
         region = detail.content_region
-        if event.screen_offset not in region:
+        if not region.contains_point(event.screen_offset):
             return
         cell = self.cell_at(event.screen_x - region.x + detail.scroll_offset.x,
                             event.screen_y - region.y + detail.scroll_offset.y)

@@ -91,8 +91,8 @@ def merge_blanks(segments) -> list[Segment]:
     and joins it. Every style change costs an escape sequence on the wire, twice."""
     out: list[Segment] = []
     for seg in segments:
-        if out and seg.text.isspace() and seg.style is not None and out[-1].style is not None:
-            prev = out[-1]
+        prev = out[-1] if out else None
+        if prev is not None and seg.text.isspace() and seg.style is not None and prev.style is not None:
             if seg.style.bgcolor == prev.style.bgcolor and not (_marks_spaces(seg.style) or _marks_spaces(prev.style)):
                 out[-1] = Segment(prev.text + seg.text, prev.style)
                 continue

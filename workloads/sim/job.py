@@ -134,7 +134,7 @@ def rank_events(host: SimHost, chip: int, core: int, tick: int, ts: float) -> li
     if tick % HEARTBEAT_EVERY_TICKS == 0:
         if tick < COMPILE_TICKS:
             region, since = "compile", ts - tick * host.period_s
-        elif stopped:
+        elif stopped and stopped_at is not None:
             region = "dataloader" if at_fault else "collective:all_reduce"
             since = ts - (tick - stopped_at) * host.period_s
         elif in_checkpoint:

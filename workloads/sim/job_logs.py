@@ -60,6 +60,15 @@ class _LogRenderer:
             return self.save(event)
         return ""
 
+    def run_start(self, event: dict) -> str:
+        raise NotImplementedError
+
+    def step(self, event: dict) -> str:
+        raise NotImplementedError
+
+    def save(self, event: dict) -> str:
+        raise NotImplementedError
+
     def compile(self, event: dict) -> str:
         micros = int(event["ts"] * 1e6) % 1_000_000
         stamp = f"{_local(event['ts'], '%Y-%m-%d %H:%M:%S')}.{micros:06d}: {self.compile_pid} INFO {_CC}: "

@@ -11,6 +11,7 @@ and nowhere else: code that consumes these reports must treat those values as da
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 GIB = 1 << 30
 
@@ -64,7 +65,7 @@ class Topology:
         return self.hosts * self.chips_per_host
 
 
-_TRN3_CHIP = dict(
+_TRN3_CHIP: dict[str, Any] = dict(
     physical_cores_per_chip=8,
     lnc=2,
     core_family="v4",
@@ -72,7 +73,7 @@ _TRN3_CHIP = dict(
     hbm_bytes_per_chip=144 * GIB,
     bf16_flops_per_physical_core=79e12,
 )
-_TRN2_CHIP = dict(
+_TRN2_CHIP: dict[str, Any] = dict(
     physical_cores_per_chip=8,
     lnc=2,
     core_family="v3",
