@@ -144,6 +144,9 @@ def fetch(url: str, token: str | None, timeout_s: float, max_bytes: int, request
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
     deadline = time.monotonic() + timeout_s
+    if not parts.hostname:  # check_url refuses these first; never a connection to "" (this host)
+        raise UrlError(f"URL {url!r} has no host")
+    conn: http.client.HTTPConnection
     if parts.scheme.lower() == "https":
         conn = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout_s,
                                            context=ssl.create_default_context())
@@ -194,7 +197,7 @@ async def fetch_async(url: str, token: str | None, timeout_s: float, max_bytes: 
     done: asyncio.Future[bytes] = loop.create_future()
     request = _Request()
 
-    def settle(body: bytes | None, error: BaseException | None) -> None:
+    def settle(body: bytes, error: BaseException | None) -> None:
         if not done.done():
             if error is not None:
                 done.set_exception(error)
@@ -202,7 +205,7 @@ async def fetch_async(url: str, token: str | None, timeout_s: float, max_bytes: 
                 done.set_result(body)
 
     def work() -> None:
-        body, error = None, None
+        body, error = b"", None
         try:
             body = fetch(url, token, timeout_s, max_bytes, request)
         except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task

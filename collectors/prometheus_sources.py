@@ -24,7 +24,7 @@ import urllib.parse
 from collections.abc import AsyncIterator, Iterator
 
 from trnwatch.collectors.backoff import Backoff
-from trnwatch.collectors.lines import Line, SourceEvent
+from trnwatch.collectors.lines import Line, LineKind, SourceEvent
 from trnwatch.collectors.prometheus import MAX_BODY_BYTES, SIMULATOR_INFO
 from trnwatch.collectors.prometheus_http import FetchError, fetch_async
 
@@ -67,7 +67,7 @@ def query_timeout_s(interval_s: float) -> float:
 class _Link:
     """Link state of one polling source: emits "connecting" / "down" and times the backoff."""
 
-    def __init__(self, source_id: str, kind: str, backoff: Backoff, rng: random.Random):
+    def __init__(self, source_id: str, kind: LineKind, backoff: Backoff, rng: random.Random):
         self.source_id, self.kind, self.backoff, self.rng = source_id, kind, backoff, rng
         self.failures = 0
         self.up_since_s: float | None = None

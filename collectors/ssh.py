@@ -41,13 +41,13 @@ from pathlib import Path
 
 from trnwatch.collectors.backoff import Backoff
 from trnwatch.collectors.hostlist import HostEntry, check_host_name
-from trnwatch.collectors.lines import Line, SourceEvent
+from trnwatch.collectors.lines import Line, LineKind, SourceEvent
 from trnwatch.collectors.streams import CHUNK_BYTES, SourceLost, neuron_monitor_config, split_lines
 
 # Neuron tools install to /opt/aws/neuron/bin, which non-interactive SSH sessions usually do not
 # have on PATH (the DLAMI adds it in /etc/profile.d, read by login shells only).
 DEFAULT_REMOTE_COMMAND = "sh -c 'PATH=\"$PATH:/opt/aws/neuron/bin\"; export PATH; exec neuron-monitor -c /dev/stdin'"
-KIND = "neuron-monitor"
+KIND: LineKind = "neuron-monitor"
 STDERR_KEEP_BYTES = 4096
 ERROR_MAX_CHARS = 300
 STOP_WAIT_S = 3.0
@@ -150,6 +150,7 @@ async def ssh_run_lines(argv: list[str], stdin_bytes: bytes, source_id: str) -> 
         )
     except OSError as exc:
         raise SourceLost(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None  # PIPE, above
     stderr_task = asyncio.create_task(_last_stderr_line(proc.stderr))
     try:
         try:

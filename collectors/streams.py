@@ -172,6 +172,7 @@ async def neuron_monitor_lines(executable: str, period_s: float, source_id: str 
             )
         except OSError as exc:
             raise SourceLost(f"cannot start {executable}: {exc.strerror or exc}") from None
+        assert proc.stdout is not None and proc.stderr is not None  # PIPE, above
         stderr_tail = asyncio.ensure_future(_tail(proc.stderr))
         try:
             async for line in split_lines(proc.stdout.read, source_id, "neuron-monitor"):

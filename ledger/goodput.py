@@ -164,6 +164,7 @@ class GoodputClock:
         return "stalled" if seconds > self.late_threshold_s() else "data_loading"
 
     def _attribute_until(self, ts: float, cause: str | None = None) -> None:
+        assert self.cursor_ts is not None  # set by the first event, before any is attributed
         if ts <= self.cursor_ts:
             return
         cause = cause or self._state_cause()
@@ -174,10 +175,12 @@ class GoodputClock:
     def _step(self, event: Step) -> None:
         if event.seq_len is not None:
             self.sequence_lengths.add(event.seq_len)
-        begin_ts = event.ts - event.step_time_s if event.step_time_s is not None else self.cursor_ts
+        cursor_ts = self.cursor_ts
+        assert cursor_ts is not None  # set by the first event
+        begin_ts = event.ts - event.step_time_s if event.step_time_s is not None else cursor_ts
         if event.tokens is not None and event.step_time_s:
             self.throughput_points.append((event.ts, event.tokens / event.step_time_s))
-        self._attribute_until(max(begin_ts, self.cursor_ts))
+        self._attribute_until(max(begin_ts, cursor_ts))
         if self._restarting:
             # Time to first step: the restart ends with this step; the steps it redoes are waste.
             self._attribute_until(event.ts, "restart")
@@ -209,7 +212,7 @@ class GoodputClock:
     def breakdown(self) -> dict | None:
         """Productive seconds and badput seconds by cause over [first event, last event]; None
         before any event. The parts sum to the window; `unexplained` takes float residue."""
-        if self.first_ts is None or self.cursor_ts is None:
+        if self.first_ts is None or self.last_ts is None or self.cursor_ts is None:
             return None
         seconds = dict(self.seconds)
         pending = self.last_ts - self.cursor_ts

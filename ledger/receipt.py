@@ -7,6 +7,7 @@ separate sections; the `boundary` says what the figures cover, so `trnwatch comp
 comparison across boundaries, and the evidence state (live / replayed / simulated) heads every file.
 """
 
+from collections.abc import Sequence
 from itertools import pairwise
 from statistics import median
 from typing import Any, Literal
@@ -165,10 +166,13 @@ class UltraServerEntry(_Section):
     util_mean_pct: float | None  # mean of member chips' window means
 
 
+OutputName = Literal["recording", "snapshot", "receipt", "receipt-markdown", "receipt-svg"]
+
+
 class OutputFailure(_Section):
     """An output that stopped during the session (the session itself went on)."""
 
-    output: Literal["recording", "snapshot", "receipt", "receipt-markdown", "receipt-svg"]
+    output: OutputName
     path: str
     error: str
     at: float  # unix seconds
@@ -360,7 +364,7 @@ def _r(value: float | None, places: int = 3) -> float | None:
 
 
 def build_receipt(ledger: Ledger, exit_reason: ExitReason, recorded_evidence: Evidence | None = None, *,
-                  written_at_s: float, output_failures: list[OutputFailure] = (),
+                  written_at_s: float, output_failures: Sequence[OutputFailure] = (),
                   recording: RecordingEntry | None = None, replay: ReplayEntry | None = None) -> Receipt:
     """Assemble the receipt from the ledger's current state, written at `written_at_s` (wall clock,
     passed in). The job section is judged at the window's end (the last line received), so a
@@ -377,11 +381,11 @@ def build_receipt(ledger: Ledger, exit_reason: ExitReason, recorded_evidence: Ev
     goodput = _goodput(clock)
     periods = source_periods_s(ledger)
     return Receipt(
-        schema=SCHEMA,
+        schema_=SCHEMA,
         tool=f"trnwatch {__version__}",
         evidence=ledger.evidence,
         recorded_evidence=recorded_evidence,
-        window=Window(start=start, end=end, seconds=round(end - start, 3) if start is not None else 0.0),
+        window=Window(start=start, end=end, seconds=round(end - start, 3) if start is not None and end is not None else 0.0),
         exit_reason=exit_reason,
         written_at=written_at_s,
         counter_rule=COUNTER_RULE,
@@ -522,6 +526,7 @@ def boundary_of(ledger: Ledger, job: dict[str, Any] | None, clock: GoodputClock 
     """The receipt's boundary: the job's ranks and where they ran when job telemetry is connected,
     else every host the session saw."""
     inferred: dict[str, str] = {}
+    scope: Scope
     if job is not None and ledger.job is not None:
         ranks = list(ledger.job.ranks.values())
         rank_hosts = {r.host for r in ranks if r.host}
@@ -533,11 +538,11 @@ def boundary_of(ledger: Ledger, job: dict[str, Any] | None, clock: GoodputClock 
         inferred["chips"] = "distinct (host, chip) of the ranks' run_start" if chips else "ranks report no chip"
         inferred["hosts"] = "distinct hosts of the ranks' run_start" + (
             f"; {unmatched} not matched to a device stream" if unmatched else "")
-        us = {ledger.ultraserver_of(h) for h in hosts} - {None}
+        us = {u for h in hosts if (u := ledger.ultraserver_of(h)) is not None}
         unplaced = sum(1 for h in hosts if ledger.ultraserver_of(h) is None) + unmatched
     else:
         hosts = list(ledger.hosts.values())
-        us = {ledger.ultraserver_of(h) for h in hosts} - {None}
+        us = {u for h in hosts if (u := ledger.ultraserver_of(h)) is not None}
         unplaced = sum(1 for h in hosts if ledger.ultraserver_of(h) is None)
         n_hosts, n_chips = len(hosts), sum(len(h.chips) for h in hosts) or None
         scope = ("none" if not hosts else "host" if len(hosts) == 1 else
@@ -640,12 +645,15 @@ def _failure_rate(job: dict[str, Any] | None, goodput: Goodput | None, runtimes:
 
 def _sequence_lengths(clock: GoodputClock | None) -> SequenceLengths | None:
     seq = clock.sequence_lengths if clock is not None else None
-    if seq is None or not seq.steps:
+    if seq is None or not seq.steps or seq.smallest is None or seq.largest is None:
         return None
     ordered = sorted(seq.counts.elements())
+    p50, p90 = percentile(ordered, 50), percentile(ordered, 90)
+    if p50 is None or p90 is None:  # counts holds the first lengths seen: never empty once a step came
+        return None
     return SequenceLengths(
-        steps=seq.steps, min=seq.smallest, max=seq.largest, mean=_r(seq.total / seq.steps),
-        p50=percentile(ordered, 50), p90=percentile(ordered, 90),
+        steps=seq.steps, min=seq.smallest, max=seq.largest, mean=round(seq.total / seq.steps, 3),
+        p50=p50, p90=p90,
         counts={str(k): v for k, v in sorted(seq.counts.items())}, other=seq.other,
     )
 

@@ -201,4 +201,4 @@ class ClusterView(ScopeView):
             return
         y = event.screen_y - region.y + detail.scroll_offset.y
         if 0 <= y < len(self.row_groups):
-            self.app.open_ultraserver(self.row_groups[y])
+            self.app.open_ultraserver(self.row_groups[y])  # type: ignore[attr-defined]  # TrnwatchApp

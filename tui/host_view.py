@@ -135,4 +135,4 @@ class HostView(ScopeView):
             return
         chip = self._chip_y.get(event.screen_y - region.y + detail.scroll_offset.y)
         if chip is not None:
-            self.app.open_chip(self.model.row.host_id, chip)
+            self.app.open_chip(self.model.row.host_id, chip)  # type: ignore[attr-defined]  # TrnwatchApp

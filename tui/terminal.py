@@ -90,13 +90,15 @@ class TrnwatchDriver(LinuxDriver):
     def __init__(self, app, **kwargs) -> None:
         super().__init__(app, **kwargs)
         self._lost_reported = False
-        self._file = TerminalOutput(self._file, self._report_lost)
+        # Textual's private stream, wrapped (TerminalOutput has the write/flush/fileno it uses).
+        self._file = TerminalOutput(self._file, self._report_lost)  # type: ignore[assignment]
 
     def _report_lost(self) -> None:
         # Called from the input or output thread: hand over to the app's event loop.
         if not self._lost_reported:
             self._lost_reported = True
-            self._loop.call_soon_threadsafe(self._app.terminal_lost)
+            # The driver runs only under TrnwatchApp, which Textual's types do not know.
+            self._loop.call_soon_threadsafe(self._app.terminal_lost)  # type: ignore[attr-defined]
 
     def run_input_thread(self) -> None:
         """Textual's input loop, except that EOF or an error on the terminal means it is gone

@@ -354,4 +354,4 @@ class UltraServerView(ScopeView):
         cell = self.cell_at(event.screen_x - region.x + detail.scroll_offset.x,
                             event.screen_y - region.y + detail.scroll_offset.y)
         if cell is not None:
-            self.app.open_chip(*cell)
+            self.app.open_chip(*cell)  # type: ignore[attr-defined]  # TrnwatchApp (Textual types it App)
