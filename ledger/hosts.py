@@ -23,7 +23,7 @@ import math
 from array import array
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, Protocol, TypeGuard, TypeVar
 
 from trnwatch.collectors.limits import MAX_RUNTIMES_PER_HOST, RUNTIME_EVICT_MIN_S, RUNTIME_EVICT_PERIODS
 from trnwatch.collectors.neuron_monitor import Report
@@ -235,7 +235,7 @@ class HostState:
             self.instance_name = info.instance_name or self.instance_name
             self.ultraserver_reported = info.ultraserver_id or self.ultraserver_reported
         hw = report.neuron_hardware_info
-        if not _group_ok(self.group_errors, "neuron_hardware_info", hw):
+        if not _group_ok(hw, self.group_errors, "neuron_hardware_info"):
             return
         self.device_type = hw.neuron_device_type or self.device_type
         self.neuroncore_version = hw.neuroncore_version or self.neuroncore_version
@@ -283,14 +283,14 @@ class HostState:
                 runtime.cores = tuple(sorted(cores))
             self._fold_executions(runtime, rep.execution_stats, declared_counters)
             vcpu = rep.neuron_runtime_vcpu_usage
-            if _group_ok(runtime.group_errors, "neuron_runtime_vcpu_usage", vcpu) and vcpu.vcpu_usage is not None:
+            if _group_ok(vcpu, runtime.group_errors, "neuron_runtime_vcpu_usage") and vcpu.vcpu_usage is not None:
                 runtime.vcpu_user_pct = vcpu.vcpu_usage.user
                 runtime.vcpu_system_pct = vcpu.vcpu_usage.system
         self._retire_runtimes(seen, t_s)
         self._fold_chip_samples(frame, t_s, no_runtime=not entries)
 
     def _fold_core_counters(self, runtime: RuntimeState, nc, frame: "_ReportFrame", cores: set[int]) -> None:
-        if not _group_ok(runtime.group_errors, "neuroncore_counters", nc) or nc.neuroncores_in_use is None:
+        if not _group_ok(nc, runtime.group_errors, "neuroncore_counters") or nc.neuroncores_in_use is None:
             return
         frame.counters_ok = True
         for core, c in nc.neuroncores_in_use.items():
@@ -308,7 +308,7 @@ class HostState:
                 frame.core_util[core] = CoreState(util, flops, physical)
 
     def _fold_memory(self, runtime: RuntimeState, mem, frame: "_ReportFrame", cores: set[int]) -> None:
-        if not _group_ok(runtime.group_errors, "memory_used", mem):
+        if not _group_ok(mem, runtime.group_errors, "memory_used"):
             return
         used = mem.neuron_runtime_used_bytes
         if used is not None:
@@ -371,10 +371,10 @@ class HostState:
         util_by_chip = [0.0] * n
         cores_by_chip: list[dict[int, CoreState]] = [{} for _ in range(n)]
         for core, state in frame.core_util.items():
-            chip = self._chip_of(core)
-            if chip is not None:
-                util_by_chip[chip] += state.util_pct
-                cores_by_chip[chip][core] = state
+            index = self._chip_of(core)
+            if index is not None:
+                util_by_chip[index] += state.util_pct
+                cores_by_chip[index][core] = state
         util_unknown = {core // per_chip for core in frame.util_unknown_cores}
         for chip in self.chips:
             i = chip.index
@@ -401,7 +401,7 @@ class HostState:
 
     def _fold_executions(self, runtime: RuntimeState, stats, declared_counters: bool) -> None:
         # Values beside an error are zeroed placeholders; folding them would fake a reset.
-        if not _group_ok(runtime.group_errors, "execution_stats", stats):
+        if not _group_ok(stats, runtime.group_errors, "execution_stats"):
             return
         counts = {f"error.{k}": v for k, v in (stats.error_summary or {}).items()}
         counts.update({f"status.{k}": v for k, v in (stats.execution_summary or {}).items()})
@@ -424,7 +424,7 @@ class HostState:
         if system is None:
             return
         hw = system.neuron_hw_counters
-        if _group_ok(self.group_errors, "neuron_hw_counters", hw):
+        if _group_ok(hw, self.group_errors, "neuron_hw_counters"):
             for dev in hw.neuron_devices or ():
                 if dev.neuron_device_index >= len(self.chips):
                     self.anomalies["ecc-device-beyond-chip-count"] += 1
@@ -434,7 +434,7 @@ class HostState:
                 ecc.declared_counter = declared_counters
                 ecc.add(counts)  # the four ECC_FIELDS: never past the limit
         vcpu = system.vcpu_usage
-        if _group_ok(self.group_errors, "vcpu_usage", vcpu):
+        if _group_ok(vcpu, self.group_errors, "vcpu_usage"):
             avg = vcpu.average_usage
             if avg is not None and "idle" in avg:
                 self.vcpu_busy_pct = max(0.0, 100.0 - avg["idle"])
@@ -443,12 +443,20 @@ class HostState:
             if vcpu.period:
                 self.period_s = vcpu.period
         memory = system.memory_info
-        if _group_ok(self.group_errors, "memory_info", memory):
+        if _group_ok(memory, self.group_errors, "memory_info"):
             self.memory_used_bytes = memory.memory_used_bytes
             self.memory_total_bytes = memory.memory_total_bytes
 
 
-def _group_ok(errors: dict[str, str], name: str, group) -> bool:
+class _ReportGroup(Protocol):
+    @property
+    def error(self) -> str | None: ...
+
+
+_G = TypeVar("_G", bound=_ReportGroup)
+
+
+def _group_ok(group: _G | None, errors: dict[str, str], name: str) -> TypeGuard[_G]:
     """Record or clear one group's error; True when the group came without one.
 
     A group absent from the report changes nothing: it was not reported this period."""

@@ -12,7 +12,7 @@ a report carries), and every rollup says how many chips and hosts it covers.
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from trnwatch.collectors.decode import DEVICE_KINDS, SOURCE_KIND_OF, Decoded, DeviceReport, Record, Rejected, decode
 from trnwatch.collectors.job_events import DecodedJobLine
@@ -138,7 +138,7 @@ class Ledger:
                  job_rules: dict[str, float] | None = None):
         self.mode: Evidence = mode
         # JobLedger thresholds (`late_after_s`, `stall_after_s`, ...) from the command line.
-        self.job_rules: dict[str, float] = dict(job_rules or {})
+        self.job_rules: dict[str, Any] = dict(job_rules or {})  # JobLedger's keyword arguments
         self.ultraserver_overrides: dict[str, str] = dict(ultraservers or {})
         self.sources: dict[str, SourceStats] = {}
         self.hosts: dict[str, HostState] = {}
