@@ -405,6 +405,13 @@ def test_ordinary_urls_pass(url):
     assert check_url(url) == url
 
 
+def test_fetch_of_a_url_without_a_host_is_refused_not_sent_to_this_host():
+    from trnwatch.collectors.prometheus_http import fetch
+
+    with pytest.raises(UrlError, match="has no host"):
+        fetch("http:///metrics", None, 1.0, 100)
+
+
 def test_token_from_file_or_environment_and_never_in_errors(tmp_path):
     path = tmp_path / "token"
     path.write_text("s3cr3t-token\n")
