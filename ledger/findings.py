@@ -240,9 +240,9 @@ def current_findings(ledger: "Ledger", now_s: float) -> list[Finding]:
             age = "no report yet" if host.last_s is None else f"last report {now_s - host.last_s:.0f} s ago"
             found.append(Finding("error", "host-stale", "host", "STALE", _site_of_host(ledger, host), age, ""))
             continue
-        for chip, ecc in _uncorrected(ledger, host):
+        for index, ecc in _uncorrected(ledger, host):
             what = f"{ecc.uncorrected} uncorrected ECC error{'s' if ecc.uncorrected > 1 else ''}"
-            found.append(Finding("critical", "ecc-uncorrected", "chip", "ECC", _site_of_host(ledger, host, chip=chip),
+            found.append(Finding("critical", "ecc-uncorrected", "chip", "ECC", _site_of_host(ledger, host, chip=index),
                                  what + (f", {ecc.corrected} corrected" if ecc.corrected else ""), what))
         if steady:
             trends = _rising_trends(ledger, host, now_s)
@@ -252,9 +252,9 @@ def current_findings(ledger: "Ledger", now_s: float) -> list[Finding]:
                     rising.append((host, chip.index, trend))
                     flat -= 1
     peer_rate = median([0.0] * flat + [t.rate_bytes_per_s for _, _, t in rising]) if rising else 0.0
-    for host, chip, trend in rising:
+    for host, index, trend in rising:
         if _leaking(trend, peer_rate):
-            found.append(Finding("error", "hbm-leak", "chip", "LEAK", _site_of_host(ledger, host, chip=chip),
+            found.append(Finding("error", "hbm-leak", "chip", "LEAK", _site_of_host(ledger, host, chip=index),
                                  f"HBM {trend_text(trend)}", f"HBM +{_mib(trend.rate_bytes_per_s)}/s", trend))
     for source in ledger.sources.values():
         rejected = sum(source.rejected.values())
