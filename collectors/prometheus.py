@@ -56,7 +56,8 @@ Readings decided here, from the exporter's code and real scrapes:
 """
 
 
-from typing import ClassVar
+from collections.abc import Sized
+from typing import ClassVar, TypeVar
 
 import msgspec
 
@@ -192,7 +193,10 @@ def _text(labels: dict[str, str], name: str, what: str, max_chars: int = MAX_TEX
     return text
 
 
-def _named(values: dict, what: str) -> dict:
+_Sized = TypeVar("_Sized", bound=Sized)
+
+
+def _named(values: _Sized, what: str) -> _Sized:
     if len(values) > MAX_NAMED_VALUES:
         raise ReportRejected("schema", f"{what}: more than {MAX_NAMED_VALUES} named values")
     return values
@@ -267,7 +271,8 @@ class _HostSeries:
         text = labels.get("neuroncore")
         core = self.cores.get(text) if type(text) is str else None
         if core is None:
-            core = self.cores[text] = _label_int(labels, "neuroncore", what, MAX_CORE_INDEX)
+            core = _label_int(labels, "neuroncore", what, MAX_CORE_INDEX)
+            self.cores[labels["neuroncore"]] = core  # read as a core index: the label is there
         return core
 
     def read(self, name: str, labels: dict[str, str], value: float) -> None:
@@ -346,8 +351,8 @@ class _HostSeries:
         if name == "instance_info" or (name == "neuron_hardware_info" and self.identity is None):
             self.identity = labels
         if name == "neuron_hardware_info":
-            fields = {field: _label_int(labels, field, name, bound) for field, bound in HARDWARE_LABELS.items()
-                      if field in labels}
+            fields: dict[str, int | str | None] = {
+                field: _label_int(labels, field, name, bound) for field, bound in HARDWARE_LABELS.items() if field in labels}
             fields.update({field: _text(labels, field, name) for field in HARDWARE_TEXT_LABELS if field in labels})
             for field in ("neuroncore_per_device_count", "logical_neuroncore_config"):
                 if fields.get(field) == 0:
@@ -403,14 +408,15 @@ def host_report(instance_id: str, samples: list[Sample], interval_s: float | Non
 
 
 def _instance_info(labels: dict[str, str] | None, instance_id: str) -> InstanceInfo:
-    fields = {field: _text(labels, label, "instance labels") for label, field in INSTANCE_LABELS.items()
+    fields = {field: _text(labels or {}, label, "instance labels") for label, field in INSTANCE_LABELS.items()
               if label in (labels or {}) and field in InstanceInfo.__struct_fields__}
     fields["instance_id"] = instance_id
     return _build(InstanceInfo, **fields, error="")
 
 
 def _runtime_entry(tag: str, r: _Runtime, interval_s: float | None) -> RuntimeEntry:
-    for values in (r.used, r.vcpu, r.errors, r.status, r.latency, *filter(None, r.memory.values())):
+    named: tuple[Sized, ...] = (r.used, r.vcpu, r.errors, r.status, r.latency, *filter(None, r.memory.values()))
+    for values in named:
         _named(values, f"runtime {tag[:40]!r}")
     groups: dict = {}
     if r.util:
@@ -490,7 +496,9 @@ def _reports(hosts: dict[str, list[Sample]], interval_s: float | None) -> list[E
 
 def _interval(doc: dict) -> float | None:
     interval = doc.get("interval_s")
-    return float(interval) if type(interval) in (int, float) and 0 < interval <= MAX_PERIOD_S else None
+    if isinstance(interval, (int, float)) and not isinstance(interval, bool) and 0 < interval <= MAX_PERIOD_S:
+        return float(interval)
+    return None
 
 
 def parse_prometheus_line(kind: str, text: str) -> list[ExporterReport | ReportRejected]:

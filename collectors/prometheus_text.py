@@ -180,12 +180,13 @@ def samples(body: str, wanted: tuple[str, ...]) -> list[Sample]:
             if line.startswith(wanted) and not name.endswith("_created"):
                 read = True
                 if escapes and "\\" in line:
-                    labels, rest = _escaped_block(line, brace)
+                    found, rest = _escaped_block(line, brace)
                 else:
                     end = line.rfind("}")
-                    labels, rest = _plain_labels(line[brace + 1:end], names), line[end + 1:]
-                if labels is None or rest[:1] not in (" ", "\t"):
+                    found, rest = _plain_labels(line[brace + 1:end], names), line[end + 1:]
+                if found is None or rest[:1] not in (" ", "\t"):
                     raise ExpositionError(f"not a sample line (name{{label=\"value\",...}} value): {line[:120]!r}")
+                labels = found
         else:
             # `_created` series (a counter's creation time) are never read: only their name counts.
             read = line.startswith(wanted) and not _sample_name(line).endswith("_created")
