@@ -77,7 +77,7 @@ from trnwatch.collectors.job_events import (
 from trnwatch.ledger.job_blame import dead_ranks, failure_rows, failure_words
 from trnwatch.ledger.job_ranks import STEP_WINDOW as STEP_WINDOW  # bounds named with the ledger
 from trnwatch.ledger.job_ranks import WAIT_WINDOW_STEPS as WAIT_WINDOW_STEPS
-from trnwatch.ledger.job_ranks import RankState, StepKind, StepSample
+from trnwatch.ledger.job_ranks import RankState, RankStatus, StepKind, StepSample
 from trnwatch.ledger.job_steady import (
     WARMUP_PROBE_STEPS,
     percentile,
@@ -306,7 +306,7 @@ class JobLedger:
             raise JobEventRejected("job-ops-bound", f"more than {MAX_COLLECTIVE_OPS} collective op names")
 
     @staticmethod
-    def _fail(rank: RankState, status: str, ts: float) -> None:
+    def _fail(rank: RankState, status: RankStatus, ts: float) -> None:
         if rank.failed_ts is None:
             rank.status, rank.failed_ts = status, ts
 
@@ -364,7 +364,7 @@ class JobLedger:
         self._note_progress(event.ts)
         rank.last_step, rank.last_step_ts = event.step, event.ts
         if event.step_time_s is not None:
-            kind = self._step_kind(rank, event)
+            kind = self._step_kind(rank, event.step_time_s)
             rank.steps.append(StepSample(event.step, event.ts, event.step_time_s, event.tokens, kind, rank.open_steps,
                                           event.tokens_per_s_per_device))
             if not rank.saw_steady:
@@ -380,13 +380,13 @@ class JobLedger:
                 span.end_ts = event.ts
                 self.restarts[-1].first_step_ts = event.ts
 
-    def _step_kind(self, rank: RankState, event: Step) -> StepKind:
+    def _step_kind(self, rank: RankState, step_time_s: float) -> StepKind:
         others = [phase for phase in rank.open_phases if phase != "steady"]
         if others or rank.paused_since_step or (rank.open_checkpoint is not None and rank.open_checkpoint.blocking is not False):
             return "other"
-        if event.step_time_s > self.late_after_s:
+        if step_time_s > self.late_after_s:
             # A step longer than the floor: its time holds a stall if it is late by this rank's own rule.
-            if event.step_time_s > self._late_threshold_s(recent_step_times_s(rank)):
+            if step_time_s > self._late_threshold_s(recent_step_times_s(rank)):
                 return "late"
         return "steady" if "steady" in rank.open_phases else "open"
 
@@ -453,7 +453,7 @@ class JobLedger:
         with_steps = [rank for rank in sorted(self.ranks) if self.ranks[rank].steps]
         dead = set(self.dead_ranks(now_s))
         present = [rank for rank in with_steps if rank not in dead]
-        return (present or with_steps or [None])[0]
+        return next(iter(present or with_steps), None)
 
     def step_times_s(self, now_s: float) -> list[float]:
         """Recent steady step times of the reference rank (all recent steps if none is steady)."""
@@ -543,7 +543,8 @@ class JobLedger:
             return JobDiagnosis("finished", f"all {len(self.ranks)} ranks ended with success")
         if dead:
             suspects = tuple(
-                suspect(self.ranks[rank], f"no event for {now_s - self.ranks[rank].last_seen_ts:.0f} s", now_s)
+                # a dead rank was seen: dead_ranks keeps only ranks with a last_seen_ts
+                suspect(self.ranks[rank], f"no event for {now_s - self.ranks[rank].last_seen_ts:.0f} s", now_s)  # type: ignore[operator]
                 for rank in dead
             )
             return JobDiagnosis("dead", f"{len(dead)} rank(s) silent for > {self.dead_after_s:.0f} s: "
@@ -556,6 +557,7 @@ class JobLedger:
         idle_s = None if self.last_progress_ts is None else now_s - self.last_progress_ts
         if idle_s is not None and idle_s > min(self.late_after_s, self.stall_after_s):
             thresholds = self.thresholds(now_s)
+            verdict: Verdict
             for verdict, threshold_s in (("stalled", thresholds.stall_s), ("late", thresholds.late_s)):
                 if idle_s > threshold_s:
                     dead_set = set(dead)
@@ -605,7 +607,7 @@ class JobLedger:
         shown = checkpointing or pauses
         phases = ", ".join(sorted({phase for phase, _ in shown}))
         open_s = now_s - min(ts for _, ts in shown)
-        verdict = "checkpointing" if checkpointing else "compiling"
+        verdict: Verdict = "checkpointing" if checkpointing else "compiling"
         return JobDiagnosis(verdict, f"{phases} open on {len(shown)} rank(s) for {open_s:.0f} s")
 
     # ---- the receipt's job section -----------------------------------------------------------
@@ -616,7 +618,7 @@ class JobLedger:
         diagnosis = self.diagnose(now_s, chip_util_pct)
         straggler = self.straggler(now_s)
         stalls = list(self.stalls)
-        if diagnosis.verdict == "stalled":
+        if diagnosis.verdict == "stalled" and diagnosis.idle_s is not None and diagnosis.threshold_s is not None:
             stalls.append(Stall(begin_ts=now_s - diagnosis.idle_s, end_ts=None, duration_s=diagnosis.idle_s,
                                 threshold_s=diagnosis.threshold_s, suspects=list(diagnosis.suspects)))
         return JobSection(

@@ -12,15 +12,15 @@ def dead_ranks(ranks: Mapping[int, RankState], now_s: float, dead_after_s: float
     silent since before their peers' first failure while every peer has ended. The second
     rule needs no heartbeat: a rank killed before its first one is still the silent one."""
     silent = [
-        rank for rank in ranks.values()
+        (rank, seen_ts) for rank in ranks.values()
         if rank.status == "running" and (rank.has_heartbeats or rank.pid is not None)
-        and rank.last_seen_ts is not None
+        and (seen_ts := rank.last_seen_ts) is not None
     ]
-    dead = {rank.rank for rank in silent if rank.has_heartbeats and now_s - rank.last_seen_ts > dead_after_s}
+    dead = {rank.rank for rank, seen_ts in silent if rank.has_heartbeats and now_s - seen_ts > dead_after_s}
     reported = [rank.failed_ts for rank in ranks.values() if rank.failed_ts is not None]
     if reported:
         first_ts = min(reported)
-        before = {rank.rank for rank in silent if rank.last_seen_ts < first_ts}
+        before = {rank.rank for rank, seen_ts in silent if seen_ts < first_ts}
         others_ended = all(rank.status != "running" for rank in ranks.values() if rank.rank not in before)
         if before and others_ended:
             dead |= before

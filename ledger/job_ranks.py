@@ -29,6 +29,9 @@ class StepSample:
     tokens_per_s_per_device: float | None = None  # as a passive log reports it (TorchTitan's tps)
 
 
+RankStatus = Literal["running", "finished", "failed", "aborted"]
+
+
 @dataclass
 class RankState:
     """What the ledger knows about one rank, from its latest process start onwards."""
@@ -40,7 +43,7 @@ class RankState:
     local_rank: int | None = None
     pid: int | None = None
     restart: int = 0
-    status: Literal["running", "finished", "failed", "aborted"] = "running"
+    status: RankStatus = "running"
     last_seen_ts: float | None = None
     has_heartbeats: bool = False
     last_step: int | None = None

@@ -5,7 +5,9 @@ The rules are stated in `ledger/job.py`'s module docstring ("steady state", "lat
 """
 
 import math
+from collections.abc import Iterable
 from statistics import median
+from typing import TypeVar
 
 from trnwatch.ledger.job_ranks import RankState, StepSample
 from trnwatch.ledger.job_summary import Percentiles, Throughput
@@ -16,7 +18,10 @@ WARMUP_MIN_AFTER = 1  # steps after a candidate warm-up step needed to judge it 
 RECENT_STEPS = 64  # steady steps the late and stall thresholds are computed from
 
 
-def percentile(values, q: float) -> float | None:
+_Number = TypeVar("_Number", int, float)
+
+
+def percentile(values: Iterable[_Number], q: float) -> _Number | None:
     """Nearest-rank percentile (q in 0..100) of `values`; None when empty."""
     ordered = sorted(values)
     if not ordered:
@@ -70,7 +75,7 @@ def rank_throughput(rank: RankState, now_s: float) -> Throughput | None:
     with_tokens = [s for s in samples if s.tokens is not None]
     token_s = sum(s.step_time_s for s in with_tokens)
     return Throughput(
-        tokens_per_s=sum(s.tokens for s in with_tokens) / token_s if with_tokens and token_s > 0 else None,
+        tokens_per_s=sum(s.tokens or 0 for s in with_tokens) / token_s if with_tokens and token_s > 0 else None,
         from_rank=rank.rank,
         boundary="explicit" if rank.saw_steady else "inferred",
         warmup_steps=warmup_steps(rank),

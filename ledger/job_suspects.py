@@ -12,7 +12,7 @@ from trnwatch.ledger.job_ranks import RankState
 from trnwatch.ledger.job_summary import Suspect, SuspectEvidence
 
 ChipUtilisation = Callable[[str, int], float | None]  # (host, chip) -> latest utilisation %, or None
-Positions = dict[tuple[int, str], list[int]]  # (heartbeat step, region) -> ranks there
+Positions = dict[tuple[int | None, str | None], list[int]]  # (heartbeat step, region) -> ranks there
 
 COLLECTIVE_REGION_PREFIX = "collective"
 POSITIONS_SHOWN = 3  # in a reason; the suspects list has every rank
@@ -28,7 +28,7 @@ def positions(ranks: Mapping[int, RankState], dead: set[int]) -> Positions:
     return found
 
 
-def majority(found: Positions) -> tuple[int, str] | None:
+def majority(found: Positions) -> tuple[int | None, str | None] | None:
     """The most common position; ties go to one inside a collective, then to the higher step."""
     if not found:
         return None

@@ -90,7 +90,8 @@ class ColumnLinear(nn.Module):
         nn.init.normal_(full, std=0.02)  # same seed on every rank: the shards form one matrix
         shard = out_features // parallel.tp_size
         self.weight = nn.Parameter(full[parallel.tp_rank * shard : (parallel.tp_rank + 1) * shard].clone())
-        self.weight.tensor_model_parallel = True  # the attribute NxD sets on sharded parameters
+        # the attribute NxD sets on sharded parameters (torch's stubs do not know it)
+        self.weight.tensor_model_parallel = True  # type: ignore[attr-defined]
 
     def forward(self, x):
         if self.parallel.tp_size > 1:
@@ -108,7 +109,7 @@ class RowLinear(nn.Module):
         nn.init.normal_(full, std=0.02)
         shard = in_features // parallel.tp_size
         self.weight = nn.Parameter(full[:, parallel.tp_rank * shard : (parallel.tp_rank + 1) * shard].clone())
-        self.weight.tensor_model_parallel = True
+        self.weight.tensor_model_parallel = True  # type: ignore[attr-defined]  # as above
 
     def forward(self, x):
         y = F.linear(x, self.weight)
@@ -221,7 +222,7 @@ def broadcast_step(step: int | None, group) -> int | None:
     # A plain tensor: broadcast_object_list needs numpy, which the CPU wheel does not bring.
     box = torch.tensor([-1 if step is None else step], dtype=torch.int64)
     dist.broadcast(box, src=0, group=group)
-    return None if box.item() < 0 else box.item()
+    return None if box.item() < 0 else int(box.item())
 
 
 def _save_atomic(state: dict, path: str) -> None:
