@@ -102,8 +102,6 @@ class Session:
         self.output_failures: list[OutputFailure] = []
         self.receipt_notes: list[str] = []
         self.receipt_markdown: Path | None = None
-        self.receipt_path: Path | None = None  # --receipt; None: the default folder
-        self.remote_sources = False  # SSH hosts or Prometheus endpoints: headless shows their links
         self._stop = asyncio.Event()
         # Where a message for people goes once (the screen replaces it with a notification).
         self.notice: Callable[[str], None] = _stderr_notice
