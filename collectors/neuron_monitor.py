@@ -303,7 +303,13 @@ def decode_report(text: str) -> tuple[Report, list[FieldRejection]]:
     if not isinstance(raw, dict):
         raise ReportRejected("not-object", "a report must be a JSON object")
     rejections: list[FieldRejection] = []
+    marked = raw.get("trnwatch_simulator") is not None
     _prune_struct(raw, _report_type(), "", "", rejections)
+    if marked and "trnwatch_simulator" not in raw:
+        # The mark says "simulated": a report that carries one we cannot read is not read at
+        # all, or its figures would pass as live once the mark was dropped like a bad field.
+        detail = next(r.detail for r in rejections if r.field.startswith("trnwatch_simulator"))
+        raise ReportRejected("schema", f"simulator mark unreadable ({detail}); the report is not read as live")
     try:
         return _DECODER.decode(_ENCODER.encode(raw)), rejections
     except msgspec.ValidationError as exc:

@@ -162,6 +162,17 @@ def test_utilisation_a_hair_over_100_rejects_that_value_and_keeps_the_report():
     assert report.system_data.memory_info.memory_total_bytes == 824633720832
 
 
+@pytest.mark.parametrize("host", [10**9, -1, "x" * 10])
+def test_an_unreadable_simulator_mark_rejects_the_report_rather_than_reading_it_as_live(host):
+    """A bound-breaking field is normally removed alone; the simulator's mark cannot be: without
+    it the report's figures would pass as live."""
+    obj = json.loads(R.line(R.report([R.runtime(1, "r", [0], util={0: 40.0})])))
+    obj["trnwatch_simulator"] = {"topology": "trn3-gen2-us", "host": host, "seed": 0, "scenario": "healthy"}
+    with pytest.raises(ReportRejected) as info:
+        decode_report(json.dumps(obj))
+    assert info.value.reason == "schema" and "trnwatch_simulator" in info.value.detail
+
+
 def test_negative_bytes_reject_that_value_only():
     report, fields = _fields(_mutated(["system_data", "memory_info", "memory_used_bytes"], -5))
     assert fields == {"system_data.memory_info.memory_used_bytes"}
