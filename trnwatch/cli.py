@@ -242,7 +242,8 @@ def _run_compare(args) -> int:
             return 2
     try:
         allow = {name for name in args.allow_mismatch.split(",") if name.strip()}
-        result = compare.compare(*receipts, allow=allow)
+        baseline, candidate = receipts
+        result = compare.compare(baseline, candidate, allow=allow)
     except compare.CompareError as exc:
         print(f"trnwatch: {exc}", file=sys.stderr)
         return 2
@@ -314,7 +315,7 @@ def _say_if_nothing_valid(session) -> bool:
     """When lines arrived and not one was valid, say how many were rejected and why (the exit
     status is then 1: an empty receipt is not a normal end)."""
     sources = session.ledger.sources.values()
-    rejected = sum((s.rejected for s in sources), Counter())
+    rejected: Counter[str] = sum((s.rejected for s in sources), Counter())
     if not rejected or any(s.reports for s in sources):
         return False
     reasons = ", ".join(f"{n} {reason}" for reason, n in rejected.most_common())

@@ -14,16 +14,25 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from trnwatch.collectors.lines import Line, SourceEvent
+from trnwatch.collectors.lines import Line, LineKind, SourceEvent
 from trnwatch.collectors.recording import FLUSH_EVERY_S, Recorder
 from trnwatch.collectors.streams import SourceLost
 from trnwatch.intake import FOLD_SLICE_S, Intake
-from trnwatch.ledger.ledger import Ledger
-from trnwatch.ledger.receipt import ExitReason, OutputFailure, Receipt, RecordingEntry, ReplayEntry, build_receipt
+from trnwatch.ledger.ledger import Ledger, SourceState
+from trnwatch.ledger.receipt import (
+    ExitReason,
+    OutputFailure,
+    OutputName,
+    Receipt,
+    RecordingEntry,
+    ReplayEntry,
+    build_receipt,
+)
 from trnwatch.ledger.receipt_markdown import render_markdown
 from trnwatch.ledger.timeline_svg import render_timeline_svg
 from trnwatch.output import OutputError, default_receipt_name, receipt_places, write_atomic
@@ -60,7 +69,7 @@ class SourceSpec:
     """
 
     source_id: str
-    kind: str
+    kind: LineKind
     lines: Callable[[], AsyncIterator[Line | SourceEvent]]
     relay: bool = False
 
@@ -76,7 +85,7 @@ class Session:
         duration_s: float | None = None,
         recorded_evidence=None,
         *,
-        background: list[Callable[[], Awaitable[None]]] | None = None,
+        background: list[Callable[[], Coroutine[Any, Any, None]]] | None = None,
         replay: Callable[[], ReplayEntry] | None = None,
         receipt_path: Path | None = None,
         remote_sources: bool = False,
@@ -145,7 +154,7 @@ class Session:
     def _check_recording(self) -> None:
         """A recording write failed: mark it for the receipt and say so once; monitoring goes on."""
         rec = self.recorder
-        if rec.error is not None:
+        if rec is not None and rec.error is not None:
             path = rec.files[-1] if rec.files else rec.target
             if self.output_failed("recording", path, rec.error):
                 self.notice(f"recording stopped: {path}: {rec.error}; monitoring goes on, "
@@ -183,9 +192,10 @@ class Session:
         self.stop("duration")
 
     async def _flush_recording(self) -> None:
-        while True:
+        rec = self.recorder
+        while rec is not None:
             await asyncio.sleep(FLUSH_EVERY_S)
-            self.recorder.flush()
+            rec.flush()
             self._check_recording()
 
     @property
@@ -193,7 +203,7 @@ class Session:
         """The job scope's ledger (None until job telemetry arrives)."""
         return self.ledger.job
 
-    def output_failed(self, output: str, path: Path, error: str) -> bool:
+    def output_failed(self, output: OutputName, path: Path, error: str) -> bool:
         """Mark an output that stopped, for the receipt; False if it was marked already (the
         caller says so to the user only the first time)."""
         if any(f.output == output and f.path == str(path) for f in self.output_failures):
@@ -293,7 +303,7 @@ async def link_progress_lines(session: Session, every_s: float = 0.5, out=sys.st
     how many are up changes ("12 of 36 up, 24 connecting"), and one per source that goes down,
     with its error, or comes back."""
     last_summary = None
-    last_states: dict[str, str] = {}
+    last_states: dict[str, SourceState] = {}
     while True:
         await asyncio.sleep(every_s)
         ledger = session.ledger

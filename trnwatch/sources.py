@@ -13,13 +13,14 @@ here, and, if it brings a new line format, that format's decoder in collectors/d
 
 import argparse
 import asyncio
+import functools
 import shutil
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from trnwatch import scaleout
 from trnwatch.scaleout import OptionError
@@ -89,7 +90,7 @@ class Built:
 
     sources: list[SourceSpec]
     ultraservers: dict[str, str] = field(default_factory=dict)  # stream label -> UltraServer (hosts file)
-    background: list[Callable[[], Awaitable[None]]] = field(default_factory=list)  # workloads beside the sources
+    background: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)  # workloads beside the sources
     replay: Callable | None = None  # what a replay read, for the receipt
     recorded_evidence: str | None = None
     notes: list[str] = field(default_factory=list)  # said once on stderr before the session starts
@@ -185,7 +186,7 @@ def _sim_build(args: argparse.Namespace, ctx: Context) -> Built:
     hosts = fleet_hosts(get_topology(args.topology), args.seed, args.scenario, period_s)
     start = time.monotonic()
     specs = [SourceSpec(host_source_id(h), "neuron-monitor",
-                        lambda h=h, i=i: sim_host_lines(h, period_s, start, period_s * i / len(hosts)))
+                        functools.partial(sim_host_lines, h, period_s, start, period_s * i / len(hosts)))
              for i, h in enumerate(hosts)]
     job_spec, job_writer = _sim_job(hosts, args.job_dir, args.job_format, period_s)
     return Built(specs + [job_spec], background=[job_writer])
@@ -198,9 +199,11 @@ def _sim_job(hosts, job_dir: Path | None, job_format: str, period_s: float):
     folder, removed when the session ends (every exit path runs the writer's `finally`)."""
     from trnwatch.collectors.job_files import follow_run_dir
     from trnwatch.workloads.sim.job import GLOBAL_BATCH, SEQ_LEN, SimJobWriter
+    from trnwatch.workloads.sim.job_logs import SimLogWriter
 
     temporary = job_dir is None  # the demo's own folder: removed when the session ends
     run_dir = job_dir or Path(tempfile.mkdtemp(prefix="trnwatch-demo-job-"))
+    writer: SimJobWriter | SimLogWriter
     if job_format == "job":
         writer = SimJobWriter(hosts, run_dir)
         spec = SourceSpec(f"job-dir:{run_dir}", "job", lambda: follow_run_dir(str(run_dir)), relay=True)
@@ -208,7 +211,6 @@ def _sim_job(hosts, job_dir: Path | None, job_format: str, period_s: float):
         from trnwatch.collectors.job_log import follow_job_log
         from trnwatch.collectors.log_profiles import profile_registry
         from trnwatch.workloads.sim.job import run_id
-        from trnwatch.workloads.sim.job_logs import SimLogWriter
 
         log = run_dir / f"rank0-{job_format}.log"
         writer = SimLogWriter(hosts, log, job_format)
@@ -349,8 +351,8 @@ def _job_log_build(args: argparse.Namespace, ctx: Context) -> Built:
         choices = ", ".join(name for name, p in profiles.items() if not p.always)
         raise OptionError(f"unknown log profile {args.log_profile!r}; choose one of: {choices}")
     run, logs = log_sources([str(path) for path in args.job_log])
-    specs = [SourceSpec(log.source_id, "job", lambda log=log: follow_job_log(
-        log.path, profiles, args.log_profile, run, log.default_rank, args.global_batch, args.seq_len,
+    specs = [SourceSpec(log.source_id, "job", functools.partial(
+        follow_job_log, log.path, profiles, args.log_profile, run, log.default_rank, args.global_batch, args.seq_len,
         source_id=log.source_id)) for log in logs]
     return Built(specs)
 

@@ -62,6 +62,8 @@ def chip_model(ledger: Ledger, now_s: float, host_id: str, index: int) -> ChipMo
         return None
     chip = host.chips[index]
     host_m = host_model(ledger, now_s, host_id)
+    if host_m is None:  # the host was found above; host_model says None only for an unknown id
+        return None
     per = host.cores_per_chip or 0
     cores = []
     for core in range(index * per, (index + 1) * per):
