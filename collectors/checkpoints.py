@@ -14,10 +14,11 @@ import asyncio
 import os
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Literal
 
 from trnwatch.collectors.job_events import SCHEMA_VERSION, Checkpoint
+from trnwatch.collectors.job_files import final_reads
 from trnwatch.collectors.lines import Line
 
 BEGIN_MARKER = "checkpoint"
@@ -92,8 +93,18 @@ async def follow_checkpoint_dir(
     """Watch `checkpoint_dir` and yield checkpoint saves as `trnwatch.job/1` lines, history first."""
     watcher = CheckpointDirWatcher(checkpoint_dir, run, rank)
     source_id = f"ckpt:{os.path.basename(os.path.abspath(checkpoint_dir))}"
-    while True:
+
+    def poll() -> Iterator[Line]:
         received_s = time.time()
         for event in watcher.scan():
             yield Line(source_id=source_id, kind="job", received_s=received_s, text=event.model_dump_json())
-        await asyncio.sleep(poll_s)
+
+    while True:
+        for line in poll():
+            yield line
+        try:
+            await asyncio.sleep(poll_s)
+        except asyncio.CancelledError:  # the session ends: a save marked by now still goes in
+            for line in final_reads(poll, lambda: False):
+                yield line
+            raise

@@ -23,6 +23,10 @@ What is followed, and what is not:
   files work under a 1,024-descriptor limit. A file rotated by rename while closed between polls
   is read from the new file's start (the old file's unread rest is not seen).
 
+- Nothing is lost on exit: when the session ends (SIGTERM, Ctrl-C, `--duration`, the screen
+  quitting) the follower reads once more what the files hold by then, before the receipt is
+  written (`final_reads`).
+
 Reads are plain blocking reads on the event loop (regular files only), bounded per poll
 (`chunk_bytes` per file), which is fine for local disks and shared file systems that answer
 promptly.
@@ -35,7 +39,7 @@ import re
 import resource
 import stat
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 
 from trnwatch.collectors.lines import Line, SourceEvent
@@ -47,6 +51,7 @@ MAX_LINE_BYTES = 1 << 20
 RANK_FILE_PATTERN = "rank-*.jsonl"
 MAX_HELD_OPEN = 256  # rank files kept open between polls, at most (see held_open_bound)
 FINGERPRINT_BYTES = 64  # bytes compared to notice a file rewritten in place
+FINAL_POLLS = 16  # reads on exit, at most (CHUNK_BYTES per file each): a file still growing fast ends there
 
 _FILE_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
                (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
@@ -200,62 +205,97 @@ def _error_text(exc: OSError) -> str:
     return f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
 
 
+class _RunDir:
+    """The rank files of one run directory and what was reported about them; one `poll` reads
+    each once (see the module docstring)."""
+
+    def __init__(self, run_dir: str, hold_bound: int):
+        self.run_dir = run_dir
+        self.hold_bound = hold_bound
+        self.dir_source = f"job-dir:{run_dir}"
+        self.tails: dict[str, FileTail] = {}
+        self.skipped: set[str] = set()
+        self.reported: dict[str, str] = {}  # source id -> the error last reported for it
+        self.backlog = False  # after a poll: some file had more bytes waiting than one read takes
+
+    def poll(self) -> Iterator[Line | SourceEvent]:
+        try:
+            names = sorted(os.listdir(self.run_dir))
+            self.reported.pop(self.dir_source, None)
+        except FileNotFoundError:
+            names = []
+        except OSError as exc:  # not a folder, no permission: say so, try again next poll
+            names = []
+            if self.reported.get(self.dir_source) != (error := _error_text(exc)):
+                self.reported[self.dir_source] = error
+                yield SourceEvent(self.dir_source, "job", time.time(), "down", error)
+        for name in names:
+            if name not in self.tails and name not in self.skipped and fnmatch.fnmatch(name, RANK_FILE_PATTERN):
+                self.tails[name] = FileTail(os.path.join(self.run_dir, name),
+                                            hold_open=len(self.tails) < self.hold_bound)
+        self.backlog = False
+        for name, tail in list(self.tails.items()):
+            source_id = f"job:{name}"
+            try:
+                lines, more_waiting = tail.read_lines()
+            except NotRegularFile as exc:
+                del self.tails[name]
+                self.skipped.add(name)
+                now_s = time.time()
+                yield SourceEvent(source_id, "job", now_s, "open")
+                yield SourceEvent(source_id, "job", now_s, "end", str(exc))
+                continue
+            except OSError as exc:
+                tail.close()
+                if self.reported.get(source_id) != (error := _error_text(exc)):
+                    self.reported[source_id] = error
+                    yield SourceEvent(source_id, "job", time.time(), "down", error)
+                continue
+            self.reported.pop(source_id, None)
+            self.backlog = self.backlog or more_waiting
+            received_s = time.time()
+            for line in lines:
+                yield Line(source_id=source_id, kind="job", received_s=received_s, text=line.text,
+                           oversize_bytes=line.oversize_bytes)
+
+    def close(self) -> None:
+        for tail in self.tails.values():
+            tail.close()
+
+
+def final_reads(poll: Callable[[], Iterator[Line | SourceEvent]], backlog: Callable[[], bool]) -> Iterator[Line | SourceEvent]:
+    """What a follower yields when its session ends: one more poll of what is already on disk,
+    repeated while a file has more waiting (at most `FINAL_POLLS` times), so a line written just
+    before SIGTERM, Ctrl-C or the end of `--duration` is in the receipt ("nothing lost on exit")."""
+    for _ in range(FINAL_POLLS):
+        yield from poll()
+        if not backlog():
+            return
+
+
 async def follow_run_dir(run_dir: str, poll_s: float = POLL_S,
                          max_held_open: int | None = None) -> AsyncIterator[Line | SourceEvent]:
     """Yield every complete line of every `rank-*.jsonl` in `run_dir`, history first, then live,
     and the events of ranks that cannot be read (see the module docstring). Ends only when
-    cancelled.
+    cancelled, after a last read of what the files hold then (`final_reads`).
 
     New rank files are picked up as they appear; the directory itself may appear later too.
     """
-    hold_bound = held_open_bound() if max_held_open is None else max_held_open
-    dir_source = f"job-dir:{run_dir}"
-    tails: dict[str, FileTail] = {}
-    skipped: set[str] = set()
-    reported: dict[str, str] = {}  # source id -> the error last reported for it
+    follower = _RunDir(run_dir, held_open_bound() if max_held_open is None else max_held_open)
     try:
         while True:
+            for item in follower.poll():
+                yield item
             try:
-                names = sorted(os.listdir(run_dir))
-                reported.pop(dir_source, None)
-            except FileNotFoundError:
-                names = []
-            except OSError as exc:  # not a folder, no permission: say so, try again next poll
-                names = []
-                if reported.get(dir_source) != (error := _error_text(exc)):
-                    reported[dir_source] = error
-                    yield SourceEvent(dir_source, "job", time.time(), "down", error)
-            for name in names:
-                if name not in tails and name not in skipped and fnmatch.fnmatch(name, RANK_FILE_PATTERN):
-                    tails[name] = FileTail(os.path.join(run_dir, name), hold_open=len(tails) < hold_bound)
-            backlog = False
-            for name, tail in list(tails.items()):
-                source_id = f"job:{name}"
-                try:
-                    lines, more_waiting = tail.read_lines()
-                except NotRegularFile as exc:
-                    del tails[name]
-                    skipped.add(name)
-                    now_s = time.time()
-                    yield SourceEvent(source_id, "job", now_s, "open")
-                    yield SourceEvent(source_id, "job", now_s, "end", str(exc))
-                    continue
-                except OSError as exc:
-                    tail.close()
-                    if reported.get(source_id) != (error := _error_text(exc)):
-                        reported[source_id] = error
-                        yield SourceEvent(source_id, "job", time.time(), "down", error)
-                    continue
-                reported.pop(source_id, None)
-                backlog = backlog or more_waiting
-                received_s = time.time()
-                for line in lines:
-                    yield Line(source_id=source_id, kind="job", received_s=received_s, text=line.text,
-                               oversize_bytes=line.oversize_bytes)
-            await asyncio.sleep(0 if backlog else poll_s)
+                await asyncio.sleep(0 if follower.backlog else poll_s)
+            except asyncio.CancelledError:
+                # The consumer takes these without awaiting (it is being cancelled), then the
+                # cancellation goes on.
+                for item in final_reads(follower.poll, lambda: follower.backlog):
+                    yield item
+                raise
     finally:
-        for tail in tails.values():
-            tail.close()
+        follower.close()
 
 
 def read_followed(tail: FileTail) -> tuple[list[str], bool]:

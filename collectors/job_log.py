@@ -22,12 +22,12 @@ import asyncio
 import os
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
-from trnwatch.collectors.job_files import POLL_S, FileTail, read_followed
+from trnwatch.collectors.job_files import POLL_S, FileTail, final_reads, read_followed
 from trnwatch.collectors.lines import Line
 from trnwatch.collectors.log_profiles import LogProfile, LogTranslator
 
@@ -85,25 +85,37 @@ async def follow_job_log(
     source_id = source_id or f"joblog:{name}"
     tail = FileTail(path, split_cr=True)
     reported = None
+    more_waiting = False
+
+    def poll() -> Iterator[Line]:
+        nonlocal reported, more_waiting
+        texts, more_waiting = read_followed(tail)
+        received_s = time.time()
+        for text in texts:
+            try:
+                events = translator.feed(text, received_s)
+            except ValueError:
+                # Matched a rule but does not validate (e.g. a step time of 1e999): pass the raw
+                # line on so the job-line parser rejects it and it is counted, not silently lost.
+                yield Line(source_id=source_id, kind="job", received_s=received_s, text=text)
+                continue
+            for event in events:
+                yield Line(source_id=source_id, kind="job", received_s=received_s, text=event.model_dump_json())
+        stats = JobLogStats(profile=translator.profile_name, lines=translator.lines, unparsed=translator.unparsed)
+        if stats != reported:
+            reported = stats
+            yield Line(source_id=source_id, kind="job-log", received_s=received_s, text=stats.model_dump_json())
+
     try:
         while True:
-            texts, more_waiting = read_followed(tail)
-            received_s = time.time()
-            for text in texts:
-                try:
-                    events = translator.feed(text, received_s)
-                except ValueError:
-                    # Matched a rule but does not validate (e.g. a step time of 1e999): pass the raw
-                    # line on so the job-line parser rejects it and it is counted, not silently lost.
-                    yield Line(source_id=source_id, kind="job", received_s=received_s, text=text)
-                    continue
-                for event in events:
-                    yield Line(source_id=source_id, kind="job", received_s=received_s, text=event.model_dump_json())
-            stats = JobLogStats(profile=translator.profile_name, lines=translator.lines, unparsed=translator.unparsed)
-            if stats != reported:
-                reported = stats
-                yield Line(source_id=source_id, kind="job-log", received_s=received_s, text=stats.model_dump_json())
-            await asyncio.sleep(0 if more_waiting else poll_s)
+            for line in poll():
+                yield line
+            try:
+                await asyncio.sleep(0 if more_waiting else poll_s)
+            except asyncio.CancelledError:  # the session ends: what the log holds by now goes in first
+                for line in final_reads(poll, lambda: more_waiting):
+                    yield line
+                raise
     finally:
         tail.close()
 

@@ -1,0 +1,137 @@
+"""Nothing lost on exit: when a session ends (SIGTERM, Ctrl-C, --duration, the screen quitting),
+each file follower reads once more what is on disk by then, so a line written just before the
+end is in the receipt. The followers here poll once an hour: only that last read can see the
+second line."""
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.job_story import run_start, step
+from tests.waiting import wait_until
+from trnwatch.collectors.checkpoints import follow_checkpoint_dir
+from trnwatch.collectors.job_files import follow_run_dir
+from trnwatch.collectors.job_log import follow_job_log
+from trnwatch.collectors.log_profiles import profile_registry
+from trnwatch.ledger.ledger import Ledger
+from trnwatch.session import Session, SourceSpec
+
+HOUR_S = 3600.0
+
+
+def append(path, text: str) -> None:
+    with open(path, "a") as f:
+        f.write(text)
+
+
+async def until(condition, what: str, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out after {timeout_s} s waiting for {what}"
+        await asyncio.sleep(0.01)
+
+
+def end_after_append(ledger: Ledger, spec: SourceSpec, source_id: str, path, text: str, first_reports: int) -> int:
+    """Run a session until `source_id` folded `first_reports` lines, append `text` to `path`, end
+    the session as SIGTERM does; return how many lines that source folded in all."""
+    session = Session(ledger, [spec])
+
+    async def run() -> str:
+        task = asyncio.create_task(session.run())
+        await until(lambda: source_id in ledger.sources and ledger.sources[source_id].reports >= first_reports,
+                    f"the first {first_reports} line(s) of {source_id}")
+        append(path, text)
+        session.stop("sigterm")
+        return await task
+
+    assert asyncio.run(run()) == "sigterm"
+    return ledger.sources[source_id].reports
+
+
+def test_a_rank_line_written_just_before_the_end_is_folded(tmp_path):
+    rank_file = tmp_path / "rank-00000.jsonl"
+    rank_file.write_text(json.dumps(run_start(time.time(), world_size=1)) + "\n")
+    spec = SourceSpec(f"job-dir:{tmp_path}", "job", lambda: follow_run_dir(str(tmp_path), poll_s=HOUR_S), relay=True)
+    ledger = Ledger("live")
+    folded = end_after_append(ledger, spec, "job:rank-00000.jsonl", rank_file,
+                              json.dumps(step(time.time(), 1, 0.5)) + "\n", first_reports=1)
+    assert folded == 2
+    assert ledger.job.ranks[0].last_step == 1
+
+
+def test_a_rank_file_that_appears_just_before_the_end_is_folded(tmp_path):
+    (tmp_path / "rank-00000.jsonl").write_text(json.dumps(run_start(time.time(), world_size=2)) + "\n")
+    late = tmp_path / "rank-00001.jsonl"
+    spec = SourceSpec(f"job-dir:{tmp_path}", "job", lambda: follow_run_dir(str(tmp_path), poll_s=HOUR_S), relay=True)
+    ledger = Ledger("live")
+    end_after_append(ledger, spec, "job:rank-00000.jsonl", late,
+                     json.dumps(run_start(time.time(), rank=1, world_size=2)) + "\n", first_reports=1)
+    assert ledger.sources["job:rank-00001.jsonl"].reports == 1
+
+
+def test_a_log_line_written_just_before_the_end_is_folded(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("step 21 step_time 3.25s throughput 78.8 seq/s step loss 1.95 grad norm 0.77\n")
+    spec = SourceSpec("joblog:train.log", "job",
+                      lambda: follow_job_log(str(log), profile_registry(), poll_s=HOUR_S, source_id="joblog:train.log"))
+    ledger = Ledger("live")
+    folded = end_after_append(ledger, spec, "joblog:train.log", log,
+                              "step 22 step_time 3.25s throughput 78.8 seq/s step loss 1.90 grad norm 0.70\nnoise\n",
+                              first_reports=1)
+    assert folded == 2
+    assert ledger.sources["joblog:train.log"].unparsed_lines == 1  # the counts after the last read, too
+
+
+def test_a_checkpoint_finished_just_before_the_end_is_folded(tmp_path):
+    (tmp_path / "step_10").mkdir()
+    (tmp_path / "step_10" / "checkpoint").write_text("")
+    spec = SourceSpec(f"ckpt:{tmp_path.name}", "job", lambda: follow_checkpoint_dir(str(tmp_path), "r", poll_s=HOUR_S))
+    ledger = Ledger("live")
+    folded = end_after_append(ledger, spec, f"ckpt:{tmp_path.name}", tmp_path / "step_10" / "done", "",
+                              first_reports=1)
+    assert folded == 2  # the save's begin, then its end
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_rank_line_written_just_before_a_signal_is_in_the_receipt(tmp_path, signum):
+    """The real command: it records, so the test knows when the first line was read; then a step
+    line and the signal go at once (the follower polls every 0.25 s; only the last read sees it)."""
+    run_dir, receipt, recording = tmp_path / "run", tmp_path / "r.json", tmp_path / "s.trnrec"
+    run_dir.mkdir()
+    rank_file = run_dir / "rank-00000.jsonl"
+    rank_file.write_text(json.dumps(run_start(time.time(), world_size=1)) + "\n")
+    proc = subprocess.Popen([sys.executable, "-m", "trnwatch", "watch", "--headless", "--job-dir", str(run_dir),
+                             "--receipt", str(receipt), "--record", str(recording)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PATH": "/usr/bin:/bin"})  # no neuron-monitor: job scope only
+    try:
+        from tests.recordings import read_all
+        from trnwatch.collectors.lines import Line
+        from trnwatch.collectors.recording import RecordingError
+
+        def first_line_recorded() -> bool:
+            try:
+                return any(isinstance(i, Line) for i in read_all(recording)[0])
+            except RecordingError:  # not there yet, or its header frame not written yet
+                return False
+
+        wait_until(first_line_recorded, "the monitor to record the rank file's first line",
+                   detail=lambda: f"monitor running: {proc.poll() is None}")
+        append(rank_file, json.dumps(step(time.time(), 1, 0.5)) + "\n")
+        proc.send_signal(signum)
+        _out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    r = json.loads(receipt.read_text())
+    (source,) = [s for s in r["sources"] if s["id"] == "job:rank-00000.jsonl"]
+    assert source["reports"] == 2, source
