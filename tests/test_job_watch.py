@@ -14,6 +14,7 @@ pytest.importorskip("torch", reason="the reference workload needs torch (CPU whe
 
 from trnwatch.workloads import train  # noqa: E402
 from tests.torchrun import stop_torchrun as end  # noqa: E402
+from tests.waiting import wait_until  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -34,8 +35,8 @@ def watch(tmp_path, *flags):
 
 
 def stop_monitor(monitor):
-    """Let the follower (0.25 s polls) read the last lines, then end the watch as a user would."""
-    time.sleep(1.0)
+    """End the watch as a user would. No wait for the follower's next poll: on SIGTERM it reads
+    what the rank files hold before the receipt is written (tests/test_exit_reads.py)."""
     monitor.send_signal(signal.SIGTERM)
     monitor.communicate(timeout=60)
 
@@ -62,22 +63,38 @@ def test_watching_a_two_rank_run_gives_real_step_times_throughput_and_all_reduce
     assert all(s["rejected"] == 0 for s in r["sources"])
 
 
-def test_an_injected_hang_is_named_within_60_s_of_the_stall(tmp_path):
-    """Default rules (stall after max(5 x median step, 30 s)): the watch ends 55 s after launch, by
-    which time the hung rank must be named; the stall it reports is under 60 s old."""
-    monitor = watch(tmp_path, "--duration", "55")
+def rank_events(tmp_path, rank: int) -> list[dict]:
+    """The whole lines of one rank file so far."""
+    path = tmp_path / "run" / "telemetry" / f"rank-{rank:05d}.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [json.loads(line) for line in lines if line.endswith("}")]
+
+
+def test_an_injected_hang_is_named_once_the_stall_rule_has_passed(tmp_path):
+    """Default rules (stall after max(5 x median step, 30 s)): once rank 1 heartbeats from inside
+    its hang and 35 s have passed since the job's last step, the watch is ended; the receipt must
+    name rank 1 in a stall that began at that step. How soon after onset it is named is a figure
+    of tests/benchmarks/bench_hang.py, not a threshold here."""
+    monitor = watch(tmp_path)
     job = torchrun(tmp_path, "--tp", "2", "--steps", "400", "--hang-rank", "1", "--hang-step", "10",
                    "--hang-region", "dataloader")
     try:
-        monitor.communicate(timeout=120)
+        wait_until(lambda: any(e["event"] == "heartbeat" and e["step"] == 10 and e["region"] == "dataloader"
+                               for e in rank_events(tmp_path, 1)),
+                   "rank 1 to heartbeat from its hang", detail=lambda: (tmp_path / "torchrun.log").read_text()[-2000:])
+        onset_ts = max(e["ts"] for rank in (0, 1) for e in rank_events(tmp_path, rank) if e["event"] == "step")
+        wait_until(lambda: time.time() > onset_ts + 35, "35 s past the last step", timeout_s=60)
+        assert max(e["ts"] for rank in (0, 1) for e in rank_events(tmp_path, rank) if e["event"] == "step") == onset_ts
+        stop_monitor(monitor)
     finally:
         end(job)
+        monitor.kill()
     assert monitor.returncode == 0
     j = json.loads((tmp_path / "receipt.json").read_text())["job"]
     assert j["verdict"] == "stalled", j["reason"]
     (stall,) = [s for s in j["stalls"] if s["end_ts"] is None]
     assert [s["rank"] for s in stall["suspects"]] == [1] and j["suspects"][0]["rank"] == 1
-    assert 30 <= stall["duration_s"] < 60
+    assert stall["begin_ts"] == pytest.approx(onset_ts, abs=1e-3) and stall["duration_s"] >= stall["threshold_s"] >= 30
 
 
 def test_kill_9_of_rank_1_of_2_blames_rank_1_and_the_counts_add_up(tmp_path):
@@ -87,16 +104,15 @@ def test_kill_9_of_rank_1_of_2_blames_rank_1_and_the_counts_add_up(tmp_path):
     job = torchrun(tmp_path, "--tp", "2", "--steps", "100000")
     rank_file = tmp_path / "run" / "telemetry" / "rank-00001.jsonl"
     try:
-        deadline = time.monotonic() + 120
-        pid = None
-        while time.monotonic() < deadline:  # wait for rank 1's pid and a few of its steps
+
+        def rank_1_pid_after_5_steps() -> int | None:
             lines = rank_file.read_text().splitlines() if rank_file.exists() else []
             events = [json.loads(line) for line in lines if line.endswith("}")]
             pid = next((e["pid"] for e in events if e["event"] == "run_start"), None)
-            if pid is not None and sum(e["event"] == "step" for e in events) >= 5:
-                break
-            time.sleep(0.2)
-        assert pid is not None, (tmp_path / "torchrun.log").read_text()[-2000:]
+            return pid if sum(e["event"] == "step" for e in events) >= 5 else None
+
+        pid = wait_until(rank_1_pid_after_5_steps, "rank 1's pid and 5 of its steps",
+                         detail=lambda: (tmp_path / "torchrun.log").read_text()[-2000:])
         os.kill(pid, signal.SIGKILL)
         assert job.wait(timeout=120) != 0
         stop_monitor(monitor)
