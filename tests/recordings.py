@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from trnwatch.collectors.lines import Line, SourceEvent
-from trnwatch.collectors.recording import Recorder
+from trnwatch.collectors.recording import Recorder, RecordingError
 from trnwatch.collectors.recording_reader import Recording
 from tests import reports as R
 
@@ -59,6 +59,14 @@ def read_all(path: Path, **window) -> tuple[list, Recording]:
     items = list(recording.items(**window))
     recording.close()
     return items, recording
+
+
+def recorded_lines(path: Path) -> list[Line]:
+    """The lines in a recording's whole frames so far (none while it or its header is not written yet)."""
+    try:
+        return [item for item in read_all(path)[0] if isinstance(item, Line)]
+    except RecordingError:
+        return []
 
 
 def plain_bytes(path: Path) -> bytes:

@@ -77,7 +77,7 @@ class LocalSshd:
         proc = subprocess.Popen([str(SSHD), "-D", "-e", "-f", str(tmp / "sshd_config")],
                                 stdout=subprocess.DEVNULL, stderr=open(tmp / "sshd.log", "wb"))
         server = cls(tmp, port, proc, config)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 120  # bounds a broken sshd only: a loaded machine starts it slowly
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise RuntimeError(f"sshd exited: {(tmp / 'sshd.log').read_text()}")
@@ -87,7 +87,7 @@ class LocalSshd:
             except OSError:
                 time.sleep(0.05)
         server.stop()
-        raise RuntimeError("sshd did not start listening within 10 s")
+        raise RuntimeError("sshd did not start listening within 120 s")
 
     def remote_sims(self, host_index: int) -> list[psutil.Process]:
         """The simulator processes this sshd runs for simulated host `host_index`."""

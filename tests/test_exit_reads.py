@@ -14,7 +14,8 @@ import time
 import pytest
 
 from tests.job_story import run_start, step
-from tests.waiting import wait_until
+from tests.recordings import recorded_lines
+from tests.waiting import until, wait_until
 from trnwatch.collectors.checkpoints import follow_checkpoint_dir
 from trnwatch.collectors.job_files import follow_run_dir
 from trnwatch.collectors.job_log import follow_job_log
@@ -28,13 +29,6 @@ HOUR_S = 3600.0
 def append(path, text: str) -> None:
     with open(path, "a") as f:
         f.write(text)
-
-
-async def until(condition, what: str, timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out after {timeout_s} s waiting for {what}"
-        await asyncio.sleep(0.01)
 
 
 def end_after_append(ledger: Ledger, spec: SourceSpec, source_id: str, path, text: str, first_reports: int) -> int:
@@ -112,17 +106,7 @@ def test_a_rank_line_written_just_before_a_signal_is_in_the_receipt(tmp_path, si
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PATH": "/usr/bin:/bin"})  # no neuron-monitor: job scope only
     try:
-        from tests.recordings import read_all
-        from trnwatch.collectors.lines import Line
-        from trnwatch.collectors.recording import RecordingError
-
-        def first_line_recorded() -> bool:
-            try:
-                return any(isinstance(i, Line) for i in read_all(recording)[0])
-            except RecordingError:  # not there yet, or its header frame not written yet
-                return False
-
-        wait_until(first_line_recorded, "the monitor to record the rank file's first line",
+        wait_until(lambda: recorded_lines(recording), "the monitor to record the rank file's first line",
                    detail=lambda: f"monitor running: {proc.poll() is None}")
         append(rank_file, json.dumps(step(time.time(), 1, 0.5)) + "\n")
         proc.send_signal(signum)

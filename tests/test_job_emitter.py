@@ -9,6 +9,7 @@ import textwrap
 import threading
 import time
 
+from tests.waiting import wait_until
 from trnwatch.collectors.job_events import Heartbeat, JobLineError, Step, parse_job_line
 from trnwatch.workloads import emitter as emitter_module
 from trnwatch.workloads.emitter import OUTSIDE_REGIONS, JobEmitter
@@ -57,7 +58,14 @@ def test_emit_never_blocks_when_the_disk_is_stuck(tmp_path, monkeypatch):
 
     assert em.dropped_events > 20_000 - 100 - 1024  # queue bound + at most one batch in the writer
     disk_released.set()
-    time.sleep(0.2)  # heartbeats after the drops carry the count
+
+    def last_heartbeat_counts_every_drop() -> bool:  # one written once the queue had room again
+        whole = (tmp_path / "rank-00000.jsonl").read_text().rpartition("\n")[0]  # the writer may be mid-line
+        beats = [event for event in map(parse_job_line, whole.splitlines()) if isinstance(event, Heartbeat)]
+        return bool(beats) and beats[-1].dropped_events == em.dropped_events
+
+    wait_until(last_heartbeat_counts_every_drop, "a heartbeat carrying the drop count",
+               detail=lambda: f"{em.dropped_events} dropped")
     em.close()
     heartbeats = [event for event in read_events(tmp_path / "rank-00000.jsonl") if isinstance(event, Heartbeat)]
     assert heartbeats[-1].dropped_events == em.dropped_events

@@ -20,7 +20,7 @@ class Pump:
         async for item in lines:
             await self.queue.put(item)
 
-    async def take(self, count: int, timeout_s: float = 5.0) -> list:
+    async def take(self, count: int, timeout_s: float = 60.0) -> list:
         async with asyncio.timeout(timeout_s):
             return [await self.queue.get() for _ in range(count)]
 

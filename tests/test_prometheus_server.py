@@ -3,8 +3,10 @@ exporter endpoints: the per-chip figures must equal those read from the same hos
 
 import asyncio
 import json
+import signal
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -16,6 +18,8 @@ from trnwatch.workloads.sim.exporter import FleetExporter, TickClock
 from trnwatch.workloads.sim.fleet import SimHost
 from trnwatch.workloads.sim.topology import get_topology
 from tests.prometheus_server import MISSING, LocalPrometheus
+from tests.recordings import recorded_lines
+from tests.waiting import until, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(MISSING is not None, reason=MISSING or "")]
 
@@ -31,8 +35,8 @@ def prometheus(tmp_path_factory):
     server = LocalPrometheus.start(tmp_path_factory.mktemp("prometheus"), f"127.0.0.1:{exporter.port}",
                                    [exporter.path(i) for i in range(len(HOSTS))], interval_s=1.0)
     try:
-        server.wait_for("count(neuroncore_utilization_ratio)", 4 * 16, 30)
-        server.wait_for("count(neuron_hardware_info)", 4, 30)
+        server.wait_for("count(neuroncore_utilization_ratio)", 4 * 16, 120)
+        server.wait_for("count(neuron_hardware_info)", 4, 120)
         yield server
     finally:
         server.stop()
@@ -51,9 +55,16 @@ def test_server_mode_reports_the_same_chip_figures_as_the_hosts_own_streams(prom
     direct = _direct_ledger()
     ultraservers = {host_id: "us-sim" for host_id in direct.hosts}
     ledger = Ledger("live", ultraservers)
-    session = Session(ledger, [SourceSpec(prometheus.url, "promql", lambda: promql_lines(prometheus.url, 0.5))],
-                      duration_s=1.6)
-    assert asyncio.run(session.run()) == "duration"
+    session = Session(ledger, [SourceSpec(prometheus.url, "promql", lambda: promql_lines(prometheus.url, 0.5))])
+
+    async def two_answers_per_host() -> str:  # not a --duration: a loaded machine answers later
+        task = asyncio.create_task(session.run())
+        await until(lambda: len(ledger.hosts) == 4 and all(h.reports >= 2 for h in ledger.hosts.values()),
+                    "two answers for each of the 4 hosts")
+        session.stop("quit")
+        return await task
+
+    assert asyncio.run(two_answers_per_host()) == "quit"
     assert sorted(ledger.hosts) == sorted(direct.hosts)
     for host_id, want in direct.hosts.items():
         got = ledger.hosts[host_id]
@@ -76,13 +87,23 @@ def test_server_mode_reports_the_same_chip_figures_as_the_hosts_own_streams(prom
 
 def test_cli_server_mode_receipt_and_replay(prometheus, tmp_path):
     receipt, recording = tmp_path / "r.json", tmp_path / "s.trnrec"
-    result = subprocess.run(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "trnwatch", "watch", "--prometheus", prometheus.url, "--period", "0.5", "--headless",
-         "--duration", "2", "--receipt", str(receipt), "--record", str(recording)],
-        capture_output=True, text=True, timeout=60,
+         "--receipt", str(receipt), "--record", str(recording)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
-    assert result.returncode == 0, result.stderr
-    assert "1 of 1 up" in result.stderr
+    stderr: list[str] = []
+    threading.Thread(target=lambda: stderr.extend(proc.stderr), daemon=True).start()
+    try:  # ended by Ctrl-C once it said so and recorded every host twice (not by a --duration)
+        wait_until(lambda: "trnwatch: 1 of 1 up\n" in stderr and len(recorded_lines(recording)) >= 2 * len(HOSTS),
+                   "1 of 1 up and two answers per host recorded", detail=lambda: "".join(stderr))
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, "".join(stderr)
     doc = json.loads(receipt.read_text())
     assert doc["evidence"] == "simulated"  # the simulator's marker series travels through Prometheus
     direct = _direct_ledger()

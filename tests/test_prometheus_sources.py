@@ -24,6 +24,7 @@ from trnwatch.workloads.sim.fleet import SimHost
 from trnwatch.workloads.sim.topology import get_topology
 from tests.recordings import plain_bytes
 from tests.sshd import free_port
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -152,25 +153,23 @@ def _get(url: str) -> bytes | None:
 
 def test_sim_serves_the_exporter_format_until_its_host_is_lost(tmp_path):
     config = tmp_path / "monitor.json"
-    config.write_text(json.dumps({"period": "50ms", "neuron_runtimes": [{"metrics": [{"type": "neuroncore_counters"},
+    config.write_text(json.dumps({"period": "200ms", "neuron_runtimes": [{"metrics": [{"type": "neuroncore_counters"},
                                   {"type": "memory_used"}]}], "system_metrics": [{"type": "memory_info"}]}))
     port = free_port()
-    # Host 7 is the host-loss scenario's lost host: silent from tick 45 (2.25 s at 50 ms).
+    # Host 7 is the host-loss scenario's lost host: silent from tick 45 (9 s at 200 ms, time enough
+    # for a loaded machine to start the process and answer once before the host is lost).
     proc = subprocess.Popen([sys.executable, "-m", "trnwatch", "sim", "-c", str(config), "--host", "7",
                              "--scenario", "host-loss", "--serve-prometheus", str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 10
-        body = None
-        while body is None and time.monotonic() < deadline:
-            body = _get(f"http://127.0.0.1:{port}/metrics")
-            time.sleep(0.05)
-        assert body is not None, "no /metrics answer"
-        out, err = proc.communicate(timeout=20)
+        body = wait_until(lambda: _get(f"http://127.0.0.1:{port}/metrics") or proc.poll() is not None,
+                          "a /metrics answer")
+        assert body is not True, f"the simulator ended before answering: {proc.stderr.read()}"
+        out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
-    (report,) = parse_prometheus_line("prometheus", json.dumps({"body": body.decode(), "interval_s": 0.05}))
+    (report,) = parse_prometheus_line("prometheus", json.dumps({"body": body.decode(), "interval_s": 0.2}))
     assert report.trnwatch_simulator.host == 7 and report.neuron_hardware_info.neuron_device_count == 4
     assert b"process_cpu_seconds_total" in body  # the exporter process's own series, as in real scrapes
     assert out == ""  # served over HTTP, not written to stdout

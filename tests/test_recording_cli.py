@@ -23,7 +23,7 @@ def sim_lines(count: int, host: int = 2) -> list[str]:
     return out.splitlines()
 
 
-def wait_for(condition, what: str, timeout_s: float = 30.0):
+def wait_for(condition, what: str, timeout_s: float = 120.0):
     """Poll `condition` until it returns something true; fail naming `what` after the timeout."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -97,7 +97,7 @@ def test_receipt_of_36_hosts_over_ssh_is_one_ultraserver_with_the_gap_on_the_los
     recording = tmp_path / "session.trnrec"
     proc = subprocess.Popen(
         [sys.executable, "-m", "trnwatch", "watch", "--hosts-file", str(hosts_file), "--ssh-config", str(sshd.ssh_config),
-         "--remote-command", SIM_REMOTE_COMMAND, "--period", "0.5", "--headless", "--duration", "60",
+         "--remote-command", SIM_REMOTE_COMMAND, "--period", "0.5", "--headless",
          "--receipt", str(receipt), "--record", str(recording)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
@@ -114,12 +114,14 @@ def test_receipt_of_36_hosts_over_ssh_is_one_ultraserver_with_the_gap_on_the_los
             time.sleep(0.05)
 
     try:
-        wait_for("36 of 36 up", 40)
+        # Deadlines bound a broken test only (36 ssh sessions start slowly on a loaded machine);
+        # the watch has no --duration: it ends on the SIGINT, whenever the steps are done.
+        wait_for("36 of 36 up", 180)
         assert sshd.kill_remote(7) == 1
-        wait_for("rack-07 lost", 10)
-        wait_for("rack-07 up again", 15)
+        wait_for("rack-07 lost", 120)
+        wait_for("rack-07 up again", 120)
         proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=20)
+        out, _ = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()

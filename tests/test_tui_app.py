@@ -118,7 +118,7 @@ def test_host_view_lists_chips_cpu_memory_and_processes_and_enter_opens_the_chip
     assert "CHIP 7/2" in drive(make_app(), keys=("slash", "7", "enter", "down", "down", "enter")).header
 
 
-async def wait_until(pilot, condition, what: str, timeout_s: float = 30.0) -> None:
+async def wait_until(pilot, condition, what: str, timeout_s: float = 120.0) -> None:
     """Let the app run until `condition()` holds; fail naming `what` if it never does (the
     timeout only bounds a broken test, it is no figure: a loaded machine just takes longer)."""
     deadline = time.monotonic() + timeout_s

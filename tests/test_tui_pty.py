@@ -73,7 +73,7 @@ class PtyApp:
         with self._lock:
             return self.output.decode("utf-8", "replace")
 
-    def wait_for(self, needle: str, timeout_s: float = 30.0) -> None:
+    def wait_for(self, needle: str, timeout_s: float = 120.0) -> None:
         deadline = time.monotonic() + timeout_s
         while needle not in self.text():
             if time.monotonic() > deadline or self.proc.poll() is not None:

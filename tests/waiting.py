@@ -4,6 +4,7 @@ The deadline only bounds a broken test; it is no figure (a loaded machine just t
 it is generous, and the failure says what never happened and, when asked, the state that shows why.
 """
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -27,3 +28,15 @@ def wait_until(condition: Callable[[], T], what: str, timeout_s: float = DEADLIN
             raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}"
                                  + (f": {detail()}" if detail is not None else ""))
         time.sleep(poll_s)
+
+
+async def until(condition: Callable[[], T], what: str, timeout_s: float = DEADLINE_S, poll_s: float = 0.01) -> T:
+    """`wait_until` inside an event loop: the loop runs (the session, the app) while it waits."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+        await asyncio.sleep(poll_s)
