@@ -3,10 +3,11 @@ HTTP error body are printed as data, control characters dropped."""
 
 import os
 import stat
-import subprocess
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from tests.waiting import run_until_said
 
 TRNWATCH = [sys.executable, "-m", "trnwatch"]
 ESCAPES = "\x1b]52;c;aGVsbG8=\x07\x1b[2J\u009b31m\u202e"
@@ -20,10 +21,8 @@ def test_ssh_stderr_with_escapes_reaches_headless_stderr_clean(tmp_path):
     fake.write_text(f"#!{sys.executable}\nimport sys\nsys.stderr.write({('Permission denied ' + ESCAPES + 'x')!r} + '\\n')\n"
                     "sys.exit(255)\n")
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
-    result = subprocess.run(TRNWATCH + ["watch", "--hosts", "h1", "--headless", "--duration", "1",
-                                        "--receipt", str(tmp_path / "r.json")],
-                            capture_output=True, text=True, timeout=120,
-                            env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    result = run_until_said(TRNWATCH + ["watch", "--hosts", "h1", "--headless", "--receipt", str(tmp_path / "r.json")],
+                            ["h1 lost: "], env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
     assert "h1 lost: Permission denied ]52;c;aGVsbG8=[2J31mx" in result.stderr, result.stderr
     assert not any(ch in result.stderr + result.stdout for ch in RAW)
     receipt = (tmp_path / "r.json").read_text() + (tmp_path / "r.md").read_text()
@@ -48,9 +47,8 @@ def test_an_http_error_body_with_escapes_reaches_headless_stderr_clean(tmp_path)
     thread.start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
-        result = subprocess.run(TRNWATCH + ["watch", "--scrape", url, "--headless", "--duration", "1",
-                                            "--receipt", str(tmp_path / "r.json")],
-                                capture_output=True, text=True, timeout=120)
+        result = run_until_said(TRNWATCH + ["watch", "--scrape", url, "--headless", "--receipt", str(tmp_path / "r.json")],
+                                ["HTTP 500"])
     finally:
         server.shutdown()
         server.server_close()

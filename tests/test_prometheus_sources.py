@@ -24,7 +24,7 @@ from trnwatch.workloads.sim.fleet import SimHost
 from trnwatch.workloads.sim.topology import get_topology
 from tests.recordings import plain_bytes
 from tests.sshd import free_port
-from tests.waiting import wait_until
+from tests.waiting import run_until_said, until, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -33,29 +33,44 @@ GEN2 = get_topology("trn3-gen2-us")
 
 def test_scraped_hosts_flow_while_dead_endpoints_are_lost_and_retried():
     healthy = FleetExporter([SimHost(GEN2, h, 0, "healthy", 0.25) for h in range(3)], TickClock(0.25, start_tick=20)).start()
-    # Host 7 of the host-loss scenario goes silent at tick 45: its endpoint starts answering 503.
-    losing = FleetExporter([SimHost(GEN2, 7, 0, "host-loss", 0.25)], TickClock(0.25, start_tick=43)).start()
+    # Host 7 of the host-loss scenario goes silent at tick 45: its endpoint starts answering 503,
+    # 4 s after it starts (16 ticks), time enough for a loaded machine to scrape it first.
+    losing = FleetExporter([SimHost(GEN2, 7, 0, "host-loss", 0.25)], TickClock(0.25, start_tick=29)).start()
     refused = f"http://127.0.0.1:{free_port()}/metrics"
     missing = f"http://127.0.0.1:{healthy.port}/hosts/99/metrics"
     urls = [healthy.url(i) for i in range(3)] + [losing.url(0), refused, missing]
     ledger = Ledger("live")
     backoff = Backoff(first_s=0.2, max_s=0.4)
-    session = Session(ledger, [SourceSpec(u, "prometheus", lambda u=u: scrape_lines(u, 0.25, None, backoff)) for u in urls],
-                      duration_s=2.5)
+    session = Session(ledger, [SourceSpec(u, "prometheus", lambda u=u: scrape_lines(u, 0.25, None, backoff)) for u in urls])
+
+    def link_error(url: str) -> str:
+        stats = ledger.sources.get(url)
+        return (stats.link_error or "") if stats else ""
+
+    def everything_seen() -> bool:  # the session runs until then, not for a fixed time
+        stats = ledger.sources
+        return (all(u in stats for u in urls) and all(stats[u].reports >= 6 for u in urls[:3])
+                and stats[losing.url(0)].reports >= 1 and "HTTP 503" in link_error(losing.url(0))
+                and stats[losing.url(0)].connects >= 2 and stats[refused].connects >= 2
+                and "HTTP 404" in link_error(missing))
+
+    async def run() -> str:
+        task = asyncio.create_task(session.run())
+        await until(everything_seen, "6 reports per healthy host, the lost host's 503, retries of the dead ones")
+        session.stop("quit")
+        return await task
+
     try:
-        assert asyncio.run(session.run()) == "duration"
+        assert asyncio.run(run()) == "quit"
     finally:
         healthy.close()
         losing.close()
     states = ledger.source_states(time.time())
     for url in urls[:3]:
-        assert ledger.sources[url].reports >= 6 and states[url] == "connected"
+        assert states[url] == "connected"
     assert len(ledger.hosts) == 4 and all(len(h.chips) == 4 for h in ledger.hosts.values())
-    lost = ledger.sources[losing.url(0)]
-    assert lost.reports >= 1 and states[losing.url(0)] in ("lost", "reconnecting")
-    assert "HTTP 503" in lost.link_error and lost.connects >= 2
-    assert "Connection refused" in ledger.sources[refused].link_error and ledger.sources[refused].connects >= 2
-    assert "HTTP 404" in ledger.sources[missing].link_error
+    assert states[losing.url(0)] in ("lost", "reconnecting")
+    assert "Connection refused" in link_error(refused)
     assert all(s.rejected == {} for s in ledger.sources.values())
 
 
@@ -100,11 +115,11 @@ def test_bearer_token_is_sent_but_never_written_anywhere(tmp_path):
     env = {**os.environ, "HOME": str(home), "XDG_STATE_HOME": str(home / "state")}
     env.pop("TRNWATCH_PROMETHEUS_TOKEN", None)
     try:
-        result = subprocess.run(
+        result = run_until_said(
             [sys.executable, "-m", "trnwatch", "watch", "--prometheus", f"http://127.0.0.1:{server.server_port}",
-             "--prometheus-token-file", str(token_file), "--period", "0.3", "--headless", "--duration", "3",
+             "--prometheus-token-file", str(token_file), "--period", "0.3", "--headless",
              "--record", str(home / "session.trnrec")],
-            capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env,
+            ["<token>", "1 of 1 up"], cwd=tmp_path, env=env,
         )
     finally:
         server.shutdown()
@@ -129,11 +144,9 @@ def test_cli_scrapes_urls_from_a_file(tmp_path):
     urls = tmp_path / "exporters"
     urls.write_text(f"# two hosts\n{exporter.url(0)}\n{exporter.url(1)}  # second\n")
     try:
-        result = subprocess.run(
+        result = run_until_said(
             [sys.executable, "-m", "trnwatch", "watch", "--scrape-file", str(urls), "--period", "0.3", "--headless",
-             "--duration", "1.5", "--receipt", str(tmp_path / "r.json")],
-            capture_output=True, text=True, timeout=60,
-        )
+             "--receipt", str(tmp_path / "r.json")], ["2 of 2 up"])
     finally:
         exporter.close()
     assert result.returncode == 0, result.stderr

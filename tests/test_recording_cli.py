@@ -190,12 +190,14 @@ def test_replay_window_and_info_from_the_command_line(tmp_path):
     lines = sim_lines(6)
     proc = subprocess.Popen(TRNWATCH + ["watch", "--stdin", "--headless", "--record", str(rec), "--receipt",
                                         str(tmp_path / "live.json")], stdin=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    for i, line in enumerate(lines):  # three frames of two reports, a second or more apart
+    for i, line in enumerate(lines):  # three frames of two reports, each frame written before the next
         proc.stdin.write(line.encode() + b"\n")
         proc.stdin.flush()
         if i % 2:
             wait_for(lambda i=i: recorded_lines(rec) == i + 1, f"{i + 1} lines recorded")
-            time.sleep(1.0)
+            # The cuts below are given to the millisecond: the next report is received later than that.
+            last_s = [item for item in read_all(rec)[0] if isinstance(item, Line)][-1].received_s
+            wait_for(lambda last_s=last_s: time.time() > last_s + 0.01, "the clock past the last recorded report")
     proc.stdin.close()
     assert proc.wait(timeout=30) == 0
     items = [i for i in read_all(rec)[0] if isinstance(i, Line)]

@@ -5,6 +5,9 @@ it is generous, and the failure says what never happened and, when asked, the st
 """
 
 import asyncio
+import signal
+import subprocess
+import threading
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -40,3 +43,26 @@ async def until(condition: Callable[[], T], what: str, timeout_s: float = DEADLI
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
         await asyncio.sleep(poll_s)
+
+
+def run_until_said(command: list[str], needles: list[str], timeout_s: float = DEADLINE_S,
+                   **popen) -> subprocess.CompletedProcess:
+    """Run a headless watch until its stderr has said every one of `needles`, then end it with
+    Ctrl-C (SIGINT), as a person would: instead of a `--duration` that a loaded machine can
+    outrun. Returns the finished process with its whole stdout and stderr."""
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+    said: list[str] = []
+    reader = threading.Thread(target=lambda: said.extend(proc.stderr), daemon=True)
+    reader.start()
+    try:
+        wait_until(lambda: all(n in "".join(said) for n in needles) or proc.poll() is not None,
+                   f"{needles} on stderr", timeout_s, detail=lambda: "".join(said)[-2000:])
+        proc.send_signal(signal.SIGINT)
+        out = proc.stdout.read()
+        proc.wait(timeout=timeout_s)
+        reader.join(timeout_s)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return subprocess.CompletedProcess(command, proc.returncode, out, "".join(said))
