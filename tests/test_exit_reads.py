@@ -13,15 +13,15 @@ import time
 
 import pytest
 
-from tests.job_story import run_start, step
-from tests.recordings import recorded_lines
-from tests.waiting import until, wait_until
 from trnwatch.collectors.checkpoints import follow_checkpoint_dir
 from trnwatch.collectors.job_files import follow_run_dir
 from trnwatch.collectors.job_log import follow_job_log
 from trnwatch.collectors.log_profiles import profile_registry
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.session import Session, SourceSpec
+from tests.job_story import run_start, step
+from tests.recordings import recorded_lines
+from tests.waiting import until, wait_until
 
 HOUR_S = 3600.0
 

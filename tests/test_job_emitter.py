@@ -9,10 +9,10 @@ import textwrap
 import threading
 import time
 
-from tests.waiting import wait_until
 from trnwatch.collectors.job_events import Heartbeat, JobLineError, Step, parse_job_line
 from trnwatch.workloads import emitter as emitter_module
 from trnwatch.workloads.emitter import OUTSIDE_REGIONS, JobEmitter
+from tests.waiting import wait_until
 
 
 def read_events(path):
