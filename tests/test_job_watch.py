@@ -57,7 +57,7 @@ def test_watching_a_two_rank_run_gives_real_step_times_throughput_and_all_reduce
     assert j["ranks"]["seen"] == 2 and j["parallel"] == {"tp": 2, "pp": 1, "dp": 1} and j["backend"] == "cpu"
     t = j["throughput"]
     assert t["tokens_per_s"] > 0 and t["from_rank"] == 0 and t["steps_in_window"] > 10
-    assert 0 < t["step_time_s"]["p50"] <= t["step_time_s"]["p99"] < 10
+    assert 0 < t["step_time_s"]["p50"] <= t["step_time_s"]["p99"]  # how long a CPU step takes is no test figure
     latency = j["collectives"]["tp_all_reduce"]["latency_s"]
     assert j["collectives"]["tp_all_reduce"]["count"] > 40 and 0 < latency["p50"] <= latency["p99"]
     assert all(s["rejected"] == 0 for s in r["sources"])
