@@ -41,6 +41,7 @@ import stat
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from trnwatch.collectors.lines import Line, SourceEvent
 from trnwatch.collectors.streams import SourceLost
@@ -55,6 +56,9 @@ FINAL_POLLS = 16  # reads on exit, at most (CHUNK_BYTES per file each): a file s
 
 _FILE_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
                (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+_Item = TypeVar("_Item", Line, Line | SourceEvent)  # what a follower yields
 
 
 class NotRegularFile(Exception):
@@ -263,7 +267,7 @@ class _RunDir:
             tail.close()
 
 
-def final_reads(poll: Callable[[], Iterator[Line | SourceEvent]], backlog: Callable[[], bool]) -> Iterator[Line | SourceEvent]:
+def final_reads(poll: Callable[[], Iterator[_Item]], backlog: Callable[[], bool]) -> Iterator[_Item]:
     """What a follower yields when its session ends: one more poll of what is already on disk,
     repeated while a file has more waiting (at most `FINAL_POLLS` times), so a line written just
     before SIGTERM, Ctrl-C or the end of `--duration` is in the receipt ("nothing lost on exit")."""
