@@ -51,7 +51,10 @@ class RecordingHeader(BaseModel):
     recording: str
     tool: str
     started: float
-    evidence: str  # the recorded session's evidence mode (live / simulated / replayed)
+    # The recording session's mode as started (live / simulated / replayed): a claim, never the
+    # evidence on its own (a `watch --stdin` session is started live whatever feeds it); see
+    # recording_reader.recorded_evidence.
+    evidence: str
     ultraservers: dict[str, str] = {}
     session: str = ""  # /2: the recording session's id (its start, UTC), the same in every part
     part: int = 0  # /2: the file's place in a rotated set, from 0
@@ -101,16 +104,20 @@ class Recorder:
 
     `to_file` writes one file; `to_folder` writes parts into a folder, starting the next when
     `rotation` says, and deleting the oldest parts beyond `rotation.retain`. `known_hosts`
-    (the ledger's host ids) is read when a frame is cut, for the catalog `--info` shows.
+    (the ledger's host ids) and `simulated_sources` (ids of the sources whose data the ledger
+    found marked by the simulator) are read when a frame is cut, for the catalog: `--info`
+    and a replay tell simulated data from live by it, not by the header's mode.
     """
 
     def __init__(self, target: Path, folder: bool, evidence: str, ultraservers: dict[str, str],
                  rotation: Rotation | None = None, known_hosts: Callable[[], Collection[str]] | None = None,
-                 on_file: Callable[[Path], None] | None = None, monotonic: Callable[[], float] = time.monotonic):
+                 on_file: Callable[[Path], None] | None = None, monotonic: Callable[[], float] = time.monotonic,
+                 simulated_sources: Callable[[], Collection[str]] | None = None):
         self.target = target
         self.folder = folder
         self.rotation = rotation or Rotation()
         self.known_hosts = known_hosts or (lambda: ())
+        self.simulated_sources = simulated_sources or (lambda: ())
         self.on_file = on_file
         self.monotonic = monotonic  # rotation by age and the fsync interval
         self.started_s = time.time()
@@ -133,6 +140,7 @@ class Recorder:
         self._sources_cataloged: dict[str, str] = {}
         self._sources_seen: dict[str, str] = {}
         self._hosts_cataloged: set[str] = set()
+        self._simulated_cataloged: set[str] = set()
         self._guard(self._open_part)
 
     @classmethod
@@ -216,10 +224,14 @@ class Recorder:
         new_sources = {} if len(self._sources_seen) == len(self._sources_cataloged) else {
             k: v for k, v in self._sources_seen.items() if k not in self._sources_cataloged}
         new_hosts = [] if len(hosts) == len(self._hosts_cataloged) else sorted(set(hosts) - self._hosts_cataloged)
-        if new_sources or new_hosts:
-            encoder.add_catalog(new_sources, new_hosts)
+        simulated = self.simulated_sources()
+        new_simulated = ([] if len(simulated) == len(self._simulated_cataloged)
+                         else sorted(set(simulated) - self._simulated_cataloged))
+        if new_sources or new_hosts or new_simulated:
+            encoder.add_catalog(new_sources, new_hosts, new_simulated)
             self._sources_cataloged.update(new_sources)
             self._hosts_cataloged.update(new_hosts)
+            self._simulated_cataloged.update(new_simulated)
         frame, info = encoder.take(self._offset)
         _write_all(self._fd, frame)
         self._offset += len(frame)
@@ -265,7 +277,7 @@ class Recorder:
         self._sync()
         # A part read without the ones before it still knows its sources and hosts (an "open"
         # again is harmless to a replay of the whole set: registering a source is idempotent).
-        self._sources_cataloged, self._hosts_cataloged = {}, set()
+        self._sources_cataloged, self._hosts_cataloged, self._simulated_cataloged = {}, set(), set()
         now_s = time.time()
         for event in self._open_events.values():
             self._encoder.add(SourceEvent(event.source_id, event.kind, now_s, "open"))

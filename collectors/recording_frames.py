@@ -12,7 +12,9 @@ sequence of frames, each written with one append:
               <the 24,398 bytes of the line as received>\\n
               {"t", "src", "kind", "oversize": N}\\n                 (a line discarded for its length)
               {"t", "src", "kind", "event": "open"|"end"|"connecting"|"down", "error"}\\n
-              {"t", "catalog": {"sources": {id: kind}, "hosts": [id, ...]}}\\n   (first seen in this file)
+              {"t", "catalog": {"sources": {id: kind}, "hosts": [id, ...], "simulated": [id, ...]}}\\n
+                  (sources and hosts first seen in this file; sources first found marked by the
+                  simulator in it: the evidence of the data, per source)
 
 The first frame (flag HEADER) holds the header JSON line. The index beside the file
 (`FILE.idx`) has one fixed-size record per data frame, appended after the frame itself:
@@ -101,9 +103,11 @@ class FrameEncoder:
             time_text = repr(t) if math.isfinite(t) else json.dumps(t)
             self.buffer += b"".join((start, time_text.encode(), b',"n":', str(len(body)).encode(), b"}\n", body, b"\n"))
 
-    def add_catalog(self, sources: dict[str, str], host_ids: list[str]) -> None:
-        """Sources and hosts first seen in this file, at the frame's last time."""
-        self._head({"t": self.t_last_s, "catalog": {"sources": sources, "hosts": host_ids}}, self.t_last_s)
+    def add_catalog(self, sources: dict[str, str], host_ids: list[str], simulated: list[str]) -> None:
+        """Sources and hosts first seen in this file, and sources first found simulated in it, at
+        the frame's last time."""
+        catalog = {"sources": sources, "hosts": host_ids, "simulated": simulated}
+        self._head({"t": self.t_last_s, "catalog": catalog}, self.t_last_s)
         self.flags |= CATALOG
 
     def _head(self, head: dict, t_s: float) -> None:
@@ -184,11 +188,13 @@ def decompress_frame(buf: bytes, info: FrameInfo) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class CatalogEntry:
-    """Sources (id -> kind) and hosts first seen in a file by the time `t_s`."""
+    """Sources (id -> kind) and hosts first seen in a file by the time `t_s`, and sources whose
+    data the simulator marked (a file of an earlier version has none: empty)."""
 
     t_s: float
     sources: dict[str, str]
     hosts: list[str]
+    simulated: list[str]
 
 
 def frame_entries(raw: bytes, bad: Counter) -> Iterator[Line | SourceEvent | CatalogEntry]:
@@ -218,7 +224,7 @@ def frame_entries(raw: bytes, bad: Counter) -> Iterator[Line | SourceEvent | Cat
             elif "catalog" in head:
                 catalog = head["catalog"]
                 yield CatalogEntry(t, {str(k): str(v) for k, v in catalog["sources"].items()},
-                                   [str(h) for h in catalog["hosts"]])
+                                   [str(h) for h in catalog["hosts"]], [str(i) for i in catalog.get("simulated", [])])
             else:
                 raise ValueError("unknown entry")
         except (ValueError, KeyError, TypeError, AttributeError):

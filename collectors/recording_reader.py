@@ -11,13 +11,14 @@ import asyncio
 import json
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from operator import itemgetter
 from pathlib import Path
 
 from trnwatch.collectors.lines import Line, SourceEvent
+from trnwatch.collectors.neuron_monitor import ReportRejected, decode_report
 from trnwatch.collectors.recording import (
     PART_GLOB,
     SCHEMA,
@@ -351,7 +352,8 @@ class RecordingInfo:
 
     schema: str
     files: int
-    evidence: str
+    evidence: str  # from the data: see recorded_evidence
+    simulated_sources: list[str]  # sources whose data the simulator marked
     span: tuple[float, float] | None
     sources: dict[str, str]  # id -> kind
     hosts: list[str] | None  # None: a /1 recording does not say (replay it to see them)
@@ -361,17 +363,37 @@ class RecordingInfo:
     skipped: Counter
 
 
+def recorded_evidence(mode: str, simulated_sources: Collection[str]) -> str:
+    """What a recording holds: simulated when any source's data carries the simulator's mark,
+    or when the recording session was the simulator's (`demo`); else the session's mode (live,
+    replayed). A header's mode alone never makes simulated data live."""
+    return "simulated" if simulated_sources or mode == "simulated" else mode
+
+
+def _simulator_marked(line: Line) -> bool:
+    """A /1 entry whose neuron-monitor report the simulator marked, as the ledger decides it."""
+    if line.kind != "neuron-monitor" or not line.text:
+        return False
+    try:
+        return decode_report(line.text)[0].trnwatch_simulator is not None
+    except ReportRejected:
+        return False
+
+
 def describe(recording: Recording) -> RecordingInfo:
     """Span, sources, hosts, size and compression of a recording. A /2 recording answers from
     its index and the frames that hold source events or catalog entries; a /1 recording is read
     whole (and names no hosts: they are known only once its lines are decoded)."""
     sources: dict[str, str] = {}
+    simulated: set[str] = set()
     hosts: set[str] = set()
     frames = raw_bytes = 0
     for f in recording.files:
         if isinstance(f, _V1File):
             for item in f.items(None, None):
                 sources.setdefault(item.source_id, item.kind)
+                if isinstance(item, Line) and item.source_id not in simulated and _simulator_marked(item):
+                    simulated.add(item.source_id)
             raw_bytes += f.size_bytes
             continue
         frames += len(f.frames)
@@ -384,9 +406,11 @@ def describe(recording: Recording) -> RecordingInfo:
                     for source_id, kind in entry.sources.items():
                         sources.setdefault(source_id, kind)
                     hosts.update(entry.hosts)
+                    simulated.update(entry.simulated)
                 elif isinstance(entry, SourceEvent):
                     sources.setdefault(entry.source_id, entry.kind)
     v1 = recording.schema == SCHEMA_V1
-    return RecordingInfo(recording.schema, len(recording.files), recording.header.evidence, recording.span(),
+    return RecordingInfo(recording.schema, len(recording.files),
+                         recorded_evidence(recording.header.evidence, simulated), sorted(simulated), recording.span(),
                          dict(sorted(sources.items())), None if v1 else sorted(hosts), frames,
                          recording.size_bytes, raw_bytes, Counter(recording.stats.skipped))

@@ -351,6 +351,15 @@ class Ledger:
         """True once any source delivered a report marked by trnwatch's simulator."""
         return any(s.simulated for s in self.sources.values())
 
+    def simulated_source_ids(self) -> list[str]:
+        """Sources that delivered a report marked by trnwatch's simulator (the recorder's catalog)."""
+        return [s.source_id for s in self.sources.values() if s.simulated]
+
+    def recorded_evidence(self, claimed: Evidence | None) -> Evidence | None:
+        """For a replay, what the recorded session's data was: simulated once a replayed source
+        carries the simulator's mark, whatever the recording claimed (None: not a replay)."""
+        return "simulated" if claimed is not None and self.simulated else claimed
+
     @property
     def evidence(self) -> Evidence:
         """What the figures are: a live session fed by the simulator (say through a pipe) is

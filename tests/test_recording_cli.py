@@ -213,7 +213,7 @@ def test_replay_window_and_info_from_the_command_line(tmp_path):
     assert load_receipt(tmp_path / "head.json")["sources"][0]["reports"] == 4
     info = run(["replay", str(rec), "--info"])
     assert info.returncode == 0, info.stderr
-    assert "trnwatch.recording/2" in info.stdout and "evidence:    live" in info.stdout
+    assert "trnwatch.recording/2" in info.stdout and "evidence:    simulated (1 source(s) marked by the simulator)" in info.stdout
     assert "sources:     1 (1 neuron-monitor): stdin" in info.stdout and "hosts:       1: " in info.stdout
     assert "compression" in info.stdout
     bad = run(["replay", str(rec), "--from", "noon"])
@@ -232,3 +232,43 @@ def test_rotate_takes_a_size_or_an_age_and_refuses_anything_else():
     for bad in (["--rotate", "soon"], ["--rotate", "0"], ["--rotate", "5q"], ["--retain", "0"]):
         result = run(["record", "d", "--stdin", *bad])
         assert result.returncode == 2 and ("--rotate" in result.stderr or "--retain" in result.stderr)
+
+
+def _replay_evidence(tmp_path, rec: Path) -> tuple[str, dict]:
+    info = run(["replay", str(rec), "--info"])
+    assert info.returncode == 0, info.stderr
+    receipt = tmp_path / f"{rec.stem}-replayed.json"
+    result = run(["replay", str(rec), "--headless", "--receipt", str(receipt)])
+    assert result.returncode == 0, result.stderr
+    return info.stdout, load_receipt(receipt)
+
+
+def test_simulated_data_piped_to_watch_is_recorded_and_replayed_as_simulated_never_live(tmp_path):
+    # Defect: the header stored the session's mode, so `watch --stdin` fed by the simulator was
+    # recorded as live, and its replay's receipt said "the recorded session was live".
+    rec, live = tmp_path / "s.trnrec", tmp_path / "live.json"
+    result = run(["watch", "--stdin", "--headless", "--record", str(rec), "--receipt", str(live)],
+                 input="\n".join(sim_lines(6)) + "\n")
+    assert result.returncode == 0, result.stderr
+    assert load_receipt(live)["evidence"] == "simulated"
+    items, recording = read_all(rec)
+    assert recording.header.evidence == "live"  # the session's mode: a claim the data overrules
+    v1 = tmp_path / "s-v1.trnrec"
+    write_v1(v1, items, evidence="live")  # as the /1 recorder wrote such a session: no per-source marks
+    for path in (rec, v1):
+        info, replayed = _replay_evidence(tmp_path, path)
+        assert "evidence:    simulated (1 source(s) marked by the simulator)" in info, info
+        assert (replayed["evidence"], replayed["recorded_evidence"]) == ("replayed", "simulated")
+        assert [s["simulated"] for s in replayed["sources"]] == [True]
+
+
+def test_unmarked_data_piped_to_watch_is_recorded_and_replayed_as_live(tmp_path):
+    from tests.recordings import small_report_line
+    rec = tmp_path / "s.trnrec"
+    result = run(["watch", "--stdin", "--headless", "--record", str(rec), "--receipt", str(tmp_path / "live.json")],
+                 input="\n".join([small_report_line()] * 3) + "\n")
+    assert result.returncode == 0, result.stderr
+    assert load_receipt(tmp_path / "live.json")["evidence"] == "live"
+    info, replayed = _replay_evidence(tmp_path, rec)
+    assert "evidence:    live\n" in info
+    assert (replayed["evidence"], replayed["recorded_evidence"]) == ("replayed", "live")

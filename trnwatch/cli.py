@@ -366,7 +366,8 @@ def _print_recording_info(path: Path) -> int:
     ratio = f"{info.raw_bytes / info.size_bytes:.1f}x" if info.size_bytes else "-"
     lines = [
         f"recording:   {clean(str(path))} ({info.schema}, {info.files} file{'s' if info.files != 1 else ''})",
-        f"evidence:    {info.evidence}",
+        f"evidence:    {info.evidence}" + (f" ({len(info.simulated_sources)} source(s) marked by the simulator)"
+                                         if info.simulated_sources else ""),
         f"span:        {span}",
         f"sources:     {len(info.sources)} (" + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) + ")"
         + (f": {names(info.sources)}" if info.sources else ""),
@@ -529,9 +530,11 @@ def _make_session(args):
                             max_age_s=next((n for unit, n in args.rotate if unit == "s"), None), retain=args.retain)
         recorder = Recorder.to_folder(args.folder, chosen.mode, ultraservers, rotation=rotation,
                                       known_hosts=lambda: ledger.hosts.keys(),
+                                      simulated_sources=ledger.simulated_source_ids,
                                       on_file=lambda path: _say(f"recording to {path}"))
     elif args.record:
-        recorder = Recorder.to_file(args.record, chosen.mode, ultraservers, known_hosts=lambda: ledger.hosts.keys())
+        recorder = Recorder.to_file(args.record, chosen.mode, ultraservers, known_hosts=lambda: ledger.hosts.keys(),
+                                    simulated_sources=ledger.simulated_source_ids)
     if recorder is not None and recorder.error is not None:
         raise UsageError(f"cannot record to {args.record or args.folder}: {recorder.error}")
     session = Session(ledger, chosen.built.sources, recorder, args.duration, chosen.built.recorded_evidence,

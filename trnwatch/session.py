@@ -95,7 +95,7 @@ class Session:
         self.sources = sources
         self.recorder = recorder
         self.duration_s = duration_s
-        self.recorded_evidence = recorded_evidence
+        self.claimed_recorded_evidence = recorded_evidence  # a replay: what the recording says it holds
         # Workloads that run beside the sources for the session's length (the demo's simulated job).
         self.background = list(background or [])
         # What a replay read (the receipt says it).
@@ -197,6 +197,11 @@ class Session:
             await asyncio.sleep(FLUSH_EVERY_S)
             rec.flush()
             self._check_recording()
+
+    @property
+    def recorded_evidence(self):
+        """A replay's recorded evidence, corrected by the replayed data (Ledger.recorded_evidence)."""
+        return self.ledger.recorded_evidence(self.claimed_recorded_evidence)
 
     @property
     def job(self):

@@ -256,7 +256,7 @@ def _replay_options(o: Options) -> None:
 
 def _replay_build(args: argparse.Namespace, ctx: Context) -> Built:
     from trnwatch.collectors.recording import RecordingError
-    from trnwatch.collectors.recording_reader import Recording, replay_lines
+    from trnwatch.collectors.recording_reader import Recording, describe, replay_lines
     from trnwatch.ledger.receipt import ReplayEntry
     try:
         recording = Recording(args.recording)
@@ -275,7 +275,7 @@ def _replay_build(args: argparse.Namespace, ctx: Context) -> Built:
     # it is decoded by the decoder it was decoded by live.
     spec = SourceSpec("replay", "neuron-monitor", lambda: replay_lines(recording, speed, from_s, to_s), relay=True)
     return Built([spec], ultraservers=dict(recording.header.ultraservers), replay=replayed,
-                 recorded_evidence=recording.header.evidence)
+                 recorded_evidence=describe(recording).evidence)  # from the data (catalog marks), not the header's mode
 
 
 STDIN = SourceKind("stdin", ("neuron-monitor",), _stdin_options, lambda a: a.stdin, _stdin_build)

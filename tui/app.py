@@ -193,8 +193,9 @@ class TrnwatchApp(App[None]):
         pal = frame.palette
         narrow = self.size.width < WIDE_HEADER_COLS
         label, role = BADGES[self.ledger.evidence]
-        if self.recorded_evidence and self.ledger.evidence == "replayed":
-            label += f" of {self.recorded_evidence.upper()}"
+        recorded = self.ledger.recorded_evidence(self.recorded_evidence)
+        if recorded and self.ledger.evidence == "replayed":
+            label += f" of {recorded.upper()}"
         # A live session turns simulated when a simulated report arrives: room for either.
         labels = [BADGES[e][0] for e in ("live", "simulated")] if self.ledger.mode == "live" else [label]
         if narrow:
@@ -389,7 +390,8 @@ class TrnwatchApp(App[None]):
         """Write an SVG of the screen as it is and a JSON snapshot of every scope. A folder that
         cannot take them stops only the export: said on screen, marked in the receipt."""
         now_s = self.now_s()
-        snapshot = build_snapshot(self.ledger, now_s, self.ledger.job_summary(now_s), self.recorded_evidence,
+        recorded = self.ledger.recorded_evidence(self.recorded_evidence)
+        snapshot = build_snapshot(self.ledger, now_s, self.ledger.job_summary(now_s), recorded,
                                   written_at_s=time.time())
         svg = self.export_screenshot(title=f"trnwatch {self.selection.scope}")
         try:
