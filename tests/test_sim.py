@@ -612,7 +612,7 @@ def test_drop_in_stops_cleanly_on_signal(tmp_path, signum):
     proc = popen_sim("-c", str(config))
     assert json.loads(proc.stdout.readline())
     proc.send_signal(signum)
-    assert proc.wait(timeout=10) == 0
+    assert proc.wait(timeout=120) == 0  # bounds a broken test only: CI under load once took > 10 s
     assert "Traceback" not in proc.stderr.read()
 
 
@@ -620,7 +620,7 @@ def test_drop_in_stops_cleanly_when_its_reader_goes_away():
     proc = popen_sim("--no-wait")
     assert json.loads(proc.stdout.readline())
     proc.stdout.close()
-    assert proc.wait(timeout=10) == 0
+    assert proc.wait(timeout=120) == 0
     assert proc.stderr.read() == ""
 
 
