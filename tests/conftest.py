@@ -1,0 +1,10 @@
+"""Suite-wide setup."""
+
+import signal
+
+# A suite started as a background job of a non-interactive shell inherits SIGINT ignored (POSIX),
+# and every child it starts would then ignore the Ctrl-C the exit-path tests send it (the
+# drop-in simulator hung on SIGINT that way). A Python handler here makes exec'd children start
+# with SIGINT at its default again, as under a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
