@@ -44,14 +44,23 @@ def repository_path(line: str, folders: dict[str, str]) -> str:
     """A mypy output line with its staged path turned back into the repository's."""
     for staged, source in sorted(folders.items(), key=lambda item: -len(item[0])):
         if line.startswith(staged):
-            return source + line[len(staged):]
+            return source + line[len(staged) :]
     return line
 
 
 def main() -> int:
     folders = stage(ROOT, STAGE)
-    command = [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
-               "--cache-dir", str(ROOT / ".mypy_cache"), "-p", "trnwatch"]
+    command = [
+        sys.executable,
+        "-m",
+        "mypy",
+        "--config-file",
+        str(ROOT / "pyproject.toml"),
+        "--cache-dir",
+        str(ROOT / ".mypy_cache"),
+        "-p",
+        "trnwatch",
+    ]
     env = {**os.environ, "MYPYPATH": str(STAGE)}
     done = subprocess.run(command, cwd=STAGE, env=env, capture_output=True, text=True)
     for line in done.stdout.splitlines():

@@ -65,8 +65,13 @@ def _neuron_monitor(text: str) -> list[Record]:
 
 def _prometheus(kind: str) -> Callable[[str], list[Record]]:
     def decode(text: str) -> list[Record]:
-        return [Rejected(item.reason, item.detail) if isinstance(item, ReportRejected)
-                else DeviceReport(item, tuple(item.rejected_fields)) for item in parse_prometheus_line(kind, text)]
+        return [
+            Rejected(item.reason, item.detail)
+            if isinstance(item, ReportRejected)
+            else DeviceReport(item, tuple(item.rejected_fields))
+            for item in parse_prometheus_line(kind, text)
+        ]
+
     return decode
 
 

@@ -63,8 +63,10 @@ def check_host_name(name: str) -> str:
         if ch in _SHELL_METACHARACTERS:
             raise HostNameError(f"host name {shown} contains the shell metacharacter {ch!r}")
     if not _SAFE_HOST.fullmatch(name):
-        raise HostNameError(f"host name {shown} is not a plain host name (allowed: ASCII letters, digits, "
-                            "'.', '-', '_', ':' and one 'user@' prefix, no leading '-')")
+        raise HostNameError(
+            f"host name {shown} is not a plain host name (allowed: ASCII letters, digits, "
+            "'.', '-', '_', ':' and one 'user@' prefix, no leading '-')"
+        )
     return name
 
 
@@ -141,8 +143,10 @@ def slurm_job_hosts(environ: dict[str, str] | None = None) -> list[str]:
     for name in SLURM_NODELIST_VARIABLES:
         if env.get(name):
             return expand_hostlist(env[name])
-    raise HostlistError("not inside a Slurm job (SLURM_JOB_NODELIST is not set): give a host list, "
-                        "e.g. --hosts 'trn3-[001-036]', or --hosts-file FILE")
+    raise HostlistError(
+        "not inside a Slurm job (SLURM_JOB_NODELIST is not set): give a host list, "
+        "e.g. --hosts 'trn3-[001-036]', or --hosts-file FILE"
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,8 +54,13 @@ MAX_HELD_OPEN = 256  # rank files kept open between polls, at most (see held_ope
 FINGERPRINT_BYTES = 64  # bytes compared to notice a file rewritten in place
 FINAL_POLLS = 16  # reads on exit, at most (CHUNK_BYTES per file each): a file still growing fast ends there
 
-_FILE_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+_FILE_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 _Item = TypeVar("_Item", Line, Line | SourceEvent)  # what a follower yields
@@ -89,8 +94,14 @@ class FileTail:
     """Complete lines appended to one regular file since the last read; survives truncation,
     rewriting in place and rotation. With `hold_open=False` the file is closed after each read."""
 
-    def __init__(self, path: str, chunk_bytes: int = CHUNK_BYTES, max_line_bytes: int = MAX_LINE_BYTES,
-                 hold_open: bool = True, split_cr: bool = False):
+    def __init__(
+        self,
+        path: str,
+        chunk_bytes: int = CHUNK_BYTES,
+        max_line_bytes: int = MAX_LINE_BYTES,
+        hold_open: bool = True,
+        split_cr: bool = False,
+    ):
         self.path = path
         # Logs: a carriage return ends a line too (progress bars redraw with \r and no newline).
         self._split_lines = re.compile(rb"\r\n|\r|\n").split if split_cr else lambda data: data.split(b"\n")
@@ -158,8 +169,9 @@ class FileTail:
         if not changed or self._offset == 0:
             return False
         before_at = self._offset - len(self._before)
-        return (os.pread(fd, len(self._head), 0) != self._head
-                or os.pread(fd, len(self._before), before_at) != self._before)
+        return (
+            os.pread(fd, len(self._head), 0) != self._head or os.pread(fd, len(self._before), before_at) != self._before
+        )
 
     def _read(self) -> tuple[list[TailLine], bool]:
         fd = self._fd
@@ -173,7 +185,7 @@ class FileTail:
             self._start_over()
             return self.read_lines()
         if len(self._head) < FINGERPRINT_BYTES:
-            self._head += data[:FINGERPRINT_BYTES - len(self._head)]
+            self._head += data[: FINGERPRINT_BYTES - len(self._head)]
         self._offset += len(data)
         self._before = (self._before + data)[-FINGERPRINT_BYTES:]
         return self._split(data), len(data) == self.chunk_bytes
@@ -235,8 +247,9 @@ class _RunDir:
                 yield SourceEvent(self.dir_source, "job", time.time(), "down", error)
         for name in names:
             if name not in self.tails and name not in self.skipped and fnmatch.fnmatch(name, RANK_FILE_PATTERN):
-                self.tails[name] = FileTail(os.path.join(self.run_dir, name),
-                                            hold_open=len(self.tails) < self.hold_bound)
+                self.tails[name] = FileTail(
+                    os.path.join(self.run_dir, name), hold_open=len(self.tails) < self.hold_bound
+                )
         self.backlog = False
         for name, tail in list(self.tails.items()):
             source_id = f"job:{name}"
@@ -259,8 +272,13 @@ class _RunDir:
             self.backlog = self.backlog or more_waiting
             received_s = time.time()
             for line in lines:
-                yield Line(source_id=source_id, kind="job", received_s=received_s, text=line.text,
-                           oversize_bytes=line.oversize_bytes)
+                yield Line(
+                    source_id=source_id,
+                    kind="job",
+                    received_s=received_s,
+                    text=line.text,
+                    oversize_bytes=line.oversize_bytes,
+                )
 
     def close(self) -> None:
         for tail in self.tails.values():
@@ -277,8 +295,9 @@ def final_reads(poll: Callable[[], Iterator[_Item]], backlog: Callable[[], bool]
             return
 
 
-async def follow_run_dir(run_dir: str, poll_s: float = POLL_S,
-                         max_held_open: int | None = None) -> AsyncIterator[Line | SourceEvent]:
+async def follow_run_dir(
+    run_dir: str, poll_s: float = POLL_S, max_held_open: int | None = None
+) -> AsyncIterator[Line | SourceEvent]:
     """Yield every complete line of every `rank-*.jsonl` in `run_dir`, history first, then live,
     and the events of ranks that cannot be read (see the module docstring). Ends only when
     cancelled, after a last read of what the files hold then (`final_reads`).

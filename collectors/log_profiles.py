@@ -151,11 +151,24 @@ def check_profile(profile: LogProfile, known: dict[str, LogProfile]) -> None:
                 _build(emit.event, {**sample, **rule.set, **constants}, 0, 0.0, "check")
             except (ValidationError, ValueError) as exc:
                 detail = exc.errors(include_url=False)[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
-                raise LogProfileError(f"{rule_where}: emits a {emit.event} event that cannot be valid: {detail}") from None
+                raise LogProfileError(
+                    f"{rule_where}: emits a {emit.event} event that cannot be valid: {detail}"
+                ) from None
 
 
-_SAMPLE = {"step": 1, "loss": 1.0, "step_time_s": 1.0, "tag": "step_1", "message": "m", "exit_code": 1,
-           "signal": "SIGKILL", "rank": 0, "failed_ts": 0.0, "seq_per_s": 1.0, "tokens_per_s_per_device": 1.0}
+_SAMPLE = {
+    "step": 1,
+    "loss": 1.0,
+    "step_time_s": 1.0,
+    "tag": "step_1",
+    "message": "m",
+    "exit_code": 1,
+    "signal": "SIGKILL",
+    "rank": 0,
+    "failed_ts": 0.0,
+    "seq_per_s": 1.0,
+    "tokens_per_s_per_device": 1.0,
+}
 
 
 def load_profile_file(path: Path, known: dict[str, LogProfile]) -> list[LogProfile]:
@@ -222,8 +235,12 @@ _STEP_FIELDS = {"step", "step_time_s", "tokens", "loss", "tokens_per_s_per_devic
 _ERROR_FIELDS = {"message", "source", "exit_code", "signal", "failed_ts", "severity"}
 _CHECKPOINT_FIELDS = {"action", "state", "tag", "blocking"}
 _PHASE_FIELDS = {"phase", "state", "cache"}
-_FIELDS = {"step": _STEP_FIELDS, "error": _ERROR_FIELDS, "checkpoint": _CHECKPOINT_FIELDS | {"step"},
-           "phase": _PHASE_FIELDS}
+_FIELDS = {
+    "step": _STEP_FIELDS,
+    "error": _ERROR_FIELDS,
+    "checkpoint": _CHECKPOINT_FIELDS | {"step"},
+    "phase": _PHASE_FIELDS,
+}
 
 
 def _build(kind: str, values: dict, rank: int, ts: float, run: str) -> JobEvent:
@@ -257,8 +274,15 @@ class LogTranslator:
     segments), `matched` (segments a rule matched), `unparsed`, `events`.
     """
 
-    def __init__(self, run: str, profiles: dict[str, LogProfile], chosen: str | None = None,
-                 default_rank: int = 0, global_batch: int | None = None, seq_len: int | None = None):
+    def __init__(
+        self,
+        run: str,
+        profiles: dict[str, LogProfile],
+        chosen: str | None = None,
+        default_rank: int = 0,
+        global_batch: int | None = None,
+        seq_len: int | None = None,
+    ):
         self.run = run
         self.profiles = profiles
         self.default_rank = default_rank
@@ -333,7 +357,7 @@ class LogTranslator:
 
     def _detect(self, segment: str) -> LogProfile | None:
         if prefix := _TORCHRUN_PREFIX.match(segment):
-            segment = segment[prefix.end():]
+            segment = segment[prefix.end() :]
         for profile, patterns in self._detectors:
             if any(p.search(segment) for p in patterns):
                 return profile
@@ -346,7 +370,7 @@ class LogTranslator:
         text = segment
         if prefix := _TORCHRUN_PREFIX.match(text):
             rank = int(prefix["local_rank"])
-            text = text[prefix.end():]
+            text = text[prefix.end() :]
         ts, ts_from_line = self._line_ts(text, received_s)
         for compiled in self._rules:
             match = compiled.regex.search(text)
@@ -372,8 +396,9 @@ class LogTranslator:
                     continue
         return received_s, False
 
-    def _apply(self, compiled: _CompiledRule, match: re.Match, segment: str, rank: int, ts: float,
-               ts_from_line: bool) -> list[JobEvent]:
+    def _apply(
+        self, compiled: _CompiledRule, match: re.Match, segment: str, rank: int, ts: float, ts_from_line: bool
+    ) -> list[JobEvent]:
         rule, profile = compiled.rule, compiled.profile
         values: dict = {}
         for group, text in match.groupdict().items():
@@ -463,8 +488,15 @@ class LogTranslator:
             step_time_s = fields["s_per_it"]
         if step_time_s is None and fields.get("it_per_s"):
             step_time_s = 1.0 / fields["it_per_s"]
-        if (step_time_s is None and ts_from_line and state.last_ts_from_line and state.last_step is not None
-                and state.last_step_ts is not None and step > state.last_step and ts >= state.last_step_ts):
+        if (
+            step_time_s is None
+            and ts_from_line
+            and state.last_ts_from_line
+            and state.last_step is not None
+            and state.last_step_ts is not None
+            and step > state.last_step
+            and ts >= state.last_step_ts
+        ):
             step_time_s = (ts - state.last_step_ts) / (step - state.last_step)
         tokens = None
         if self.global_batch and self.seq_len:
@@ -488,7 +520,7 @@ class LogTranslator:
         elif fields["state"] == "end" and "tag" not in fields and action in state.open_tags:
             fields["tag"] = state.open_tags.pop(action)
         tag = fields.get("tag")
-        fields["step"] = (step_from_tag(tag) if tag else None)
+        fields["step"] = step_from_tag(tag) if tag else None
         if fields["step"] is None:
             fields["step"] = state.last_step
 
@@ -503,5 +535,5 @@ def _signal_name(number: int) -> str | None:
 def profile_registry(extra: Iterable[LogProfile] = ()) -> dict[str, LogProfile]:
     """Built-in profiles plus user ones (a user profile may replace a built-in of the same name)."""
     from trnwatch.collectors.log_profiles_builtin import BUILTIN_PROFILES
-    return {**{p.name: p for p in BUILTIN_PROFILES}, **{p.name: p for p in extra}}
 
+    return {**{p.name: p for p in BUILTIN_PROFILES}, **{p.name: p for p in extra}}

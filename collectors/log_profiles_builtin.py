@@ -16,28 +16,46 @@ NXD_LIBRARY = {
     "name": "nxd-library",
     "description": "neuronx-distributed's own logger: checkpoint saves (synced and async) and loads",
     "source": "aws-neuron/neuronx-distributed src/neuronx_distributed/utils/logger.py (line layout), "
-              "src/neuronx_distributed/trainer/checkpoint.py (CheckpointIOState begin/end/wait_save, load_checkpoint)",
-    "timestamps": [{"pattern": r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+): [DIWECF] ", "format": "%Y-%m-%d %H:%M:%S.%f"}],
+    "src/neuronx_distributed/trainer/checkpoint.py (CheckpointIOState begin/end/wait_save, load_checkpoint)",
+    "timestamps": [
+        {"pattern": r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+): [DIWECF] ", "format": "%Y-%m-%d %H:%M:%S.%f"}
+    ],
     "rules": [
         # An async save: `began` (the loop is inside save_checkpoint, staging tensors), `requested`
         # (the write goes on in a background process; steps continue), `completed` (logged only
         # inside the next save's wait, or at exit). So the save is non-blocking, and only the
         # began..requested part is a checkpoint phase that explains a pause in steps.
-        {"pattern": rf"{_LIBRARY}async saving of checkpoint (?P<tag>\S+) began",
-         "emit": [{"event": "checkpoint", "action": "save", "state": "begin", "blocking": False},
-                  {"event": "phase", "phase": "checkpoint", "state": "begin"}]},
-        {"pattern": rf"{_LIBRARY}async saving of checkpoint (?P<tag>\S+) requested",
-         "emit": [{"event": "phase", "phase": "checkpoint", "state": "end"}]},
-        {"pattern": rf"{_LIBRARY}async saving of checkpoint (?P<tag>\S+) completed",
-         "emit": [{"event": "checkpoint", "action": "save", "state": "end", "blocking": False}]},
-        {"pattern": rf"{_LIBRARY}synced saving of checkpoint (?P<tag>\S+) began",
-         "emit": [{"event": "checkpoint", "action": "save", "state": "begin", "blocking": True}]},
-        {"pattern": rf"{_LIBRARY}synced saving of checkpoint (?P<tag>\S+) completed",
-         "emit": [{"event": "checkpoint", "action": "save", "state": "end", "blocking": True}]},
-        {"pattern": rf"{_LIBRARY}loading checkpoint from (?P<tag>\S+)",
-         "emit": [{"event": "checkpoint", "action": "load", "state": "begin"}]},
-        {"pattern": rf"{_LIBRARY}loading checkpoint done",
-         "emit": [{"event": "checkpoint", "action": "load", "state": "end"}]},
+        {
+            "pattern": rf"{_LIBRARY}async saving of checkpoint (?P<tag>\S+) began",
+            "emit": [
+                {"event": "checkpoint", "action": "save", "state": "begin", "blocking": False},
+                {"event": "phase", "phase": "checkpoint", "state": "begin"},
+            ],
+        },
+        {
+            "pattern": rf"{_LIBRARY}async saving of checkpoint (?P<tag>\S+) requested",
+            "emit": [{"event": "phase", "phase": "checkpoint", "state": "end"}],
+        },
+        {
+            "pattern": rf"{_LIBRARY}async saving of checkpoint (?P<tag>\S+) completed",
+            "emit": [{"event": "checkpoint", "action": "save", "state": "end", "blocking": False}],
+        },
+        {
+            "pattern": rf"{_LIBRARY}synced saving of checkpoint (?P<tag>\S+) began",
+            "emit": [{"event": "checkpoint", "action": "save", "state": "begin", "blocking": True}],
+        },
+        {
+            "pattern": rf"{_LIBRARY}synced saving of checkpoint (?P<tag>\S+) completed",
+            "emit": [{"event": "checkpoint", "action": "save", "state": "end", "blocking": True}],
+        },
+        {
+            "pattern": rf"{_LIBRARY}loading checkpoint from (?P<tag>\S+)",
+            "emit": [{"event": "checkpoint", "action": "load", "state": "begin"}],
+        },
+        {
+            "pattern": rf"{_LIBRARY}loading checkpoint done",
+            "emit": [{"event": "checkpoint", "action": "load", "state": "end"}],
+        },
     ],
 }
 
@@ -45,19 +63,33 @@ NEURON_COMPILE = {
     "name": "neuron-compile",
     "description": "torch-neuronx compile wrapper: cold compiles, persistent-cache hits, compiler errors",
     "source": "aws-neuron/aws-neuron-sdk torch-neuronx docs and issue logs (NEURON_CC_WRAPPER lines)",
-    "timestamps": [{"pattern": r"^(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+): +\d+ +[A-Z]+ +\|\|",
-                    "format": "%Y-%m-%d %H:%M:%S.%f"}],
+    "timestamps": [
+        {
+            "pattern": r"^(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+): +\d+ +[A-Z]+ +\|\|",
+            "format": "%Y-%m-%d %H:%M:%S.%f",
+        }
+    ],
     "rules": [
-        {"pattern": r"Call compiler with cmd",
-         "emit": [{"event": "phase", "phase": "compile", "state": "begin", "cache": "miss"}]},
-        {"pattern": r"Compiler status PASS",
-         "emit": [{"event": "phase", "phase": "compile", "state": "end", "cache": "miss"}]},
-        {"pattern": r"Compiler status ERROR",
-         "emit": [{"event": "phase", "phase": "compile", "state": "end", "cache": "miss"},
-                  {"event": "error", "source": "job"}]},
+        {
+            "pattern": r"Call compiler with cmd",
+            "emit": [{"event": "phase", "phase": "compile", "state": "begin", "cache": "miss"}],
+        },
+        {
+            "pattern": r"Compiler status PASS",
+            "emit": [{"event": "phase", "phase": "compile", "state": "end", "cache": "miss"}],
+        },
+        {
+            "pattern": r"Compiler status ERROR",
+            "emit": [
+                {"event": "phase", "phase": "compile", "state": "end", "cache": "miss"},
+                {"event": "error", "source": "job"},
+            ],
+        },
         # A hit ends a compile lookup whose start the log does not show.
-        {"pattern": r"Using a cached neff",
-         "emit": [{"event": "phase", "phase": "compile", "state": "end", "cache": "hit"}]},
+        {
+            "pattern": r"Using a cached neff",
+            "emit": [{"event": "phase", "phase": "compile", "state": "end", "cache": "hit"}],
+        },
     ],
 }
 
@@ -65,21 +97,29 @@ NXD = {
     "name": "nxd",
     "description": "NxD Core training examples (tp_zero1, tp_pp) with the library's own lines",
     "source": "aws-neuron/neuronx-distributed examples/training/llama/tp_zero1_llama_hf_pretrain/logger.py "
-              "(Logger.log), examples/training/llama/tp_pp_llama_hf_pretrain/logger.py, run_llama_nxd.py",
+    "(Logger.log), examples/training/llama/tp_pp_llama_hf_pretrain/logger.py, run_llama_nxd.py",
     # Not the library's lines: NxD Training prints them too.
     "detect": [r"\(\d+, \d+\) step_loss : ", r"^step \d+ step_time \S+s throughput ", r"^-+TRAINING CONFIG-+$"],
     "include": ["nxd-library", "neuron-compile"],
-    "timestamps": [{"pattern": r"^LOG (?P<ts>[A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d \d{4}) - ",
-                    "format": "%a %b %d %H:%M:%S %Y"}],
+    "timestamps": [
+        {
+            "pattern": r"^LOG (?P<ts>[A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d \d{4}) - ",
+            "format": "%a %b %d %H:%M:%S %Y",
+        }
+    ],
     "rules": [
         # tp_zero1: `LOG <time.asctime()> - (epoch, step) step_loss : L learning_rate : LR throughput : T seq/s ...`
-        {"pattern": rf"\(\d+, (?P<step>\d+)\) step_loss : (?P<loss>{_LOSS}) learning_rate : \S+ "
-                    rf"throughput : (?P<seq_per_s>{_NUMBER}) seq/s",
-         "emit": [{"event": "step"}]},
+        {
+            "pattern": rf"\(\d+, (?P<step>\d+)\) step_loss : (?P<loss>{_LOSS}) learning_rate : \S+ "
+            rf"throughput : (?P<seq_per_s>{_NUMBER}) seq/s",
+            "emit": [{"event": "step"}],
+        },
         # tp_pp: `step N step_time Ss throughput T seq/s step loss L grad norm G`
-        {"pattern": rf"^step (?P<step>\d+) step_time (?P<step_time_s>{_NUMBER})s throughput (?P<seq_per_s>{_NUMBER}) "
-                    rf"seq/s step loss (?P<loss>{_LOSS})",
-         "emit": [{"event": "step"}]},
+        {
+            "pattern": rf"^step (?P<step>\d+) step_time (?P<step_time_s>{_NUMBER})s throughput (?P<seq_per_s>{_NUMBER}) "
+            rf"seq/s step loss (?P<loss>{_LOSS})",
+            "emit": [{"event": "step"}],
+        },
     ],
 }
 
@@ -87,8 +127,8 @@ NXDT = {
     "name": "nxdt",
     "description": "NxD Training (PyTorch Lightning): the training progress bar, one `\\r` redraw per step",
     "source": "aws-neuron/neuronx-distributed-training src/neuronx_distributed_training/lightning_modules/model/base.py "
-              "(log_metrics: reduced_train_loss, global_step, throughput on the progress bar); "
-              "Lightning-AI/pytorch-lightning src/lightning/pytorch/callbacks/progress/tqdm_progress.py (Tqdm.format_num)",
+    "(log_metrics: reduced_train_loss, global_step, throughput on the progress bar); "
+    "Lightning-AI/pytorch-lightning src/lightning/pytorch/callbacks/progress/tqdm_progress.py (Tqdm.format_num)",
     "detect": [r"reduced_train_loss=", r"\[NeMo [DIWE] ", r"neuronx_distributed_training"],
     "include": ["nxd-library", "neuron-compile"],
     "rules": [
@@ -99,9 +139,11 @@ NXDT = {
         # the bar started (Lightning's smoothing=0); throughput is NxDT's windowed seq/s.
         # Lightning draws the bar twice per step, the counter first (with the last step's postfix)
         # and then the step's own postfix: `metrics` (the postfix) tells the two apart.
-        {"pattern": rf"\| *(?P<step>\d+)/(?:\d+|\?) *\[[^,\]]*, *(?:(?P<s_per_it>{_NUMBER})s/it|(?P<it_per_s>{_NUMBER})it/s|\?it/s)?, *"
-                    rf"(?P<metrics>[^\]]*?\breduced_train_loss=(?P<loss>{_LOSS})(?:[^\]]*?\bthroughput=(?P<seq_per_s>{_NUMBER}))?[^\]]*)\]",
-         "emit": [{"event": "step"}]},
+        {
+            "pattern": rf"\| *(?P<step>\d+)/(?:\d+|\?) *\[[^,\]]*, *(?:(?P<s_per_it>{_NUMBER})s/it|(?P<it_per_s>{_NUMBER})it/s|\?it/s)?, *"
+            rf"(?P<metrics>[^\]]*?\breduced_train_loss=(?P<loss>{_LOSS})(?:[^\]]*?\bthroughput=(?P<seq_per_s>{_NUMBER}))?[^\]]*)\]",
+            "emit": [{"event": "step"}],
+        },
     ],
 }
 
@@ -109,54 +151,79 @@ TORCHTITAN = {
     "name": "torchtitan",
     "description": "TorchTitan (native PyTorch): per-step metrics line and checkpoint saves, through torchrun",
     "source": "pytorch/torchtitan torchtitan/components/metrics.py (MetricsProcessor.log), "
-              "torchtitan/components/checkpoint.py and components/checkpointer/dcp.py (save/load lines), "
-              "torchtitan/tools/logging.py (layout), torchtitan/tools/utils.py (Color), run_train.sh (--role rank --tee 3)",
+    "torchtitan/components/checkpoint.py and components/checkpointer/dcp.py (save/load lines), "
+    "torchtitan/tools/logging.py (layout), torchtitan/tools/utils.py (Color), run_train.sh (--role rank --tee 3)",
     "detect": [r"^\[titan\] ", r"\bstep: *\d+ +loss: *\S+ +(?:grad_norm: *\S+ +)?memory: "],
-    "timestamps": [{"pattern": r"^\[titan\] (?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+) - ", "format": "%Y-%m-%d %H:%M:%S,%f"}],
+    "timestamps": [
+        {"pattern": r"^\[titan\] (?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+) - ", "format": "%Y-%m-%d %H:%M:%S,%f"}
+    ],
     "rules": [
         # tps is tokens per second per device, as TorchTitan computes it (local tokens over time
         # x non-data-parallel size); it is kept as such, never taken for the job's rate.
-        {"pattern": rf"\bstep: *(?P<step>\d+) +loss: *(?P<loss>{_LOSS}) +(?:grad_norm: *\S+ +)?memory: *\S+ +"
-                    r"tps: *(?P<tokens_per_s_per_device>[\d,]+) +tflops: *\S+ +mfu: *\S+",
-         "emit": [{"event": "step"}]},
+        {
+            "pattern": rf"\bstep: *(?P<step>\d+) +loss: *(?P<loss>{_LOSS}) +(?:grad_norm: *\S+ +)?memory: *\S+ +"
+            r"tps: *(?P<tokens_per_s_per_device>[\d,]+) +tflops: *\S+ +mfu: *\S+",
+            "emit": [{"event": "step"}],
+        },
         # The span between these lines is synchronous in the training loop (for async modes it is
         # the staging part; the upload after it is not logged), so it blocks steps.
-        {"pattern": r"(?:^|- )(?:Saving|Staging) the checkpoint\b",
-         "emit": [{"event": "checkpoint", "action": "save", "state": "begin", "blocking": True}]},
-        {"pattern": r"(?:^|- )(?:Finished (?:saving|staging) the checkpoint\b|Last step checkpoint completed in )",
-         "emit": [{"event": "checkpoint", "action": "save", "state": "end", "blocking": True}]},
-        {"pattern": r"(?:^|- )Loading the checkpoint from (?P<tag>\S+?)\.?$",
-         "emit": [{"event": "checkpoint", "action": "load", "state": "begin"}]},
-        {"pattern": r"(?:^|- )Finished loading the checkpoint in ",
-         "emit": [{"event": "checkpoint", "action": "load", "state": "end"}]},
+        {
+            "pattern": r"(?:^|- )(?:Saving|Staging) the checkpoint\b",
+            "emit": [{"event": "checkpoint", "action": "save", "state": "begin", "blocking": True}],
+        },
+        {
+            "pattern": r"(?:^|- )(?:Finished (?:saving|staging) the checkpoint\b|Last step checkpoint completed in )",
+            "emit": [{"event": "checkpoint", "action": "save", "state": "end", "blocking": True}],
+        },
+        {
+            "pattern": r"(?:^|- )Loading the checkpoint from (?P<tag>\S+?)\.?$",
+            "emit": [{"event": "checkpoint", "action": "load", "state": "begin"}],
+        },
+        {
+            "pattern": r"(?:^|- )Finished loading the checkpoint in ",
+            "emit": [{"event": "checkpoint", "action": "load", "state": "end"}],
+        },
     ],
 }
 
 NEURON_RUNTIME = {
     "name": "neuron-runtime",
     "description": "Neuron runtime lines in any rank's log: execution timeouts and hardware errors (fatal), "
-                   "collectives warnings such as retried timeouts (warnings)",
+    "collectives warnings such as retried timeouts (warnings)",
     "source": "aws-neuron/aws-neuron-sdk neuron-runtime/nrt-troubleshoot.rst; aws-neuron/aws-neuron-sdk issues #713 and "
-              "#851 (CCOM WARN lines); NVIDIA/nccl src/debug.cc (the WARN line layout CCOM follows)",
+    "#851 (CCOM WARN lines); NVIDIA/nccl src/debug.cc (the WARN line layout CCOM follows)",
     "always": True,
-    "timestamps": [{"pattern": r"^(?P<ts>\d{4}-[A-Z][a-z]{2}-\d\d \d\d:\d\d:\d\d\.\d+) +\d+:\d+ ", "format": "%Y-%b-%d %H:%M:%S.%f"}],
+    "timestamps": [
+        {
+            "pattern": r"^(?P<ts>\d{4}-[A-Z][a-z]{2}-\d\d \d\d:\d\d:\d\d\.\d+) +\d+:\d+ ",
+            "format": "%Y-%b-%d %H:%M:%S.%f",
+        }
+    ],
     "rules": [
         # `2023-Jan-09 20:27:41.0593 15042:15042 ERROR  TDRV:exec_consume_infer_status_notifications
         #  (FATAL-RT-UNDEFINED-STATE) inference timeout (600000 ms) on Neuron Device 0 NC 0, ...`
-        {"pattern": r"\bERROR +(?P<message>(?:NRT|TDRV|NMGR|ENC|HAL|NCCL):\w+ +\S.*)",
-         "emit": [{"event": "error", "source": "runtime"}]},
+        {
+            "pattern": r"\bERROR +(?P<message>(?:NRT|TDRV|NMGR|ENC|HAL|NCCL):\w+ +\S.*)",
+            "emit": [{"event": "error", "source": "runtime"}],
+        },
         # The collectives library (CCOM) logs in a layout close to NCCL's WARN lines,
         # `<time> <pid>:<tid> [<dev>] <file>:<line> CCOM WARN <message>`, and at WARN it logs
         # conditions it goes on after: a bootstrap or
         # exchange timeout it retries (`- retrying`, then the same line with `waited 240 sec`),
         # a network plugin it falls back from. A warning: counted and kept as evidence (a rank
         # waiting for a peer points at a hang elsewhere), never a failure.
-        {"pattern": r"\[-?\d+\] \S+:\d+ CCOM WARN (?P<message>\S.*)",
-         "emit": [{"event": "error", "source": "runtime", "severity": "warning"}]},
-        {"pattern": r"(?P<message>Uncorrectable memory error is detected on Neuron device.*)",
-         "emit": [{"event": "error", "source": "runtime"}]},
-        {"pattern": r"(?P<message>Error notifications found on NC.*)",
-         "emit": [{"event": "error", "source": "runtime"}]},
+        {
+            "pattern": r"\[-?\d+\] \S+:\d+ CCOM WARN (?P<message>\S.*)",
+            "emit": [{"event": "error", "source": "runtime", "severity": "warning"}],
+        },
+        {
+            "pattern": r"(?P<message>Uncorrectable memory error is detected on Neuron device.*)",
+            "emit": [{"event": "error", "source": "runtime"}],
+        },
+        {
+            "pattern": r"(?P<message>Error notifications found on NC.*)",
+            "emit": [{"event": "error", "source": "runtime"}],
+        },
     ],
 }
 
@@ -164,7 +231,7 @@ TORCHRUN = {
     "name": "torchrun",
     "description": "torchrun's elastic-agent failure summary (ChildFailedError): one error per failed rank",
     "source": "pytorch/pytorch torch/distributed/elastic/multiprocessing/errors/__init__.py "
-              "(_FAILURE_FORMAT_TEMPLATE, ChildFailedError.format_msg), checked against torch 2.13's output",
+    "(_FAILURE_FORMAT_TEMPLATE, ChildFailedError.format_msg), checked against torch 2.13's output",
     "always": True,
     "time_formats": ["%Y-%m-%d_%H:%M:%S"],
     "rules": [
@@ -174,9 +241,16 @@ TORCHRUN = {
         {"pattern": r"^ +time +: (?P<failed_ts>\d{4}-\d\d-\d\d_\d\d:\d\d:\d\d)$"},
         {"pattern": r"^ +rank +: (?P<rank>\d+) \(local_rank: \d+\)$"},
         {"pattern": r"^ +exitcode +: (?P<exit_code>-?\d+) \(pid: \d+\)"},
-        {"pattern": r"^ +traceback +: (?P<message>Signal (?P<signal_number>\d+) \((?P<signal>SIG\w+)\) received by PID \d+)",
-         "emit": [{"event": "error", "source": "launcher"}], "hold": True},
-        {"pattern": r"^ +traceback +: (?P<message>.+)$", "emit": [{"event": "error", "source": "launcher"}], "hold": True},
+        {
+            "pattern": r"^ +traceback +: (?P<message>Signal (?P<signal_number>\d+) \((?P<signal>SIG\w+)\) received by PID \d+)",
+            "emit": [{"event": "error", "source": "launcher"}],
+            "hold": True,
+        },
+        {
+            "pattern": r"^ +traceback +: (?P<message>.+)$",
+            "emit": [{"event": "error", "source": "launcher"}],
+            "hold": True,
+        },
         {"pattern": r"^=+$", "release": True},
     ],
 }

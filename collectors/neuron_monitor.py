@@ -96,7 +96,9 @@ class CoreCounters(_Model, frozen=True):
 
 
 class NeuronCoreCounters(_Group, frozen=True):
-    neuroncores_in_use: Annotated[dict[CoreIndex, CoreCounters], msgspec.Meta(max_length=L.MAX_CORE_INDEX + 1)] | None = None
+    neuroncores_in_use: (
+        Annotated[dict[CoreIndex, CoreCounters], msgspec.Meta(max_length=L.MAX_CORE_INDEX + 1)] | None
+    ) = None
 
 
 class LatencyStats(_Model, frozen=True):
@@ -114,8 +116,9 @@ class UsageBreakdown(_Model, frozen=True):
     host: _Named[Bytes] | None = None
     # A core's categories may be null: that core's memory is unknown (also where a value in it
     # was past its bound), so its chip has no HBM figure for that report.
-    neuroncore_memory_usage: Annotated[dict[CoreIndex, _Named[Bytes] | None],
-                                       msgspec.Meta(max_length=L.MAX_CORE_INDEX + 1)] | None = None
+    neuroncore_memory_usage: (
+        Annotated[dict[CoreIndex, _Named[Bytes] | None], msgspec.Meta(max_length=L.MAX_CORE_INDEX + 1)] | None
+    ) = None
 
 
 class RuntimeUsedBytes(_Model, frozen=True):
@@ -339,9 +342,11 @@ def report_json_schema() -> dict:
 # shortened: where none of its entries may be null, the whole map or list goes. Type errors are left for
 # the typed decoder to reject the line with.
 
+
 @functools.cache
 def _report_type():
     return msgspec.inspect.type_info(Report)  # built on the first line that crosses a bound
+
 
 _REJECT = object()  # returned for a value that must go (its container decides where to put null)
 
@@ -362,8 +367,12 @@ def _bound_problem(value, t) -> str | None:
     if isinstance(t, (I.IntType, I.FloatType)) and isinstance(value, (int, float)) and not isinstance(value, bool):
         if isinstance(t, I.IntType) and not isinstance(value, int):
             return None  # a type error
-        for bound, ok in ((t.ge, lambda b: value >= b), (t.gt, lambda b: value > b),
-                          (t.le, lambda b: value <= b), (t.lt, lambda b: value < b)):
+        for bound, ok in (
+            (t.ge, lambda b: value >= b),
+            (t.gt, lambda b: value > b),
+            (t.le, lambda b: value <= b),
+            (t.lt, lambda b: value < b),
+        ):
             if bound is not None and not ok(bound):
                 return f"{_shown(value)} is out of range"
     elif isinstance(t, I.StrType) and isinstance(value, str) and t.max_length is not None and len(value) > t.max_length:
@@ -419,7 +428,9 @@ def _prune_dict(obj: dict, t, field: str, where: str, out: list[FieldRejection])
     for key in list(obj):
         spot = f"{where}[{key[:40]!r}]"
         if isinstance(t.key_type, msgspec.inspect.IntType) and key.isdigit() and key.isascii():
-            problem = _bound_problem(int(key), t.key_type) if len(key) <= 40 else f"of {len(key)} digits is out of range"
+            problem = (
+                _bound_problem(int(key), t.key_type) if len(key) <= 40 else f"of {len(key)} digits is out of range"
+            )
             if problem is not None:
                 out.append(FieldRejection(field + "{}", f"{spot}: key {problem}"))
                 return _REJECT  # the entry cannot be placed: the whole map is unknown

@@ -55,7 +55,6 @@ Readings decided here, from the exporter's code and real scrapes:
   counter (cannot happen within one evaluation time) gives no ECC figure.
 """
 
-
 from collections.abc import Sized
 from typing import ClassVar, TypeVar
 
@@ -119,8 +118,12 @@ INSTANCE_LABELS = {  # exporter label -> instance_info field
     "ultraserver_id": "ultraserver_id",
 }
 # Hardware-info labels read as whole numbers, with the bound each must keep (collectors/limits.py).
-HARDWARE_LABELS = {"neuron_device_count": MAX_DEVICES_PER_HOST, "neuroncore_per_device_count": MAX_CORES_PER_DEVICE,
-                   "neuron_device_memory_size": MAX_DEVICE_MEMORY_BYTES, "logical_neuroncore_config": MAX_LNC}
+HARDWARE_LABELS = {
+    "neuron_device_count": MAX_DEVICES_PER_HOST,
+    "neuroncore_per_device_count": MAX_CORES_PER_DEVICE,
+    "neuron_device_memory_size": MAX_DEVICE_MEMORY_BYTES,
+    "logical_neuroncore_config": MAX_LNC,
+}
 HARDWARE_TEXT_LABELS = ("neuron_device_type", "neuroncore_version")
 UTILIZATION = "neuroncore_utilization_ratio"
 MEMORY_PREFIX = "neuroncore_memory_usage_"
@@ -293,7 +296,7 @@ class _HostSeries:
             else:
                 categories = memory.setdefault(core, {})
                 if categories is not None:
-                    categories[name[len(MEMORY_PREFIX):]] = n
+                    categories[name[len(MEMORY_PREFIX) :]] = n
         elif name in _RUNTIME_FAMILIES:
             self.runtime_value(name, labels, value)
         elif name == "hardware_ecc_events_total":
@@ -307,7 +310,7 @@ class _HostSeries:
             elif self.average_usage is not None:
                 self.average_usage[usage_type] = pct
         elif name.startswith(("system_memory_", "system_swap_")) and name.endswith("_bytes"):
-            field = name[len("system_"):]
+            field = name[len("system_") :]
             n = _count(value)
             if n is not None:
                 self.memory_info[field] = n
@@ -352,7 +355,10 @@ class _HostSeries:
             self.identity = labels
         if name == "neuron_hardware_info":
             fields: dict[str, int | str | None] = {
-                field: _label_int(labels, field, name, bound) for field, bound in HARDWARE_LABELS.items() if field in labels}
+                field: _label_int(labels, field, name, bound)
+                for field, bound in HARDWARE_LABELS.items()
+                if field in labels
+            }
             fields.update({field: _text(labels, field, name) for field in HARDWARE_TEXT_LABELS if field in labels})
             for field in ("neuroncore_per_device_count", "logical_neuroncore_config"):
                 if fields.get(field) == 0:
@@ -362,9 +368,13 @@ class _HostSeries:
             seed = _text(labels, "seed", name) or ""
             if not (len(seed) <= 19 and seed.lstrip("-").isascii() and seed.lstrip("-").isdigit()):
                 raise ReportRejected("schema", f"{name}: label seed={seed[:40]!r} is not a number")
-            self.simulator = _build(SimulatorMark, topology=_text(labels, "topology", name) or "",
-                                    host=_label_int(labels, "host", name, MAX_HOSTS - 1), seed=int(seed),
-                                    scenario=_text(labels, "scenario", name) or "")
+            self.simulator = _build(
+                SimulatorMark,
+                topology=_text(labels, "topology", name) or "",
+                host=_label_int(labels, "host", name, MAX_HOSTS - 1),
+                seed=int(seed),
+                scenario=_text(labels, "scenario", name) or "",
+            )
 
 
 # Runtime series keyed by one label: series -> (label, _Runtime map, check, removed field, the
@@ -374,8 +384,13 @@ _RUNTIME_FAMILIES = {
     "neuron_runtime_vcpu_usage_ratio": ("usage_type", "vcpu", _pct, _VCPU_FIELD, RUNTIME_VCPU_FIELDS),
     "execution_errors_total": ("error_type", "errors", _count, _EXECUTION_FIELD + "error_summary{}", None),
     "execution_status_total": ("status_type", "status", _count, _EXECUTION_FIELD + "execution_summary{}", None),
-    "execution_latency_seconds": ("percentile", "latency", _seconds, _EXECUTION_FIELD + "latency_stats.total_latency{}",
-                                  None),
+    "execution_latency_seconds": (
+        "percentile",
+        "latency",
+        _seconds,
+        _EXECUTION_FIELD + "latency_stats.total_latency{}",
+        None,
+    ),
 }
 
 
@@ -408,8 +423,11 @@ def host_report(instance_id: str, samples: list[Sample], interval_s: float | Non
 
 
 def _instance_info(labels: dict[str, str] | None, instance_id: str) -> InstanceInfo:
-    fields = {field: _text(labels or {}, label, "instance labels") for label, field in INSTANCE_LABELS.items()
-              if label in (labels or {}) and field in InstanceInfo.__struct_fields__}
+    fields = {
+        field: _text(labels or {}, label, "instance labels")
+        for label, field in INSTANCE_LABELS.items()
+        if label in (labels or {}) and field in InstanceInfo.__struct_fields__
+    }
     fields["instance_id"] = instance_id
     return _build(InstanceInfo, **fields, error="")
 
@@ -421,19 +439,29 @@ def _runtime_entry(tag: str, r: _Runtime, interval_s: float | None) -> RuntimeEn
     groups: dict = {}
     if r.util:
         groups["neuroncore_counters"] = _build(
-            NeuronCoreCounters, period=interval_s, error="",
-            neuroncores_in_use={core: _build(CoreCounters, neuroncore_utilization=pct) for core, pct in r.util.items()})
+            NeuronCoreCounters,
+            period=interval_s,
+            error="",
+            neuroncores_in_use={core: _build(CoreCounters, neuroncore_utilization=pct) for core, pct in r.util.items()},
+        )
     if r.memory or r.used:
         breakdown = _build(UsageBreakdown, neuroncore_memory_usage=r.memory) if r.memory else None
-        used = _build(RuntimeUsedBytes, host=r.used.get("host"), neuron_device=r.used.get("neuron_device"),
-                      usage_breakdown=breakdown)
+        used = _build(
+            RuntimeUsedBytes,
+            host=r.used.get("host"),
+            neuron_device=r.used.get("neuron_device"),
+            usage_breakdown=breakdown,
+        )
         groups["memory_used"] = _build(MemoryUsed, period=interval_s, error="", neuron_runtime_used_bytes=used)
     if r.errors or r.status or r.latency:
         groups["execution_stats"] = _build(
-            ExecutionStats, period=interval_s, error="",
+            ExecutionStats,
+            period=interval_s,
+            error="",
             error_summary=None if "errors" in r.maps_removed else r.errors or None,
             execution_summary=None if "status" in r.maps_removed else r.status or None,
-            latency_stats=_build(LatencyStats, total_latency=r.latency or None, device_latency=None))
+            latency_stats=_build(LatencyStats, total_latency=r.latency or None, device_latency=None),
+        )
     if r.vcpu:
         vcpu = _build(RuntimeVcpu, **{k: v for k, v in r.vcpu.items() if k in ("user", "system")})
         groups["neuron_runtime_vcpu_usage"] = _build(RuntimeVcpuUsage, period=interval_s, error="", vcpu_usage=vcpu)
@@ -450,8 +478,13 @@ def _system_data(host: _HostSeries, interval_s: float | None) -> SystemData:
             if total is None or sum(counts.values()) != total:
                 continue  # listed counters do not add up to the total: no figure rather than a wrong one
             counts = {event: counts.get(event, 0) for event in ECC_EVENTS}
-        devices.append(_build(DeviceEcc, neuron_device_index=device,
-                              **{event: n for event, n in counts.items() if event in ECC_EVENTS}))
+        devices.append(
+            _build(
+                DeviceEcc,
+                neuron_device_index=device,
+                **{event: n for event, n in counts.items() if event in ECC_EVENTS},
+            )
+        )
     groups: dict = {}
     if devices:
         groups["neuron_hw_counters"] = _build(NeuronHwCounters, period=interval_s, error="", neuron_devices=devices)
@@ -462,8 +495,12 @@ def _system_data(host: _HostSeries, interval_s: float | None) -> SystemData:
     # Always present: its period tells the ledger how often this host's figures are refreshed.
     groups["vcpu_usage"] = _build(VcpuUsage, period=interval_s, error="", average_usage=usage or None)
     if host.memory_info:
-        groups["memory_info"] = _build(MemoryInfo, period=interval_s, error="", **{
-            k: v for k, v in host.memory_info.items() if k in MemoryInfo.__struct_fields__})
+        groups["memory_info"] = _build(
+            MemoryInfo,
+            period=interval_s,
+            error="",
+            **{k: v for k, v in host.memory_info.items() if k in MemoryInfo.__struct_fields__},
+        )
     return _build(SystemData, **groups)
 
 
@@ -551,5 +588,7 @@ def _parse_line(kind: str, text: str) -> list[ExporterReport | ReportRejected]:
                 raise ValueError
             samples.append((name, labels, float(value)))
         except (ValueError, TypeError):
-            raise ReportRejected("schema", f"{instance_id}: sample {str(row)[:80]} is not [name, labels, value]") from None
+            raise ReportRejected(
+                "schema", f"{instance_id}: sample {str(row)[:80]} is not [name, labels, value]"
+            ) from None
     return _reports({instance_id: samples}, interval_s)

@@ -34,9 +34,26 @@ READ_CHUNK_BYTES = 256 * 1024
 
 # Query parameters that carry a credential: a URL is printed in progress lines and written into
 # receipts and recordings, so one holding any of these is refused (its query never printed).
-CREDENTIAL_PARAMETERS = frozenset({"access_token", "token", "api_key", "apikey", "key", "password", "passwd",
-                                   "secret", "auth", "authorization", "bearer", "sig", "signature",
-                                   "x_amz_signature", "x_amz_credential", "x_amz_security_token"})
+CREDENTIAL_PARAMETERS = frozenset(
+    {
+        "access_token",
+        "token",
+        "api_key",
+        "apikey",
+        "key",
+        "password",
+        "passwd",
+        "secret",
+        "auth",
+        "authorization",
+        "bearer",
+        "sig",
+        "signature",
+        "x_amz_signature",
+        "x_amz_credential",
+        "x_amz_security_token",
+    }
+)
 
 
 class UrlError(ValueError):
@@ -68,21 +85,32 @@ def check_url(url: str) -> str:
     except ValueError as exc:
         raise UrlError(f"URL {_masked(url)!r} cannot be read: {exc}") from None
     if parts.scheme.lower() not in ("http", "https"):
-        raise UrlError(f"URL {_masked(url)!r}: only http:// and https:// URLs are fetched, not {parts.scheme or 'no scheme'!r}")
+        raise UrlError(
+            f"URL {_masked(url)!r}: only http:// and https:// URLs are fetched, not {parts.scheme or 'no scheme'!r}"
+        )
     if parts.username is not None or parts.password is not None or "@" in parts.netloc:
-        raise UrlError(f"URL {_masked(url)!r} carries credentials; put a bearer token in --prometheus-token-file "
-                       f"or {TOKEN_ENV} instead")
+        raise UrlError(
+            f"URL {_masked(url)!r} carries credentials; put a bearer token in --prometheus-token-file "
+            f"or {TOKEN_ENV} instead"
+        )
     if not parts.hostname:
         raise UrlError(f"URL {url!r} has no host")
     if port == 0:
         raise UrlError(f"URL {url!r} has port 0")
     if parts.fragment:
         raise UrlError(f"URL {url!r} has a fragment ('#...'), which HTTP never sends")
-    secret = sorted({name for name, _ in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-                     if name.lower().replace("-", "_") in CREDENTIAL_PARAMETERS})
+    secret = sorted(
+        {
+            name
+            for name, _ in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+            if name.lower().replace("-", "_") in CREDENTIAL_PARAMETERS
+        }
+    )
     if secret:
-        raise UrlError(f"URL {urllib.parse.urlunsplit(parts._replace(query='***'))!r} carries credentials in its query "
-                       f"({', '.join(secret)}); put a bearer token in --prometheus-token-file or {TOKEN_ENV} instead")
+        raise UrlError(
+            f"URL {urllib.parse.urlunsplit(parts._replace(query='***'))!r} carries credentials in its query "
+            f"({', '.join(secret)}); put a bearer token in --prometheus-token-file or {TOKEN_ENV} instead"
+        )
     return url
 
 
@@ -148,8 +176,9 @@ def fetch(url: str, token: str | None, timeout_s: float, max_bytes: int, request
         raise UrlError(f"URL {url!r} has no host")
     conn: http.client.HTTPConnection
     if parts.scheme.lower() == "https":
-        conn = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout_s,
-                                           context=ssl.create_default_context())
+        conn = http.client.HTTPSConnection(
+            parts.hostname, parts.port, timeout=timeout_s, context=ssl.create_default_context()
+        )
     else:
         conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout_s)
     request = request or _Request()
@@ -180,7 +209,11 @@ def fetch(url: str, token: str | None, timeout_s: float, max_bytes: int, request
     except (OSError, http.client.HTTPException) as exc:
         if request.aborted:
             raise FetchError(f"{url} did not finish answering within {timeout_s:g} s") from None
-        reason = "timed out" if isinstance(exc, TimeoutError) else (getattr(exc, "strerror", None) or str(exc) or type(exc).__name__)
+        reason = (
+            "timed out"
+            if isinstance(exc, TimeoutError)
+            else (getattr(exc, "strerror", None) or str(exc) or type(exc).__name__)
+        )
         raise FetchError(f"{url}: {reason}") from None
     finally:
         conn.close()

@@ -32,12 +32,16 @@ from trnwatch.collectors.prometheus_http import FetchError, fetch_async
 SERVER_QUERIES: tuple[tuple[str | None, str], ...] = (
     (None, f'{{__name__=~"instance_info|neuron_hardware_info|{SIMULATOR_INFO}"}}'),
     ("neuroncore_utilization_ratio", "max by (instance_id, runtime_tag, neuroncore) (neuroncore_utilization_ratio)"),
-    ("neuroncore_memory_usage_total",
-     'sum by (instance_id, runtime_tag, neuroncore) ({__name__=~"neuroncore_memory_usage_'
-     '(constants|model_code|model_shared_scratchpad|runtime_memory|tensors)"})'),
+    (
+        "neuroncore_memory_usage_total",
+        'sum by (instance_id, runtime_tag, neuroncore) ({__name__=~"neuroncore_memory_usage_'
+        '(constants|model_code|model_shared_scratchpad|runtime_memory|tensors)"})',
+    ),
     ("hardware_ecc_events_total", "sum by (instance_id, neuron_device_index) (hardware_ecc_events_total)"),
-    ("hardware_ecc_events_total",
-     "sum by (instance_id, neuron_device_index, event_type) (hardware_ecc_events_total) > 0"),
+    (
+        "hardware_ecc_events_total",
+        "sum by (instance_id, neuron_device_index, event_type) (hardware_ecc_events_total) > 0",
+    ),
     ("system_vcpu_usage_ratio", "max by (instance_id, usage_type) (system_vcpu_usage_ratio)"),
     ("system_memory_total_bytes", "max by (instance_id) (system_memory_total_bytes)"),
     ("system_memory_used_bytes", "max by (instance_id) (system_memory_used_bytes)"),
@@ -84,7 +88,9 @@ class _Link:
         up_for_s = time.monotonic() - self.up_since_s if self.up_since_s is not None else 0.0
         self.failures = self.backoff.failures_after(self.failures, up_for_s)
         self.up_since_s = None
-        return SourceEvent(self.source_id, self.kind, time.time(), "down", error), self.backoff.delay_s(self.failures, self.rng)
+        return SourceEvent(self.source_id, self.kind, time.time(), "down", error), self.backoff.delay_s(
+            self.failures, self.rng
+        )
 
     async def outage(self, error: str) -> AsyncIterator[SourceEvent]:
         """A failed attempt: "down" with the error, the backoff wait, then "connecting" again."""
@@ -177,8 +183,10 @@ def host_lines(answers: list[tuple[str | None, bytes]], interval_s: float, eval_
         except Exception as exc:  # noqa: BLE001 - any failure to read one answer is that answer's fault
             raise AnswerUnreadable(f"unreadable query answer ({type(exc).__name__})") from None
     return [
-        json.dumps({"interval_s": interval_s, "eval_s": eval_s, "instance_id": instance_id, "samples": samples},
-                   separators=(",", ":"))
+        json.dumps(
+            {"interval_s": interval_s, "eval_s": eval_s, "instance_id": instance_id, "samples": samples},
+            separators=(",", ":"),
+        )
         for instance_id, samples in sorted(hosts.items())
     ]
 
@@ -201,10 +209,12 @@ async def promql_lines(
         started_s = time.monotonic()
         eval_s = round(time.time(), 3)
         try:
-            bodies = await asyncio.gather(*(
-                fetch_async(query_url(base_url, query, eval_s), token, timeout_s, MAX_BODY_BYTES)
-                for _, query in SERVER_QUERIES
-            ))
+            bodies = await asyncio.gather(
+                *(
+                    fetch_async(query_url(base_url, query, eval_s), token, timeout_s, MAX_BODY_BYTES)
+                    for _, query in SERVER_QUERIES
+                )
+            )
             answers = [(name, body) for (name, _), body in zip(SERVER_QUERIES, bodies, strict=True)]
             lines = await asyncio.to_thread(host_lines, answers, interval_s, eval_s)
         except AnswerUnreadable as exc:

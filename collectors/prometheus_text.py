@@ -37,8 +37,12 @@ _ESCAPE = re.compile(r'\\[\\n"]')
 _UNESCAPED = {"\\\\": "\\", "\\n": "\n", '\\"': '"'}
 # prometheus_client splits comment lines on ASCII whitespace only (string.whitespace).
 _COMMENT_SPLIT = re.compile(r"[ \t\n\r\x0b\x0c]+")
-_TYPE_SUFFIXES = {"counter": ("",), "gauge": ("",), "summary": ("_count", "_sum", ""),
-                  "histogram": ("_count", "_sum", "_bucket")}
+_TYPE_SUFFIXES = {
+    "counter": ("",),
+    "gauge": ("",),
+    "summary": ("_count", "_sum", ""),
+    "histogram": ("_count", "_sum", "_bucket"),
+}
 # The types prometheus_client accepts (metrics_core.METRIC_TYPES, and "untyped").
 _TYPES = {"counter", "gauge", "summary", "histogram", "gaugehistogram", "unknown", "info", "stateset", "untyped"}
 
@@ -123,9 +127,9 @@ def _read_sample(line: str, names: set[str]) -> tuple[str, dict[str, str], str]:
             labels, rest = _escaped_block(line, brace)
         else:
             end = line.rfind("}")
-            labels, rest = _plain_labels(line[brace + 1:end], names), line[end + 1:]
+            labels, rest = _plain_labels(line[brace + 1 : end], names), line[end + 1 :]
     if labels is None or not _NAME.fullmatch(name) or rest[:1] not in (" ", "\t"):
-        raise ExpositionError(f"not a sample line (name{{label=\"value\",...}} value): {line[:120]!r}")
+        raise ExpositionError(f'not a sample line (name{{label="value",...}} value): {line[:120]!r}')
     return name, labels, rest
 
 
@@ -134,7 +138,7 @@ def _escaped_block(line: str, brace: int) -> tuple[dict[str, str] | None, str]:
     block = _BLOCK.match(line, brace)
     if block is None:
         return None, ""
-    return _escaped_labels(block.group(1)), line[block.end():]
+    return _escaped_labels(block.group(1)), line[block.end() :]
 
 
 def _first_blank(line: str) -> int:
@@ -150,7 +154,7 @@ def _sample_name(line: str) -> str:
     if brace >= 0 and " # " not in line[:brace]:
         return line[:brace].strip()
     blank = _first_blank(line)
-    return line[:blank if blank < len(line) else -1].strip()
+    return line[: blank if blank < len(line) else -1].strip()
 
 
 def samples(body: str, wanted: tuple[str, ...]) -> list[Sample]:
@@ -183,9 +187,9 @@ def samples(body: str, wanted: tuple[str, ...]) -> list[Sample]:
                     found, rest = _escaped_block(line, brace)
                 else:
                     end = line.rfind("}")
-                    found, rest = _plain_labels(line[brace + 1:end], names), line[end + 1:]
+                    found, rest = _plain_labels(line[brace + 1 : end], names), line[end + 1 :]
                 if found is None or rest[:1] not in (" ", "\t"):
-                    raise ExpositionError(f"not a sample line (name{{label=\"value\",...}} value): {line[:120]!r}")
+                    raise ExpositionError(f'not a sample line (name{{label="value",...}} value): {line[:120]!r}')
                 labels = found
         else:
             # `_created` series (a counter's creation time) are never read: only their name counts.
@@ -202,8 +206,13 @@ def samples(body: str, wanted: tuple[str, ...]) -> list[Sample]:
             text = rest[1:]
             # The common value, `1.5` or `2e+09` after one blank: float() reads it as
             # prometheus_client does (int() would refuse it). Anything else is read in full.
-            if (rest[0] == " " and ("." in text or "e" in text) and "_" not in text and " " not in text
-                    and "\t" not in text):
+            if (
+                rest[0] == " "
+                and ("." in text or "e" in text)
+                and "_" not in text
+                and " " not in text
+                and "\t" not in text
+            ):
                 try:
                     out.append((name, labels, float(text)))
                     continue

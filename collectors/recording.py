@@ -96,7 +96,7 @@ def _fsync_folder(folder: Path) -> None:
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 class Recorder:
@@ -109,10 +109,18 @@ class Recorder:
     and a replay tell simulated data from live by it, not by the header's mode.
     """
 
-    def __init__(self, target: Path, folder: bool, evidence: str, ultraservers: dict[str, str],
-                 rotation: Rotation | None = None, known_hosts: Callable[[], Collection[str]] | None = None,
-                 on_file: Callable[[Path], None] | None = None, monotonic: Callable[[], float] = time.monotonic,
-                 simulated_sources: Callable[[], Collection[str]] | None = None):
+    def __init__(
+        self,
+        target: Path,
+        folder: bool,
+        evidence: str,
+        ultraservers: dict[str, str],
+        rotation: Rotation | None = None,
+        known_hosts: Callable[[], Collection[str]] | None = None,
+        on_file: Callable[[Path], None] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        simulated_sources: Callable[[], Collection[str]] | None = None,
+    ):
         self.target = target
         self.folder = folder
         self.rotation = rotation or Rotation()
@@ -122,8 +130,14 @@ class Recorder:
         self.monotonic = monotonic  # rotation by age and the fsync interval
         self.started_s = time.time()
         self.session_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(self.started_s))
-        self._header: dict[str, Any] = dict(recording=SCHEMA, tool=f"trnwatch {__version__}", started=self.started_s,
-                            evidence=evidence, ultraservers=ultraservers, session=self.session_id)
+        self._header: dict[str, Any] = dict(
+            recording=SCHEMA,
+            tool=f"trnwatch {__version__}",
+            started=self.started_s,
+            evidence=evidence,
+            ultraservers=ultraservers,
+            session=self.session_id,
+        )
         self.files: list[Path] = []
         self.frames = 0
         self.bytes_written = 0
@@ -221,12 +235,18 @@ class Recorder:
     def _cut(self) -> None:
         encoder = self._encoder
         hosts = self.known_hosts()
-        new_sources = {} if len(self._sources_seen) == len(self._sources_cataloged) else {
-            k: v for k, v in self._sources_seen.items() if k not in self._sources_cataloged}
+        new_sources = (
+            {}
+            if len(self._sources_seen) == len(self._sources_cataloged)
+            else {k: v for k, v in self._sources_seen.items() if k not in self._sources_cataloged}
+        )
         new_hosts = [] if len(hosts) == len(self._hosts_cataloged) else sorted(set(hosts) - self._hosts_cataloged)
         simulated = self.simulated_sources()
-        new_simulated = ([] if len(simulated) == len(self._simulated_cataloged)
-                         else sorted(set(simulated) - self._simulated_cataloged))
+        new_simulated = (
+            []
+            if len(simulated) == len(self._simulated_cataloged)
+            else sorted(set(simulated) - self._simulated_cataloged)
+        )
         if new_sources or new_hosts or new_simulated:
             encoder.add_catalog(new_sources, new_hosts, new_simulated)
             self._sources_cataloged.update(new_sources)
@@ -254,8 +274,10 @@ class Recorder:
 
     def _rotation_due(self) -> bool:
         r = self.rotation
-        return bool((r.max_bytes and self._offset >= r.max_bytes)
-                    or (r.max_age_s and self.monotonic() - self._file_opened_s >= r.max_age_s))
+        return bool(
+            (r.max_bytes and self._offset >= r.max_bytes)
+            or (r.max_age_s and self.monotonic() - self._file_opened_s >= r.max_age_s)
+        )
 
     def _open_part(self) -> None:
         part = len(self.files)
@@ -298,6 +320,6 @@ class Recorder:
 
     def _drop_old_parts(self, retain: int) -> None:
         parts = sorted(self.target.glob(PART_GLOB))
-        for old in parts[:max(0, len(parts) - retain)]:
+        for old in parts[: max(0, len(parts) - retain)]:
             old.unlink(missing_ok=True)
             index_path(old).unlink(missing_ok=True)

@@ -68,8 +68,9 @@ class FrameInfo(NamedTuple):
         return self.offset + self.frame_bytes
 
     def index_record(self) -> bytes:
-        return _INDEX.pack(self.t_first_s, self.t_last_s, self.offset, self.frame_bytes, self.raw_bytes,
-                           self.entries, self.flags)
+        return _INDEX.pack(
+            self.t_first_s, self.t_last_s, self.offset, self.frame_bytes, self.raw_bytes, self.entries, self.flags
+        )
 
 
 class FrameEncoder:
@@ -85,12 +86,16 @@ class FrameEncoder:
 
     def add(self, item: Line | SourceEvent) -> None:
         if isinstance(item, SourceEvent):
-            self._head({"t": item.t_s, "src": item.source_id, "kind": item.kind, "event": item.event,
-                        "error": item.error}, item.t_s)
+            self._head(
+                {"t": item.t_s, "src": item.source_id, "kind": item.kind, "event": item.event, "error": item.error},
+                item.t_s,
+            )
             self.flags |= EVENTS
         elif item.oversize_bytes:
-            self._head({"t": item.received_s, "src": item.source_id, "kind": item.kind,
-                        "oversize": item.oversize_bytes}, item.received_s)
+            self._head(
+                {"t": item.received_s, "src": item.source_id, "kind": item.kind, "oversize": item.oversize_bytes},
+                item.received_s,
+            )
         else:
             # The hot path (every line): the head's source and kind are encoded once per source.
             key = (item.source_id, item.kind)
@@ -127,10 +132,26 @@ class FrameEncoder:
     def take(self, offset: int, flags: int = 0) -> tuple[bytes, FrameInfo]:
         """The frame's bytes (meta + zstd) and its index record; the encoder starts a new frame."""
         data = self._compressor.compress(self.buffer)
-        info = FrameInfo(self.t_first_s, self.t_last_s, offset, META_BYTES + len(data), len(self.buffer),
-                         self.entries, self.flags | flags)
-        meta = _META.pack(SKIPPABLE_MAGIC, _META_PAYLOAD_BYTES, info.t_first_s, info.t_last_s, len(data),
-                          info.raw_bytes, zlib.crc32(data), info.entries, info.flags)
+        info = FrameInfo(
+            self.t_first_s,
+            self.t_last_s,
+            offset,
+            META_BYTES + len(data),
+            len(self.buffer),
+            self.entries,
+            self.flags | flags,
+        )
+        meta = _META.pack(
+            SKIPPABLE_MAGIC,
+            _META_PAYLOAD_BYTES,
+            info.t_first_s,
+            info.t_last_s,
+            len(data),
+            info.raw_bytes,
+            zlib.crc32(data),
+            info.entries,
+            info.flags,
+        )
         self.buffer = bytearray()
         self.entries = self.flags = 0
         return meta + data, info
@@ -174,7 +195,7 @@ def decompress_frame(buf: bytes, info: FrameInfo) -> bytes:
     found = parse_meta(buf, info.offset)
     if found != info:
         raise FrameError("corrupt", f"frame at byte {info.offset} does not match its index record")
-    data = buf[META_BYTES:info.frame_bytes]
+    data = buf[META_BYTES : info.frame_bytes]
     if zlib.crc32(data) != _META.unpack_from(buf)[6]:
         raise FrameError("corrupt", f"frame at byte {info.offset} fails its CRC")
     try:
@@ -182,7 +203,9 @@ def decompress_frame(buf: bytes, info: FrameInfo) -> bytes:
     except zstandard.ZstdError as exc:
         raise FrameError("corrupt", f"frame at byte {info.offset}: {exc}") from None
     if len(raw) != info.raw_bytes:
-        raise FrameError("corrupt", f"frame at byte {info.offset} decompresses to {len(raw)} bytes, not {info.raw_bytes}")
+        raise FrameError(
+            "corrupt", f"frame at byte {info.offset} decompresses to {len(raw)} bytes, not {info.raw_bytes}"
+        )
     return raw
 
 
@@ -212,9 +235,9 @@ def frame_entries(raw: bytes, bad: Counter) -> Iterator[Line | SourceEvent | Cat
             t = float(head["t"])
             if "n" in head:
                 n = int(head["n"])
-                if n < 0 or raw[pos + n:pos + n + 1] != b"\n":
+                if n < 0 or raw[pos + n : pos + n + 1] != b"\n":
                     raise ValueError("body length does not match")
-                text = raw[pos:pos + n].decode("utf-8", "surrogatepass")
+                text = raw[pos : pos + n].decode("utf-8", "surrogatepass")
                 pos += n + 1
                 yield Line(head["src"], head["kind"], t, text)
             elif "event" in head:
@@ -223,8 +246,12 @@ def frame_entries(raw: bytes, bad: Counter) -> Iterator[Line | SourceEvent | Cat
                 yield Line(head["src"], head["kind"], t, "", int(head["oversize"]))
             elif "catalog" in head:
                 catalog = head["catalog"]
-                yield CatalogEntry(t, {str(k): str(v) for k, v in catalog["sources"].items()},
-                                   [str(h) for h in catalog["hosts"]], [str(i) for i in catalog.get("simulated", [])])
+                yield CatalogEntry(
+                    t,
+                    {str(k): str(v) for k, v in catalog["sources"].items()},
+                    [str(h) for h in catalog["hosts"]],
+                    [str(i) for i in catalog.get("simulated", [])],
+                )
             else:
                 raise ValueError("unknown entry")
         except (ValueError, KeyError, TypeError, AttributeError):

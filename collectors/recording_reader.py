@@ -164,8 +164,12 @@ class _V2File:
         against its meta anyway."""
         offsets = list(map(itemgetter(OFFSET), index))
         end = offsets[-1] + index[-1][FRAME_BYTES]
-        return (offsets[0] == data_start and end <= self.size_bytes and offsets == sorted(offsets)
-                and data_start + sum(map(itemgetter(FRAME_BYTES), index)) == end)
+        return (
+            offsets[0] == data_start
+            and end <= self.size_bytes
+            and offsets == sorted(offsets)
+            and data_start + sum(map(itemgetter(FRAME_BYTES), index)) == end
+        )
 
     def _resync(self, pos: int) -> int:
         """The offset of the next frame meta's magic at or after `pos` (the file's end if none)."""
@@ -244,7 +248,9 @@ def _open_file(path: Path, stats: ReadStats) -> _V1File | _V2File:
     except ValueError:
         raise RecordingError(f"{path} is not a trnwatch recording (no {SCHEMA} or {SCHEMA_V1} header)") from None
     if header.recording != SCHEMA_V1:
-        raise RecordingError(f"{path} is a {header.recording!r} recording; this trnwatch reads {SCHEMA} and {SCHEMA_V1}")
+        raise RecordingError(
+            f"{path} is a {header.recording!r} recording; this trnwatch reads {SCHEMA} and {SCHEMA_V1}"
+        )
     return _V1File(path, header, stats)
 
 
@@ -328,8 +334,9 @@ class TimeArg:
         return span[0] + self.offset_s if self.offset_s >= 0 else span[1] + self.offset_s
 
 
-async def replay_lines(recording: Recording, speed: float, from_s: float | None = None,
-                       to_s: float | None = None) -> AsyncIterator[Line | SourceEvent]:
+async def replay_lines(
+    recording: Recording, speed: float, from_s: float | None = None, to_s: float | None = None
+) -> AsyncIterator[Line | SourceEvent]:
     """Yield recorded lines and source events with their recorded times, paced at `speed` x
     real time from the first line on (0 = as fast as possible)."""
     start_wall = 0.0
@@ -410,7 +417,16 @@ def describe(recording: Recording) -> RecordingInfo:
                 elif isinstance(entry, SourceEvent):
                     sources.setdefault(entry.source_id, entry.kind)
     v1 = recording.schema == SCHEMA_V1
-    return RecordingInfo(recording.schema, len(recording.files),
-                         recorded_evidence(recording.header.evidence, simulated), sorted(simulated), recording.span(),
-                         dict(sorted(sources.items())), None if v1 else sorted(hosts), frames,
-                         recording.size_bytes, raw_bytes, Counter(recording.stats.skipped))
+    return RecordingInfo(
+        recording.schema,
+        len(recording.files),
+        recorded_evidence(recording.header.evidence, simulated),
+        sorted(simulated),
+        recording.span(),
+        dict(sorted(sources.items())),
+        None if v1 else sorted(hosts),
+        frames,
+        recording.size_bytes,
+        raw_bytes,
+        Counter(recording.stats.skipped),
+    )

@@ -91,8 +91,9 @@ def exit_message(status: int | None, last_stderr_line: str) -> str:
     if status is None:
         return f"ssh was stopped (SIGKILL) and did not report its exit{said}"
     if status == 255:
-        return last_stderr_line or ("ssh exited with status 255 and no message "
-                                    "(connection closed, or the remote command was killed)")
+        return last_stderr_line or (
+            "ssh exited with status 255 and no message (connection closed, or the remote command was killed)"
+        )
     if status < 0:
         return f"ssh was killed by signal {-status}{said}"
     if status == 0:
@@ -143,7 +144,10 @@ async def ssh_run_lines(argv: list[str], stdin_bytes: bytes, source_id: str) -> 
     `SourceLost` with the reason (a remote monitor is never expected to finish)."""
     try:
         proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
             # Own process group: Ctrl-C in the terminal reaches trnwatch, which then stops each
             # ssh in order, instead of 36 ssh processes dying under it at once.
             start_new_session=True,

@@ -167,8 +167,12 @@ async def neuron_monitor_lines(executable: str, period_s: float, source_id: str 
         config.write_text(json.dumps(neuron_monitor_config(period_s)))
         try:
             proc = await asyncio.create_subprocess_exec(
-                executable, "-c", str(config),
-                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                executable,
+                "-c",
+                str(config),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
             )
         except OSError as exc:
             raise SourceLost(f"cannot start {executable}: {exc.strerror or exc}") from None

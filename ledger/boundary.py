@@ -2,9 +2,26 @@
 comparison requires equal, and how versions and mixed values are spelled."""
 
 BOUNDARY_FIELDS = (
-    "scope", "chips", "hosts", "ultraservers", "ranks", "fabric", "instance_type", "device_type", "lnc",
-    "compiler_version", "framework_version", "model", "params", "precision", "global_batch", "micro_batch",
-    "seq_len", "sequence_lengths", "parallel", "evidence",
+    "scope",
+    "chips",
+    "hosts",
+    "ultraservers",
+    "ranks",
+    "fabric",
+    "instance_type",
+    "device_type",
+    "lnc",
+    "compiler_version",
+    "framework_version",
+    "model",
+    "params",
+    "precision",
+    "global_batch",
+    "micro_batch",
+    "seq_len",
+    "sequence_lengths",
+    "parallel",
+    "evidence",
 )
 COMPILER_KEYS = ("neuronx-cc", "neuronx_cc", "neuron-cc", "compiler")
 FRAMEWORK_KEYS = ("torch-neuronx", "torch_neuronx", "torchneuron", "torch", "jax", "framework")
@@ -19,7 +36,7 @@ def one_value(values) -> str | None:
 
 
 def version_of(versions: dict | None, keys: tuple[str, ...]) -> str | None:
-    """"<package> <version>" of the first of `keys` the job's versions name."""
+    """ "<package> <version>" of the first of `keys` the job's versions name."""
     for key in keys:
         if versions and versions.get(key):
             return f"{key} {versions[key]}"

@@ -31,15 +31,24 @@ from trnwatch.ledger.boundary import (
 )
 
 # names people may type for a field (`--allow-mismatch world_size`)
-FIELD_ALIASES = {"world_size": "ranks", "world": "ranks", "chip_count": "chips", "seq": "seq_len",
-                 "sequence_length": "seq_len", "parameters": "params", "compiler": "compiler_version",
-                 "framework": "framework_version"}
+FIELD_ALIASES = {
+    "world_size": "ranks",
+    "world": "ranks",
+    "chip_count": "chips",
+    "seq": "seq_len",
+    "sequence_length": "seq_len",
+    "parameters": "params",
+    "compiler": "compiler_version",
+    "framework": "framework_version",
+}
 BOOTSTRAP_RESAMPLES = 1000
 MIN_SAMPLES = 5
 CONFIDENCE = 0.95
-NOISE_METHOD = (f"95% percentile-bootstrap interval of the percent change ({BOOTSTRAP_RESAMPLES} resamples of each "
-                "receipt's steady step-time samples, fixed seed); tokens/s from the ratio of mean step times "
-                "(tokens per step taken as equal); needs at least 5 samples per receipt, else noise unknown")
+NOISE_METHOD = (
+    f"95% percentile-bootstrap interval of the percent change ({BOOTSTRAP_RESAMPLES} resamples of each "
+    "receipt's steady step-time samples, fixed seed); tokens/s from the ratio of mean step times "
+    "(tokens per step taken as equal); needs at least 5 samples per receipt, else noise unknown"
+)
 
 
 class CompareError(ValueError):
@@ -114,13 +123,23 @@ def boundary_of(receipt: dict) -> dict[str, object]:
         scope = "none" if not hosts else "host" if len(hosts) == 1 else None
         chips, n_hosts, ultraservers = len(receipt.get("chips") or []) or None, len(hosts), len(us)
     return {
-        "scope": scope, "chips": chips, "hosts": n_hosts, "ultraservers": ultraservers,
-        "ranks": ranks.get("world_size"), "fabric": None,
-        "instance_type": one_value(h.get("instance_type") for h in hosts), "device_type": one_value(h.get("device_type") for h in hosts),
-        "lnc": lnc, "compiler_version": version_of(job.get("versions"), COMPILER_KEYS),
+        "scope": scope,
+        "chips": chips,
+        "hosts": n_hosts,
+        "ultraservers": ultraservers,
+        "ranks": ranks.get("world_size"),
+        "fabric": None,
+        "instance_type": one_value(h.get("instance_type") for h in hosts),
+        "device_type": one_value(h.get("device_type") for h in hosts),
+        "lnc": lnc,
+        "compiler_version": version_of(job.get("versions"), COMPILER_KEYS),
         "framework_version": version_of(job.get("versions"), FRAMEWORK_KEYS),
-        "model": model.get("name"), "params": model.get("params"), "precision": job.get("precision"),
-        "global_batch": job.get("global_batch"), "micro_batch": job.get("micro_batch"), "seq_len": job.get("seq_len"),
+        "model": model.get("name"),
+        "params": model.get("params"),
+        "precision": job.get("precision"),
+        "global_batch": job.get("global_batch"),
+        "micro_batch": job.get("micro_batch"),
+        "seq_len": job.get("seq_len"),
         "sequence_lengths": None,
         "parallel": parallel_text(parallel),
         "evidence": receipt.get("evidence"),
@@ -134,8 +153,11 @@ def _steady(r: dict) -> dict:
     """tokens/s, step-time percentiles and samples: the steady segment, else the old job throughput."""
     seg = (r.get("segments") or {}).get("steady")
     if seg:
-        return {"tokens_per_s": seg.get("tokens_per_s"), "step_time_s": seg.get("step_time_s") or {},
-                "samples": seg.get("step_time_samples_s") or []}
+        return {
+            "tokens_per_s": seg.get("tokens_per_s"),
+            "step_time_s": seg.get("step_time_s") or {},
+            "samples": seg.get("step_time_samples_s") or [],
+        }
     t = (r.get("job") or {}).get("throughput") or {}
     return {"tokens_per_s": t.get("tokens_per_s"), "step_time_s": t.get("step_time_s") or {}, "samples": []}
 
@@ -150,8 +172,9 @@ def _interval(values: list[float]) -> tuple[float, float]:
     return round(_nearest_rank(ordered, tail), 3), round(_nearest_rank(ordered, 100 - tail), 3)
 
 
-def bootstrap_pct_change(baseline: list[float], candidate: list[float], statistic, invert: bool = False,
-                         resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float, float] | None:
+def bootstrap_pct_change(
+    baseline: list[float], candidate: list[float], statistic, invert: bool = False, resamples: int = BOOTSTRAP_RESAMPLES
+) -> tuple[float, float] | None:
     """95% bootstrap interval of the percent change of `statistic` from baseline to candidate (of
     its reciprocal with `invert`, e.g. throughput from step time); None with too few samples."""
     if len(baseline) < MIN_SAMPLES or len(candidate) < MIN_SAMPLES:
@@ -216,31 +239,63 @@ def figures(baseline: dict, candidate: dict) -> tuple[list[Figure], list[str]]:
     """Every figure of both receipts with its change, and notes on what could not be compared."""
     notes: list[str] = []
     b, c = _steady(baseline), _steady(candidate)
-    out = [_figure("steady tokens/s", "tokens/s", "higher", b["tokens_per_s"], c["tokens_per_s"],
-                   bootstrap_pct_change(b["samples"], c["samples"], fmean, invert=True))]
+    out = [
+        _figure(
+            "steady tokens/s",
+            "tokens/s",
+            "higher",
+            b["tokens_per_s"],
+            c["tokens_per_s"],
+            bootstrap_pct_change(b["samples"], c["samples"], fmean, invert=True),
+        )
+    ]
     for q in (50, 90, 99):
         key = f"p{q}"
-        out.append(_figure(f"step time {key}", "s", "lower", b["step_time_s"].get(key), c["step_time_s"].get(key),
-                           bootstrap_pct_change(b["samples"], c["samples"], _percentile_of(q))))
+        out.append(
+            _figure(
+                f"step time {key}",
+                "s",
+                "lower",
+                b["step_time_s"].get(key),
+                c["step_time_s"].get(key),
+                bootstrap_pct_change(b["samples"], c["samples"], _percentile_of(q)),
+            )
+        )
     if len(b["samples"]) < MIN_SAMPLES or len(c["samples"]) < MIN_SAMPLES:
         notes.append("step-time noise unknown: a receipt carries fewer than 5 steady step-time samples")
     cb, cc = _collectives(baseline), _collectives(candidate)
     for op in sorted(set(cb) | set(cc)):
         for key in ("p50", "p99"):
-            out.append(_figure(f"collective {op} latency {key}", "s", "lower",
-                               ((cb.get(op) or {}).get("latency_s") or {}).get(key),
-                               ((cc.get(op) or {}).get("latency_s") or {}).get(key)))
+            out.append(
+                _figure(
+                    f"collective {op} latency {key}",
+                    "s",
+                    "lower",
+                    ((cb.get(op) or {}).get("latency_s") or {}).get(key),
+                    ((cc.get(op) or {}).get("latency_s") or {}).get(key),
+                )
+            )
     out.append(_figure("cold compile", "s", "lower", _cold_compile_s(baseline), _cold_compile_s(candidate)))
     out.append(_figure("restart to first step (mean)", "s", "lower", _restart_s(baseline), _restart_s(candidate)))
     gb, gc = baseline.get("goodput") or {}, candidate.get("goodput") or {}
     out.append(_figure("goodput", "%", "higher", gb.get("goodput_pct"), gc.get("goodput_pct")))
     out.append(_figure("productive step time", "s", "higher", gb.get("productive_s"), gc.get("productive_s")))
     for cause in sorted(set(gb.get("badput_s") or {}) | set(gc.get("badput_s") or {})):
-        out.append(_figure(f"badput {cause.replace('_', ' ')}", "s", "lower", (gb.get("badput_s") or {}).get(cause),
-                           (gc.get("badput_s") or {}).get(cause)))
+        out.append(
+            _figure(
+                f"badput {cause.replace('_', ' ')}",
+                "s",
+                "lower",
+                (gb.get("badput_s") or {}).get(cause),
+                (gc.get("badput_s") or {}).get(cause),
+            )
+        )
     fb, fc = baseline.get("failure_rate") or {}, candidate.get("failure_rate") or {}
-    for key, name in (("rank_failures_per_hour", "rank failures per hour"), ("restarts_per_hour", "restarts per hour"),
-                      ("execution_errors_per_1000", "execution errors per 1,000 executions")):
+    for key, name in (
+        ("rank_failures_per_hour", "rank failures per hour"),
+        ("restarts_per_hour", "restarts per hour"),
+        ("execution_errors_per_1000", "execution errors per 1,000 executions"),
+    ):
         out.append(_figure(name, "", "lower", fb.get(key), fc.get(key)))
     chips_b, chips_c = len(baseline.get("chips") or []), len(candidate.get("chips") or [])
     if chips_b and chips_b == chips_c:
@@ -276,8 +331,9 @@ def _compare(baseline: dict, candidate: dict, allow: set[str]) -> Comparison:
             mismatched.append((key, vb, vc))
     allowed = [key for key, _, _ in mismatched if key in allow]
     refused = len(allowed) < len(mismatched)
-    result = Comparison(refused=refused, like_for_like=not mismatched, mismatched=mismatched, allowed=allowed,
-                        unverified=unverified)
+    result = Comparison(
+        refused=refused, like_for_like=not mismatched, mismatched=mismatched, allowed=allowed, unverified=unverified
+    )
     if not refused:
         result.figures, result.notes = figures(baseline, candidate)
     return result
@@ -321,8 +377,10 @@ def refusal_message(result: Comparison) -> str:
     for key, vb, vc in result.mismatched:
         if key not in result.allowed:
             lines.append(f"  {key}: baseline {_show(vb)}, candidate {_show(vc)}")
-    lines.append("Compare like with like, or name the fields that may differ: --allow-mismatch FIELD[,FIELD] "
-                 "(the output is then labelled 'not like for like').")
+    lines.append(
+        "Compare like with like, or name the fields that may differ: --allow-mismatch FIELD[,FIELD] "
+        "(the output is then labelled 'not like for like')."
+    )
     return "\n".join(lines)
 
 
@@ -339,19 +397,29 @@ def render_markdown(result: Comparison, baseline_name: str, candidate_name: str)
         lines.append("**Like for like**: every boundary field known on both sides matches.")
     else:
         fields = ", ".join(f"{k} ({_show(b)} vs {_show(c)})" for k, b, c in result.mismatched)
-        lines.append(f"**NOT LIKE FOR LIKE**: allowed to differ: {fields}. These figures do not support a "
-                     "like-for-like claim.")
+        lines.append(
+            f"**NOT LIKE FOR LIKE**: allowed to differ: {fields}. These figures do not support a like-for-like claim."
+        )
     if result.unverified:
         lines.append("")
-        lines.append("Boundary fields unknown on one or both sides (not verified): " + ", ".join(
-            f"{k} ({_show(b)} vs {_show(c)})" for k, b, c in result.unverified))
-    lines += ["", f"Baseline: `{_show(baseline_name)}`; candidate: `{_show(candidate_name)}`.", "",
-              "| figure | baseline | candidate | change | change % | exceeds noise |", "|---|---|---|---|---|---|"]
+        lines.append(
+            "Boundary fields unknown on one or both sides (not verified): "
+            + ", ".join(f"{k} ({_show(b)} vs {_show(c)})" for k, b, c in result.unverified)
+        )
+    lines += [
+        "",
+        f"Baseline: `{_show(baseline_name)}`; candidate: `{_show(candidate_name)}`.",
+        "",
+        "| figure | baseline | candidate | change | change % | exceeds noise |",
+        "|---|---|---|---|---|---|",
+    ]
     for f in result.figures:
         pct = "n/a" if f.change_pct is None else f"{f.change_pct:+.2f}%"
         change = "n/a" if f.change is None else ("+" if f.change >= 0 else "-") + _with_unit(abs(f.change), f.unit)
-        lines.append(f"| {_show(f.name)} ({f.better} is better) | {_with_unit(f.baseline, f.unit)} | "
-                     f"{_with_unit(f.candidate, f.unit)} | {change} | {pct} | {_noise(f)} |")
+        lines.append(
+            f"| {_show(f.name)} ({f.better} is better) | {_with_unit(f.baseline, f.unit)} | "
+            f"{_with_unit(f.candidate, f.unit)} | {change} | {pct} | {_noise(f)} |"
+        )
     lines += [""] + [f"- {note}" for note in result.notes]
     lines += [f"- Noise: {NOISE_METHOD}.", ""]
     return "\n".join(lines)

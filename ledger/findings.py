@@ -39,7 +39,11 @@ LEAK_RISING_SHARE = 0.75
 LEAK_PEER_FACTOR = 4.0
 # Job verdicts that are findings, by severity; the others (steady, compiling, finished, ...) are not.
 JOB_SEVERITY: dict[str, Severity] = {
-    "failed": "critical", "dead": "critical", "stalled": "critical", "late": "critical", "hung": "critical",
+    "failed": "critical",
+    "dead": "critical",
+    "stalled": "critical",
+    "late": "critical",
+    "hung": "critical",
     "slow": "error",
 }
 NOT_STEADY_VERDICTS = ("compiling", "no-data")  # start-up allocates on every chip; a checkpoint does not
@@ -117,15 +121,23 @@ def trend_at_s(host: HostState, now_s: float) -> float:
 def _rising_trends(ledger: "Ledger", host: HostState, now_s: float) -> tuple[HbmTrend | None, ...]:
     """Per chip of `host`: its HBM trend when it rose lately (`_rose_lately`), else None."""
     at_s = trend_at_s(host, now_s)
-    return per_report(ledger, host, "hbm-rising",
-                      lambda h: tuple(hbm_trend(c, at_s) if _rose_lately(c, at_s) else None for c in h.chips), at_s)
+    return per_report(
+        ledger,
+        host,
+        "hbm-rising",
+        lambda h: tuple(hbm_trend(c, at_s) if _rose_lately(c, at_s) else None for c in h.chips),
+        at_s,
+    )
 
 
 def _uncorrected(ledger: "Ledger", host: HostState) -> tuple[tuple[int, ChipEcc], ...]:
     """(chip index, ECC) of the host's chips with uncorrected errors (computed once per report)."""
-    return per_report(ledger, host, "ecc-uncorrected",
-                      lambda h: tuple((c.index, e) for c, e in zip(h.chips, host_ecc(ledger, h), strict=True)
-                                    if e.uncorrected))
+    return per_report(
+        ledger,
+        host,
+        "ecc-uncorrected",
+        lambda h: tuple((c.index, e) for c, e in zip(h.chips, host_ecc(ledger, h), strict=True) if e.uncorrected),
+    )
 
 
 def _leaking(trend: HbmTrend | None, peer_rate_bytes_per_s: float) -> TypeGuard[HbmTrend]:
@@ -198,10 +210,16 @@ def _job_finding(ledger: "Ledger", diagnosis: JobDiagnosis | None) -> Finding | 
         return Finding(severity, "job", "job", label, Site(), diagnosis.reason, "")
     suspect = diagnosis.suspects[0]
     host = ledger.host_named(suspect.host) if suspect.host else None
-    site = Site(host_id=host.host_id if host else None,
-                host=_host_name(host) if host else suspect.host,
-                ultraserver=ledger.ultraserver_of(host) if host else None,
-                chip=suspect.chip, core=suspect.core, rank=suspect.rank, region=suspect.region, step=suspect.step)
+    site = Site(
+        host_id=host.host_id if host else None,
+        host=_host_name(host) if host else suspect.host,
+        ultraserver=ledger.ultraserver_of(host) if host else None,
+        chip=suspect.chip,
+        core=suspect.core,
+        rank=suspect.rank,
+        region=suspect.region,
+        step=suspect.step,
+    )
     if diagnosis.verdict == "slow":
         evidence = suspect.evidence
         what = evidence.why
@@ -242,8 +260,17 @@ def current_findings(ledger: "Ledger", now_s: float) -> list[Finding]:
             continue
         for index, ecc in _uncorrected(ledger, host):
             what = f"{ecc.uncorrected} uncorrected ECC error{'s' if ecc.uncorrected > 1 else ''}"
-            found.append(Finding("critical", "ecc-uncorrected", "chip", "ECC", _site_of_host(ledger, host, chip=index),
-                                 what + (f", {ecc.corrected} corrected" if ecc.corrected else ""), what))
+            found.append(
+                Finding(
+                    "critical",
+                    "ecc-uncorrected",
+                    "chip",
+                    "ECC",
+                    _site_of_host(ledger, host, chip=index),
+                    what + (f", {ecc.corrected} corrected" if ecc.corrected else ""),
+                    what,
+                )
+            )
         if steady:
             trends = _rising_trends(ledger, host, now_s)
             flat += len(trends)
@@ -254,21 +281,46 @@ def current_findings(ledger: "Ledger", now_s: float) -> list[Finding]:
     peer_rate = median([0.0] * flat + [t.rate_bytes_per_s for _, _, t in rising]) if rising else 0.0
     for host, index, trend in rising:
         if _leaking(trend, peer_rate):
-            found.append(Finding("error", "hbm-leak", "chip", "LEAK", _site_of_host(ledger, host, chip=index),
-                                 f"HBM {trend_text(trend)}", f"HBM +{_mib(trend.rate_bytes_per_s)}/s", trend))
+            found.append(
+                Finding(
+                    "error",
+                    "hbm-leak",
+                    "chip",
+                    "LEAK",
+                    _site_of_host(ledger, host, chip=index),
+                    f"HBM {trend_text(trend)}",
+                    f"HBM +{_mib(trend.rate_bytes_per_s)}/s",
+                    trend,
+                )
+            )
     for source in ledger.sources.values():
         rejected = sum(source.rejected.values())
         if rejected:
-            found.append(Finding("warning", "rejected-input", "source", "REJECTED", Site(source_id=source.source_id),
-                                 f"{rejected} line{'s' if rejected > 1 else ''}: {source.last_rejection}",
-                                 f"{rejected} lines"))
+            found.append(
+                Finding(
+                    "warning",
+                    "rejected-input",
+                    "source",
+                    "REJECTED",
+                    Site(source_id=source.source_id),
+                    f"{rejected} line{'s' if rejected > 1 else ''}: {source.last_rejection}",
+                    f"{rejected} lines",
+                )
+            )
     return sorted(found, key=_order)
 
 
 def _order(f: Finding) -> tuple:
     s = f.site
-    return (SEVERITIES.index(f.severity), KIND_ORDER.index(f.kind), s.ultraserver or "", s.host or "",
-            s.chip if s.chip is not None else -1, s.rank if s.rank is not None else -1, s.source_id or "")
+    return (
+        SEVERITIES.index(f.severity),
+        KIND_ORDER.index(f.kind),
+        s.ultraserver or "",
+        s.host or "",
+        s.chip if s.chip is not None else -1,
+        s.rank if s.rank is not None else -1,
+        s.source_id or "",
+    )
 
 
 # --- text --------------------------------------------------------------------------------------------
@@ -287,7 +339,7 @@ def _duration(s: float) -> str:
 
 
 def trend_text(trend: HbmTrend) -> str:
-    """"+64 MiB/s over 30 s, full in 12 min" (or "flat", "-8 MiB/s")."""
+    """ "+64 MiB/s over 30 s, full in 12 min" (or "flat", "-8 MiB/s")."""
     rate = trend.rate_bytes_per_s
     sign = "+" if rate >= 0 else "-"
     text = f"{sign}{_mib(abs(rate))}/s over {trend.window_s:.0f} s"
@@ -323,8 +375,15 @@ def finding_text(f: Finding) -> str:
 def finding_record(f: Finding) -> dict:
     """A finding as JSON-ready data (snapshots, receipts): severity, kind, scope, site, text."""
     site = {k: getattr(f.site, k) for k in Site.__slots__ if getattr(f.site, k) is not None}
-    record: dict[str, Any] = {"severity": f.severity, "kind": f.kind, "scope": f.scope, "label": f.label, "site": site,
-              "what": f.what, "text": finding_text(f)}
+    record: dict[str, Any] = {
+        "severity": f.severity,
+        "kind": f.kind,
+        "scope": f.scope,
+        "label": f.label,
+        "site": site,
+        "what": f.what,
+        "text": finding_text(f),
+    }
     if f.trend is not None:
         record["hbm_rate_bytes_per_s"] = round(f.trend.rate_bytes_per_s, 1)
         record["hbm_time_to_full_s"] = None if f.trend.time_to_full_s is None else round(f.trend.time_to_full_s, 1)
@@ -352,8 +411,9 @@ class ChipToLook:
     why: str
 
 
-def chips_to_look_at(ledger: "Ledger", hosts: list[HostState], now_s: float, findings: list[Finding] | tuple,
-                     limit: int) -> list[ChipToLook]:
+def chips_to_look_at(
+    ledger: "Ledger", hosts: list[HostState], now_s: float, findings: list[Finding] | tuple, limit: int
+) -> list[ChipToLook]:
     """The fresh chips of `hosts` that most need a look, with why, in the direction the
     findings point: uncorrected ECC first, then the chips the findings name (a suspect rank's
     chip, a leaking chip), then the chips furthest from their peers' median utilisation (the

@@ -181,7 +181,9 @@ class HostState:
     lnc: int | None = None
     cores_per_chip: int | None = None
     chips: list[ChipState] = field(default_factory=list)
-    runtimes: dict[tuple[int | None, str], RuntimeState] = field(default_factory=dict)  # (pid, tag); no pid from Prometheus
+    runtimes: dict[tuple[int | None, str], RuntimeState] = field(
+        default_factory=dict
+    )  # (pid, tag); no pid from Prometheus
     reports: int = 0
     first_s: float | None = None
     last_s: float | None = None
@@ -302,8 +304,11 @@ class HostState:
             prior = frame.core_util.get(core)
             if prior is None or util > prior.util_pct:
                 split = c.physical
-                physical = {k: p.neuroncore_utilization for k, p in split.items()
-                            if p.neuroncore_utilization is not None} if split else {}
+                physical = (
+                    {k: p.neuroncore_utilization for k, p in split.items() if p.neuroncore_utilization is not None}
+                    if split
+                    else {}
+                )
                 flops = c.flops if c.flops is not None else c.effective_flops
                 frame.core_util[core] = CoreState(util, flops, physical)
 
@@ -334,9 +339,18 @@ class HostState:
         if mem.loaded_models is not None:
             runtime.loaded_models = [
                 LoadedModelState(
-                    m.name, m.model_id, m.is_running,
-                    tuple(sorted({s.neuron_device_index for s in (m.subgraphs or {}).values()
-                                  if s.neuron_device_index is not None})),
+                    m.name,
+                    m.model_id,
+                    m.is_running,
+                    tuple(
+                        sorted(
+                            {
+                                s.neuron_device_index
+                                for s in (m.subgraphs or {}).values()
+                                if s.neuron_device_index is not None
+                            }
+                        )
+                    ),
                 )
                 for m in mem.loaded_models
             ]

@@ -272,23 +272,44 @@ class JobLedger:
             rank.last_warning = event.message
             self.warnings += 1
             self.warning_ranks.add(event.rank)
-            self.latest_warnings.append(WarningEntry(rank=event.rank, ts=event.ts, source=event.source,
-                                                     message=event.message))
+            self.latest_warnings.append(
+                WarningEntry(rank=event.rank, ts=event.ts, source=event.source, message=event.message)
+            )
         elif isinstance(event, Error):
             failed_ts = event.failed_ts if event.failed_ts is not None and event.failed_ts <= event.ts else event.ts
             rank.error = rank.error or event.message
             self._fail(rank, "failed", failed_ts)
-            self.failures.append({"rank": event.rank, "ts": failed_ts, "kind": "error", "error": event.message,
-                                  "run_end": None, "source": event.source, "exit_code": event.exit_code,
-                                  "signal": event.signal, "restart": rank.restart})
+            self.failures.append(
+                {
+                    "rank": event.rank,
+                    "ts": failed_ts,
+                    "kind": "error",
+                    "error": event.message,
+                    "run_end": None,
+                    "source": event.source,
+                    "exit_code": event.exit_code,
+                    "signal": event.signal,
+                    "restart": rank.restart,
+                }
+            )
         elif isinstance(event, RunEnd):
             if event.status == "success":
                 rank.status = "finished"
             else:
                 self._fail(rank, event.status, event.ts)
-                self.failures.append({"rank": event.rank, "ts": event.ts, "kind": "run_end", "error": None,
-                                      "run_end": event.status, "source": None, "exit_code": None,
-                                      "signal": None, "restart": rank.restart})
+                self.failures.append(
+                    {
+                        "rank": event.rank,
+                        "ts": event.ts,
+                        "kind": "run_end",
+                        "error": None,
+                        "run_end": event.status,
+                        "source": None,
+                        "exit_code": None,
+                        "signal": None,
+                        "restart": rank.restart,
+                    }
+                )
 
     def _check(self, event: JobEvent, now_s: float) -> None:
         if self.run is not None and event.run != self.run:
@@ -301,8 +322,11 @@ class JobLedger:
                 raise JobEventRejected("job-rank-range", f"rank {event.rank} >= world size {world}")
             if len(self.ranks) >= self.max_ranks:
                 raise JobEventRejected("job-ranks-bound", f"more than {self.max_ranks} ranks")
-        if (isinstance(event, Collective) and event.op not in self.collective_count
-                and len(self.collective_count) >= MAX_COLLECTIVE_OPS):
+        if (
+            isinstance(event, Collective)
+            and event.op not in self.collective_count
+            and len(self.collective_count) >= MAX_COLLECTIVE_OPS
+        ):
             raise JobEventRejected("job-ops-bound", f"more than {MAX_COLLECTIVE_OPS} collective op names")
 
     @staticmethod
@@ -365,8 +389,17 @@ class JobLedger:
         rank.last_step, rank.last_step_ts = event.step, event.ts
         if event.step_time_s is not None:
             kind = self._step_kind(rank, event.step_time_s)
-            rank.steps.append(StepSample(event.step, event.ts, event.step_time_s, event.tokens, kind, rank.open_steps,
-                                          event.tokens_per_s_per_device))
+            rank.steps.append(
+                StepSample(
+                    event.step,
+                    event.ts,
+                    event.step_time_s,
+                    event.tokens,
+                    kind,
+                    rank.open_steps,
+                    event.tokens_per_s_per_device,
+                )
+            )
             if not rank.saw_steady:
                 rank.steps_before_steady += 1
             if kind in ("open", "late"):
@@ -382,7 +415,11 @@ class JobLedger:
 
     def _step_kind(self, rank: RankState, step_time_s: float) -> StepKind:
         others = [phase for phase in rank.open_phases if phase != "steady"]
-        if others or rank.paused_since_step or (rank.open_checkpoint is not None and rank.open_checkpoint.blocking is not False):
+        if (
+            others
+            or rank.paused_since_step
+            or (rank.open_checkpoint is not None and rank.open_checkpoint.blocking is not False)
+        ):
             return "other"
         if step_time_s > self.late_after_s:
             # A step longer than the floor: its time holds a stall if it is late by this rank's own rule.
@@ -443,8 +480,15 @@ class JobLedger:
         threshold_s = self.thresholds(ts).stall_s
         if idle_s <= threshold_s or self._blocking_pause(ts) is not None or self.dead_ranks(ts):
             return
-        self.stalls.append(Stall(begin_ts=ts - idle_s, end_ts=ts, duration_s=idle_s, threshold_s=threshold_s,
-                                 suspects=list(position_suspects(self.ranks, set(self.dead_ranks(ts)), ts))))
+        self.stalls.append(
+            Stall(
+                begin_ts=ts - idle_s,
+                end_ts=ts,
+                duration_s=idle_s,
+                threshold_s=threshold_s,
+                suspects=list(position_suspects(self.ranks, set(self.dead_ranks(ts)), ts)),
+            )
+        )
 
     # ---- queries -----------------------------------------------------------------------------
 
@@ -468,8 +512,13 @@ class JobLedger:
         """The late and stall thresholds at `now_s`, from the reference rank's recent steady steps."""
         step_times = self.step_times_s(now_s)
         stall_s = max(self.stall_factor * median(step_times), self.stall_after_s) if step_times else self.stall_after_s
-        return Thresholds(late_s=self._late_threshold_s(step_times), stall_s=stall_s, dead_after_s=self.dead_after_s,
-                          late_after_s=self.late_after_s, stall_after_s=self.stall_after_s)
+        return Thresholds(
+            late_s=self._late_threshold_s(step_times),
+            stall_s=stall_s,
+            dead_after_s=self.dead_after_s,
+            late_after_s=self.late_after_s,
+            stall_after_s=self.stall_after_s,
+        )
 
     def throughput(self, now_s: float) -> Throughput | None:
         """Steady-state figures of the reference rank, with the steps and time span they cover."""
@@ -511,10 +560,13 @@ class JobLedger:
         statuses = Counter("dead" if rank.rank in dead else rank.status for rank in self.ranks.values())
         world = self.run_start.world_size if self.run_start is not None else None
         return RankCounts(
-            seen=len(self.ranks), world_size=world,
+            seen=len(self.ranks),
+            world_size=world,
             hosts=len({rank.host for rank in self.ranks.values() if rank.host}),
-            running=statuses["running"], finished=statuses["finished"],
-            failed=statuses["failed"] + statuses["aborted"], dead=statuses["dead"],
+            running=statuses["running"],
+            finished=statuses["finished"],
+            failed=statuses["failed"] + statuses["aborted"],
+            dead=statuses["dead"],
             unknown=max(0, world - len(self.ranks)) if world is not None else 0,
         )
 
@@ -547,8 +599,11 @@ class JobLedger:
                 suspect(self.ranks[rank], f"no event for {now_s - self.ranks[rank].last_seen_ts:.0f} s", now_s)  # type: ignore[operator]
                 for rank in dead
             )
-            return JobDiagnosis("dead", f"{len(dead)} rank(s) silent for > {self.dead_after_s:.0f} s: "
-                                f"{named(suspects)}", with_device_evidence(suspects, self.ranks, chip_util_pct))
+            return JobDiagnosis(
+                "dead",
+                f"{len(dead)} rank(s) silent for > {self.dead_after_s:.0f} s: {named(suspects)}",
+                with_device_evidence(suspects, self.ranks, chip_util_pct),
+            )
 
         pause = self._blocking_pause(now_s)
         if pause is not None:
@@ -561,11 +616,14 @@ class JobLedger:
             for verdict, threshold_s in (("stalled", thresholds.stall_s), ("late", thresholds.late_s)):
                 if idle_s > threshold_s:
                     dead_set = set(dead)
-                    suspects = with_device_evidence(position_suspects(self.ranks, dead_set, now_s), self.ranks,
-                                                    chip_util_pct)
+                    suspects = with_device_evidence(
+                        position_suspects(self.ranks, dead_set, now_s), self.ranks, chip_util_pct
+                    )
                     lead = f"{named(suspects)}; " if suspects else ""
-                    reason = (f"{lead}no progress for {idle_s:.0f} s ({verdict} after {threshold_s:.0f} s); "
-                              f"{majority_text(positions(self.ranks, dead_set))}")
+                    reason = (
+                        f"{lead}no progress for {idle_s:.0f} s ({verdict} after {threshold_s:.0f} s); "
+                        f"{majority_text(positions(self.ranks, dead_set))}"
+                    )
                     return JobDiagnosis(verdict, reason, suspects, idle_s, threshold_s)
 
         starting = [rank for rank in running if any(phase in STARTUP_PHASES for phase in rank.open_phases)]
@@ -575,7 +633,9 @@ class JobLedger:
 
         straggler = self.straggler(now_s)
         if straggler is not None and straggler.slow:
-            least = suspect(self.ranks[straggler.rank], f"waits {straggler.skew_s * 1e3:.0f} ms/step less than peers", now_s)
+            least = suspect(
+                self.ranks[straggler.rank], f"waits {straggler.skew_s * 1e3:.0f} ms/step less than peers", now_s
+            )
             suspects = with_device_evidence((least,), self.ranks, chip_util_pct)
             return JobDiagnosis("slow", f"straggler {named(suspects)}", suspects)
         return JobDiagnosis("steady", f"{len(running)} rank(s) stepping")
@@ -589,8 +649,9 @@ class JobLedger:
         errors = {row["rank"]: row["error"] for row in reversed(rows) if row["error"]}
         words = failure_words(first)
         suspects = tuple(
-            suspect(self.ranks[rank], words if rank == first["rank"] else "failed after the first",
-                          now_s, errors.get(rank))
+            suspect(
+                self.ranks[rank], words if rank == first["rank"] else "failed after the first", now_s, errors.get(rank)
+            )
             for rank in order
         )
         later = f"; {len(order) - 1} later failure(s) listed as consequences" if len(order) > 1 else ""
@@ -619,8 +680,15 @@ class JobLedger:
         straggler = self.straggler(now_s)
         stalls = list(self.stalls)
         if diagnosis.verdict == "stalled" and diagnosis.idle_s is not None and diagnosis.threshold_s is not None:
-            stalls.append(Stall(begin_ts=now_s - diagnosis.idle_s, end_ts=None, duration_s=diagnosis.idle_s,
-                                threshold_s=diagnosis.threshold_s, suspects=list(diagnosis.suspects)))
+            stalls.append(
+                Stall(
+                    begin_ts=now_s - diagnosis.idle_s,
+                    end_ts=None,
+                    duration_s=diagnosis.idle_s,
+                    threshold_s=diagnosis.threshold_s,
+                    suspects=list(diagnosis.suspects),
+                )
+            )
         return JobSection(
             run=self.run,
             verdict=diagnosis.verdict,
@@ -641,12 +709,17 @@ class JobLedger:
             cold_compiles=self.cold_compiles,
             compile_cache_hits=self.compile_cache_hits,
             throughput=self.throughput(now_s),
-            checkpoint_saves=CheckpointSaves(count=self.checkpoint_saves, background=self.background_saves,
-                                             save_s=percentiles(self.checkpoint_saves_s)),
+            checkpoint_saves=CheckpointSaves(
+                count=self.checkpoint_saves,
+                background=self.background_saves,
+                save_s=percentiles(self.checkpoint_saves_s),
+            ),
             restarts=[
                 RestartEntry(
-                    restart=r.restart, from_step=r.from_step,
-                    steps_redone=None if r.from_step is None or r.last_step_before is None
+                    restart=r.restart,
+                    from_step=r.from_step,
+                    steps_redone=None
+                    if r.from_step is None or r.last_step_before is None
                     else max(0, r.last_step_before - r.from_step),
                     checkpoint_load_s=r.checkpoint_load_s,
                     restart_to_first_step_s=None if r.first_step_ts is None else r.first_step_ts - r.ts,
@@ -654,22 +727,33 @@ class JobLedger:
                 for r in self.restarts
             ],
             collectives={
-                op: CollectiveEntry(count=self.collective_count[op], bytes=self.collective_bytes[op],
-                                    latency_s=percentiles(latencies))
+                op: CollectiveEntry(
+                    count=self.collective_count[op], bytes=self.collective_bytes[op], latency_s=percentiles(latencies)
+                )
                 for op, latencies in sorted(self.collective_latency_s.items())
-            } or "unavailable: needs the in-job emitter",
-            wait_skew=None if straggler is None else WaitSkew(
-                least_waiting_rank=straggler.rank, skew_s=straggler.skew_s, slow=straggler.slow,
+            }
+            or "unavailable: needs the in-job emitter",
+            wait_skew=None
+            if straggler is None
+            else WaitSkew(
+                least_waiting_rank=straggler.rank,
+                skew_s=straggler.skew_s,
+                slow=straggler.slow,
                 wait_s_per_step_by_rank={str(rank): wait for rank, wait in sorted(straggler.wait_s_by_rank.items())},
             ),
             failures=self.failure_reports(now_s),
-            warnings=Warnings(count=self.warnings, ranks=len(self.warning_ranks),
-                              latest=list(self.latest_warnings)),
+            warnings=Warnings(count=self.warnings, ranks=len(self.warning_ranks), latest=list(self.latest_warnings)),
             stalls=stalls,
-            phases=[PhaseEntry(phase=span.phase, begin_ts=span.begin_ts, end_ts=span.end_ts, duration_s=span.duration_s)
-                    for span in self.timeline],
-            observed=Observed(first_event_ts=self.first_event_ts, last_event_ts=self.last_event_ts,
-                              first_received_s=self.first_received_s, last_received_s=self.last_received_s),
+            phases=[
+                PhaseEntry(phase=span.phase, begin_ts=span.begin_ts, end_ts=span.end_ts, duration_s=span.duration_s)
+                for span in self.timeline
+            ],
+            observed=Observed(
+                first_event_ts=self.first_event_ts,
+                last_event_ts=self.last_event_ts,
+                first_received_s=self.first_received_s,
+                last_received_s=self.last_received_s,
+            ),
             dropped_fields=dict(sorted(self.dropped_fields.items())),
             log_profiles=dict(sorted(self.log_profiles.items())),
         )

@@ -12,8 +12,10 @@ def dead_ranks(ranks: Mapping[int, RankState], now_s: float, dead_after_s: float
     silent since before their peers' first failure while every peer has ended. The second
     rule needs no heartbeat: a rank killed before its first one is still the silent one."""
     silent = [
-        (rank, seen_ts) for rank in ranks.values()
-        if rank.status == "running" and (rank.has_heartbeats or rank.pid is not None)
+        (rank, seen_ts)
+        for rank in ranks.values()
+        if rank.status == "running"
+        and (rank.has_heartbeats or rank.pid is not None)
         and (seen_ts := rank.last_seen_ts) is not None
     ]
     dead = {rank.rank for rank, seen_ts in silent if rank.has_heartbeats and now_s - seen_ts > dead_after_s}
@@ -34,9 +36,19 @@ def failure_rows(failures: Iterable[dict], ranks: Mapping[int, RankState], dead:
     if rows:
         for rank_id in dead:
             rank = ranks[rank_id]
-            rows.append({"rank": rank_id, "ts": rank.last_seen_ts, "kind": "silent", "error": None,
-                         "run_end": None, "source": None, "exit_code": None, "signal": None,
-                         "restart": rank.restart})
+            rows.append(
+                {
+                    "rank": rank_id,
+                    "ts": rank.last_seen_ts,
+                    "kind": "silent",
+                    "error": None,
+                    "run_end": None,
+                    "source": None,
+                    "exit_code": None,
+                    "signal": None,
+                    "restart": rank.restart,
+                }
+            )
     first: dict[int, dict] = {}
     for row in rows:
         best = first.get(row["restart"])
@@ -60,6 +72,8 @@ def failure_words(row: dict) -> str:
     if row["kind"] == "silent":
         return "went silent without an error or run_end (killed?)"
     if row["kind"] == "error":
-        how = ", ".join(part for part in (row["signal"], None if row["exit_code"] is None else f"exit {row['exit_code']}") if part)
+        how = ", ".join(
+            part for part in (row["signal"], None if row["exit_code"] is None else f"exit {row['exit_code']}") if part
+        )
         return f"error: {row['error']}" + (f" ({how})" if how else "")
     return f"run ended {row['run_end']}"

@@ -46,7 +46,7 @@ def warmup_steps(rank: RankState) -> int:
     times = rank.first_step_times_s
     warmup = 0
     while len(times) - warmup - 1 >= WARMUP_MIN_AFTER:
-        if times[warmup] <= WARMUP_OUTLIER_FACTOR * median(times[warmup + 1:]):
+        if times[warmup] <= WARMUP_OUTLIER_FACTOR * median(times[warmup + 1 :]):
             break
         warmup += 1
     return warmup
@@ -87,7 +87,8 @@ def rank_throughput(rank: RankState, now_s: float) -> Throughput | None:
         steady_s=steady_s,
         excluded_steps=len(rank.steps) - len(samples),
         last_step_age_s=max(0.0, now_s - samples[-1].ts),
-        step_time_s=percentiles(s.step_time_s for s in samples[-RECENT_STEPS * 4:]),
-        tokens_per_s_per_device=median(per_device) if (per_device := [
-            s.tokens_per_s_per_device for s in samples if s.tokens_per_s_per_device is not None]) else None,
+        step_time_s=percentiles(s.step_time_s for s in samples[-RECENT_STEPS * 4 :]),
+        tokens_per_s_per_device=median(per_device)
+        if (per_device := [s.tokens_per_s_per_device for s in samples if s.tokens_per_s_per_device is not None])
+        else None,
     )

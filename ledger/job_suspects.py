@@ -72,15 +72,21 @@ def majority_text(found: Positions) -> str:
 def suspect(rank: RankState, why: str, now_s: float, error: str | None = None) -> Suspect:
     """The record of one rank to look at, with the evidence the ledger holds on it."""
     return Suspect(
-        rank=rank.rank, host=rank.host, chip=rank.chip, core=rank.core, region=rank.region,
+        rank=rank.rank,
+        host=rank.host,
+        chip=rank.chip,
+        core=rank.core,
+        region=rank.region,
         step=rank.heartbeat_step if rank.heartbeat_step is not None else rank.last_step,
         evidence=SuspectEvidence(
             why=why,
             heartbeat_age_s=None if rank.heartbeat_ts is None else max(0.0, now_s - rank.heartbeat_ts),
             region_age_s=None if rank.region_since is None else max(0.0, now_s - rank.region_since),
-            chip_util_pct=None, peer_chip_util_median_pct=None,
+            chip_util_pct=None,
+            peer_chip_util_median_pct=None,
             error=error if error is not None else rank.error,
-            warnings=rank.warnings, last_warning=rank.last_warning,
+            warnings=rank.warnings,
+            last_warning=rank.last_warning,
         ),
     )
 
@@ -100,16 +106,18 @@ def with_device_evidence(
             continue
         own = (one.host, one.chip)
         peers = [value for chip, value in utilisation.items() if chip != own and value is not None]
-        evidence = one.evidence.model_copy(update={
-            "chip_util_pct": utilisation.get(own),
-            "peer_chip_util_median_pct": median(peers) if peers else None,
-        })
+        evidence = one.evidence.model_copy(
+            update={
+                "chip_util_pct": utilisation.get(own),
+                "peer_chip_util_median_pct": median(peers) if peers else None,
+            }
+        )
         with_evidence.append(one.model_copy(update={"evidence": evidence}))
     return tuple(with_evidence)
 
 
 def named(suspects: tuple[Suspect, ...]) -> str:
-    """"rank 437 (host trn3-07 chip 3)" for the first few suspects."""
+    """ "rank 437 (host trn3-07 chip 3)" for the first few suspects."""
     parts = []
     for suspect in suspects[:SUSPECTS_NAMED]:
         chip = "?" if suspect.chip is None else suspect.chip

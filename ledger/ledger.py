@@ -134,8 +134,9 @@ class Ledger:
     """All scoped state of one session. Fold decoded lines into it (`fold`, or `ingest` a raw
     line); read hosts, chips and rollups."""
 
-    def __init__(self, mode: Evidence, ultraservers: dict[str, str] | None = None,
-                 job_rules: dict[str, float] | None = None):
+    def __init__(
+        self, mode: Evidence, ultraservers: dict[str, str] | None = None, job_rules: dict[str, float] | None = None
+    ):
         self.mode: Evidence = mode
         # JobLedger thresholds (`late_after_s`, `stall_after_s`, ...) from the command line.
         self.job_rules: dict[str, Any] = dict(job_rules or {})  # JobLedger's keyword arguments
@@ -263,12 +264,15 @@ class Ledger:
         job files, then the longest silence; sources that are connected or ended are left out."""
         states = self.source_states(now_s)
         troubled = [(self.sources[sid], state) for sid, state in states.items() if state in WORST_STATE_FIRST]
-        return sorted(troubled, key=lambda item: (
-            WORST_STATE_FIRST.index(item[1]),
-            item[0].kind not in DEVICE_KINDS,
-            item[0].last_s if item[0].last_s is not None else float("inf"),
-            item[0].source_id,
-        ))
+        return sorted(
+            troubled,
+            key=lambda item: (
+                WORST_STATE_FIRST.index(item[1]),
+                item[0].kind not in DEVICE_KINDS,
+                item[0].last_s if item[0].last_s is not None else float("inf"),
+                item[0].source_id,
+            ),
+        )
 
     def end_source(self, source_id: str, t_s: float, error: str | None = None) -> None:
         """Mark a source finished: cleanly (EOF) or lost (with the error it died of)."""

@@ -34,14 +34,18 @@ ExitReason = Literal["eof", "duration", "interrupt", "sigterm", "sighup", "quit"
 # Trainium2 667 TFLOPS, Trainium 190 TFLOPS. MFU = mean achieved FLOP/s / this peak; absent for
 # other device types and for jobs whose precision is not BF16.
 PEAK_BF16_FLOPS_PER_CHIP = {"trainium3": 671e12, "trainium2": 667e12, "trainium": 190e12}
-PEAK_FLOPS_ASSUMPTION = ("dense BF16 peak per chip from AWS's chip tables: trainium3 671 TFLOPS, trainium2 667, "
-                         "trainium 190; unknown device types and non-BF16 jobs get no MFU")
-GOODPUT_METHOD = ("Timeline rank's events (the lowest rank) attribute every second from the first to the last job "
-                  "event to one bucket: steady steps are productive; init, warm-up and time before a process's first "
-                  "step are startup; compile phases compile; checkpoint phases and blocking saves checkpoint_save; "
-                  "restart from the last event before a restart to the first step after it, plus the steps redone "
-                  "at the median steady step time; gaps between steps up to the late threshold data_loading, longer "
-                  "ones stalled; the rest unexplained. Modelled on ml-goodput-measurement's badput breakdown.")
+PEAK_FLOPS_ASSUMPTION = (
+    "dense BF16 peak per chip from AWS's chip tables: trainium3 671 TFLOPS, trainium2 667, "
+    "trainium 190; unknown device types and non-BF16 jobs get no MFU"
+)
+GOODPUT_METHOD = (
+    "Timeline rank's events (the lowest rank) attribute every second from the first to the last job "
+    "event to one bucket: steady steps are productive; init, warm-up and time before a process's first "
+    "step are startup; compile phases compile; checkpoint phases and blocking saves checkpoint_save; "
+    "restart from the last event before a restart to the first step after it, plus the steps redone "
+    "at the median steady step time; gaps between steps up to the late threshold data_loading, longer "
+    "ones stalled; the rest unexplained. Modelled on ml-goodput-measurement's badput breakdown."
+)
 TIMELINE_POINTS = 120
 
 COUNTER_RULE = (
@@ -363,9 +367,16 @@ def _r(value: float | None, places: int = 3) -> float | None:
     return None if value is None else round(value, places)
 
 
-def build_receipt(ledger: Ledger, exit_reason: ExitReason, recorded_evidence: Evidence | None = None, *,
-                  written_at_s: float, output_failures: Sequence[OutputFailure] = (),
-                  recording: RecordingEntry | None = None, replay: ReplayEntry | None = None) -> Receipt:
+def build_receipt(
+    ledger: Ledger,
+    exit_reason: ExitReason,
+    recorded_evidence: Evidence | None = None,
+    *,
+    written_at_s: float,
+    output_failures: Sequence[OutputFailure] = (),
+    recording: RecordingEntry | None = None,
+    replay: ReplayEntry | None = None,
+) -> Receipt:
     """Assemble the receipt from the ledger's current state, written at `written_at_s` (wall clock,
     passed in). The job section is judged at the window's end (the last line received), so a
     replay gives the same job figures."""
@@ -385,7 +396,9 @@ def build_receipt(ledger: Ledger, exit_reason: ExitReason, recorded_evidence: Ev
         tool=f"trnwatch {__version__}",
         evidence=ledger.evidence,
         recorded_evidence=recorded_evidence,
-        window=Window(start=start, end=end, seconds=round(end - start, 3) if start is not None and end is not None else 0.0),
+        window=Window(
+            start=start, end=end, seconds=round(end - start, 3) if start is not None and end is not None else 0.0
+        ),
         exit_reason=exit_reason,
         written_at=written_at_s,
         counter_rule=COUNTER_RULE,
@@ -411,11 +424,21 @@ def _source_entry(s, end_s: float | None, periods: dict[str, float]) -> SourceEn
     # A device stream lost by silence at the window's end counts that silence as a gap.
     gaps, gap_s = (s.gaps, s.gap_s) if end_s is None else s.gaps_at(end_s, periods.get(s.source_id))
     return SourceEntry(
-        id=s.source_id, kind=s.kind, reports=s.reports, rejected=sum(s.rejected.values()),
-        rejected_by_reason=dict(sorted(s.rejected.items())), last_rejection=s.last_rejection,
-        rejected_fields=dict(sorted(s.rejected_fields.items())), last_field_rejection=s.last_field_rejection,
-        gaps=gaps, gap_seconds=round(gap_s, 3), ended=s.ended_s is not None,
-        end_error=s.end_error, simulated=s.simulated, log_profile=s.log_profile, unparsed_lines=s.unparsed_lines,
+        id=s.source_id,
+        kind=s.kind,
+        reports=s.reports,
+        rejected=sum(s.rejected.values()),
+        rejected_by_reason=dict(sorted(s.rejected.items())),
+        last_rejection=s.last_rejection,
+        rejected_fields=dict(sorted(s.rejected_fields.items())),
+        last_field_rejection=s.last_field_rejection,
+        gaps=gaps,
+        gap_seconds=round(gap_s, 3),
+        ended=s.ended_s is not None,
+        end_error=s.end_error,
+        simulated=s.simulated,
+        log_profile=s.log_profile,
+        unparsed_lines=s.unparsed_lines,
     )
 
 
@@ -423,11 +446,20 @@ def _host_entry(ledger: Ledger, h: HostState) -> HostEntry:
     us = ledger.ultraserver_of(h)
     configured = h.host_id in ledger.ultraserver_overrides or h.source_id in ledger.ultraserver_overrides
     return HostEntry(
-        host=h.host_id, source=h.source_id, ultraserver=us,
+        host=h.host_id,
+        source=h.source_id,
+        ultraserver=us,
         ultraserver_from=None if us is None else ("config" if configured else "report"),
-        instance_type=h.instance_type, device_type=h.device_type, neuroncore_version=h.neuroncore_version,
-        lnc=h.lnc, chips=len(h.chips), cores_per_chip=h.cores_per_chip, reports=h.reports,
-        anomalies=dict(h.anomalies), group_errors=dict(h.group_errors), runtimes_evicted=h.runtimes_evicted,
+        instance_type=h.instance_type,
+        device_type=h.device_type,
+        neuroncore_version=h.neuroncore_version,
+        lnc=h.lnc,
+        chips=len(h.chips),
+        cores_per_chip=h.cores_per_chip,
+        reports=h.reports,
+        anomalies=dict(h.anomalies),
+        group_errors=dict(h.group_errors),
+        runtimes_evicted=h.runtimes_evicted,
     )
 
 
@@ -443,8 +475,11 @@ def _device_latency(h: HostState, chip: int) -> LatencyPercentiles | None:
     """Latest device latency percentiles of the runtimes on a chip (the worst if several)."""
     if not h.cores_per_chip:
         return None
-    found = [r.device_latency_s for r in h.runtimes.values()
-             if r.device_latency_s and any(core // h.cores_per_chip == chip for core in r.cores)]
+    found = [
+        r.device_latency_s
+        for r in h.runtimes.values()
+        if r.device_latency_s and any(core // h.cores_per_chip == chip for core in r.cores)
+    ]
     p50 = [d["p50"] for d in found if "p50" in d]
     p99 = [d["p99"] for d in found if "p99" in d]
     if not p50 and not p99:
@@ -458,14 +493,23 @@ def _chip_entry(h: HostState, c, precision: str | None) -> ChipEntry:
     flops = c.flops_mean_per_s
     peak = peak_flops_per_s(h.device_type, precision)
     return ChipEntry(
-        host=h.host_id, device=c.index, hbm_capacity_bytes=c.hbm_capacity_bytes, hbm_peak_bytes=c.hbm_peak_bytes,
-        util_mean_pct=_r(c.util_mean_pct), util_max_pct=_r(c.util_max_pct), samples=c.samples,
-        device_latency_s=_device_latency(h, c.index), flops_mean_per_s=None if flops is None else round(flops),
-        peak_flops_per_s=peak, mfu_pct=None if flops is None or not peak else _r(100 * flops / peak),
+        host=h.host_id,
+        device=c.index,
+        hbm_capacity_bytes=c.hbm_capacity_bytes,
+        hbm_peak_bytes=c.hbm_peak_bytes,
+        util_mean_pct=_r(c.util_mean_pct),
+        util_max_pct=_r(c.util_max_pct),
+        samples=c.samples,
+        device_latency_s=_device_latency(h, c.index),
+        flops_mean_per_s=None if flops is None else round(flops),
+        peak_flops_per_s=peak,
+        mfu_pct=None if flops is None or not peak else _r(100 * flops / peak),
         util_stale_samples=c.util_stale_samples,
         ecc=Ecc(
-            mem_corrected=totals.get("mem_ecc_corrected"), mem_uncorrected=totals.get("mem_ecc_uncorrected"),
-            sram_corrected=totals.get("sram_ecc_corrected"), sram_uncorrected=totals.get("sram_ecc_uncorrected"),
+            mem_corrected=totals.get("mem_ecc_corrected"),
+            mem_uncorrected=totals.get("mem_ecc_uncorrected"),
+            sram_corrected=totals.get("sram_ecc_corrected"),
+            sram_uncorrected=totals.get("sram_ecc_uncorrected"),
         ),
         ecc_reading=reading,
         ecc_readings=c.ecc.both_readings() if None in totals.values() else None,
@@ -476,12 +520,18 @@ def _runtime_entry(h: HostState, r) -> RuntimeEntry:
     reading = r.executions.reading
     totals = r.executions.totals()
     return RuntimeEntry(
-        host=h.host_id, pid=r.pid, tag=r.tag, cores=list(r.cores),
+        host=h.host_id,
+        pid=r.pid,
+        tag=r.tag,
+        cores=list(r.cores),
         executions=ExecutionCounts(
-            reading=reading, reports=r.executions.reports, totals=totals,
+            reading=reading,
+            reports=r.executions.reports,
+            totals=totals,
             readings=r.executions.both_readings() if None in totals.values() else None,
         ),
-        total_latency_s=r.total_latency_s, loaded_models=[m.name for m in r.loaded_models],
+        total_latency_s=r.total_latency_s,
+        loaded_models=[m.name for m in r.loaded_models],
         group_errors=dict(r.group_errors),
     )
 
@@ -493,22 +543,29 @@ def _ultraserver_entries(ledger: Ledger) -> list[UltraServerEntry]:
         capacities = [c.hbm_capacity_bytes for c in chips]
         peaks = [c.hbm_peak_bytes for c in chips]
         means = [c.util_mean_pct for c in chips if c.util_mean_pct is not None]
-        out.append(UltraServerEntry(
-            id=us, hosts=len(hosts), chips=len(chips),
-            hbm_capacity_bytes=known_sum(capacities),
-            hbm_peak_sum_bytes=known_sum(peaks),
-            util_mean_pct=_r(sum(means) / len(means)) if means else None,
-        ))
+        out.append(
+            UltraServerEntry(
+                id=us,
+                hosts=len(hosts),
+                chips=len(chips),
+                hbm_capacity_bytes=known_sum(capacities),
+                hbm_peak_sum_bytes=known_sum(peaks),
+                util_mean_pct=_r(sum(means) / len(means)) if means else None,
+            )
+        )
     return out
 
 
 # --- boundary, segments, goodput, rates -----------------------------------------------------------
 
+
 def _fabric(hosts: int, ultraservers: set[str], unplaced: int, device_type: str | None) -> tuple[str | None, str]:
     """The fabric the figures crossed, and what that is inferred from."""
     switch = "NeuronSwitch-v1" if device_type == "trainium3" else "NeuronLink"
-    why = (f"{hosts} host(s); UltraServer membership from the --ultraservers file or the reports' ultraserver_id; "
-           f"{switch} inside an UltraServer from the device type ({device_type or 'unknown'}), EFA between")
+    why = (
+        f"{hosts} host(s); UltraServer membership from the --ultraservers file or the reports' ultraserver_id; "
+        f"{switch} inside an UltraServer from the device type ({device_type or 'unknown'}), EFA between"
+    )
     if hosts == 0:
         return None, "no host"
     if hosts == 1:
@@ -537,7 +594,8 @@ def boundary_of(ledger: Ledger, job: dict[str, Any] | None, clock: GoodputClock 
         scope, n_hosts, n_chips = "job", len(rank_hosts), len(chips) or None
         inferred["chips"] = "distinct (host, chip) of the ranks' run_start" if chips else "ranks report no chip"
         inferred["hosts"] = "distinct hosts of the ranks' run_start" + (
-            f"; {unmatched} not matched to a device stream" if unmatched else "")
+            f"; {unmatched} not matched to a device stream" if unmatched else ""
+        )
         us = {u for h in hosts if (u := ledger.ultraserver_of(h)) is not None}
         unplaced = sum(1 for h in hosts if ledger.ultraserver_of(h) is None) + unmatched
     else:
@@ -545,8 +603,15 @@ def boundary_of(ledger: Ledger, job: dict[str, Any] | None, clock: GoodputClock 
         us = {u for h in hosts if (u := ledger.ultraserver_of(h)) is not None}
         unplaced = sum(1 for h in hosts if ledger.ultraserver_of(h) is None)
         n_hosts, n_chips = len(hosts), sum(len(h.chips) for h in hosts) or None
-        scope = ("none" if not hosts else "host" if len(hosts) == 1 else
-                 ("ultraserver" if len(us) == 1 else "cluster") if us and not unplaced else "hosts")
+        scope = (
+            "none"
+            if not hosts
+            else "host"
+            if len(hosts) == 1
+            else ("ultraserver" if len(us) == 1 else "cluster")
+            if us and not unplaced
+            else "hosts"
+        )
     device_type = one_value(h.device_type for h in hosts)
     fabric, inferred["fabric"] = _fabric(n_hosts, us, unplaced, device_type)
     inferred["ultraservers"] = "UltraServer ids of those hosts (configuration first, then the reports)"
@@ -562,16 +627,30 @@ def boundary_of(ledger: Ledger, job: dict[str, Any] | None, clock: GoodputClock 
             inferred["lnc"] = "neuron_hardware_info.logical_neuroncore_config of the hosts"
     seq = _sequence_lengths(clock)
     return Boundary(
-        scope=scope, chips=n_chips, hosts=n_hosts, ultraservers=len(us),
-        ranks=(info.get("ranks") or {}).get("world_size"), fabric=fabric,
-        instance_type=one_value(h.instance_type for h in hosts), device_type=device_type, lnc=lnc,
-        compiler_version=version_of(versions, COMPILER_KEYS), framework_version=version_of(versions, FRAMEWORK_KEYS),
-        versions=versions, model=model.get("name"), params=model.get("params"), precision=info.get("precision"),
-        global_batch=info.get("global_batch"), micro_batch=info.get("micro_batch"), seq_len=info.get("seq_len"),
-        sequence_lengths=None if seq is None else (
-            f"{seq.min}" if seq.min == seq.max else f"{seq.min}-{seq.max}, p50 {seq.p50}, p90 {seq.p90}"),
+        scope=scope,
+        chips=n_chips,
+        hosts=n_hosts,
+        ultraservers=len(us),
+        ranks=(info.get("ranks") or {}).get("world_size"),
+        fabric=fabric,
+        instance_type=one_value(h.instance_type for h in hosts),
+        device_type=device_type,
+        lnc=lnc,
+        compiler_version=version_of(versions, COMPILER_KEYS),
+        framework_version=version_of(versions, FRAMEWORK_KEYS),
+        versions=versions,
+        model=model.get("name"),
+        params=model.get("params"),
+        precision=info.get("precision"),
+        global_batch=info.get("global_batch"),
+        micro_batch=info.get("micro_batch"),
+        seq_len=info.get("seq_len"),
+        sequence_lengths=None
+        if seq is None
+        else (f"{seq.min}" if seq.min == seq.max else f"{seq.min}-{seq.max}, p50 {seq.p50}, p90 {seq.p90}"),
         parallel=parallel_text(parallel),
-        evidence=ledger.evidence, inferred_from=inferred,
+        evidence=ledger.evidence,
+        inferred_from=inferred,
     )
 
 
@@ -584,22 +663,39 @@ def _segments(job: dict[str, Any], clock: GoodputClock | None) -> Segments:
     compiles = [p for p in job.get("phases", []) if p["phase"] == "compile"]
     ended = [p["end_ts"] for p in compiles if p["end_ts"] is not None]
     cold = ColdCompile(
-        start=compiles[0]["begin_ts"] if compiles else None, end=max(ended) if ended else None,
-        seconds=_r(job.get("cold_compile_s")), compiles=job.get("cold_compiles", 0),
+        start=compiles[0]["begin_ts"] if compiles else None,
+        end=max(ended) if ended else None,
+        seconds=_r(job.get("cold_compile_s")),
+        compiles=job.get("cold_compiles", 0),
         cache_hits=job.get("compile_cache_hits", 0),
     )
     # The job ledger's steady segment (the figures the job section and the headline quote); the
     # step-time samples for compare's noise interval are the goodput clock's steady steps.
     t = job.get("throughput")
-    steady = None if t is None else SteadySegment(
-        start=t["begin_ts"], end=t["end_ts"], first_step=t["first_step"], last_step=t["last_step"],
-        steps=t["steps_in_window"], tokens_per_s=_r(t["tokens_per_s"]), step_time_s=Percentiles(**t["step_time_s"]),
-        inferred=t["boundary"] == "inferred", from_rank=t["from_rank"],
-        step_time_samples_s=[round(v, 6) for v in clock.steady_samples_s] if clock is not None else [],
+    steady = (
+        None
+        if t is None
+        else SteadySegment(
+            start=t["begin_ts"],
+            end=t["end_ts"],
+            first_step=t["first_step"],
+            last_step=t["last_step"],
+            steps=t["steps_in_window"],
+            tokens_per_s=_r(t["tokens_per_s"]),
+            step_time_s=Percentiles(**t["step_time_s"]),
+            inferred=t["boundary"] == "inferred",
+            from_rank=t["from_rank"],
+            step_time_samples_s=[round(v, 6) for v in clock.steady_samples_s] if clock is not None else [],
+        )
     )
     restarts = [
-        RestartSegment(restart=r["restart"], checkpoint_step=r["from_step"], load_s=_r(r["checkpoint_load_s"]),
-                       time_to_first_step_s=_r(r["restart_to_first_step_s"]), steps_lost=r["steps_redone"])
+        RestartSegment(
+            restart=r["restart"],
+            checkpoint_step=r["from_step"],
+            load_s=_r(r["checkpoint_load_s"]),
+            time_to_first_step_s=_r(r["restart_to_first_step_s"]),
+            steps_lost=r["steps_redone"],
+        )
         for r in job.get("restarts", [])
     ]
     return Segments(cold_compile=cold if compiles or cold.cache_hits else None, steady=steady, restarts=restarts)
@@ -609,13 +705,24 @@ def _goodput(clock: GoodputClock | None) -> Goodput | None:
     g = clock.breakdown() if clock is not None else None
     if g is None:
         return None
-    return Goodput(from_rank=g["from_rank"], window=Window(**g["window"]), productive_s=g["productive_s"],
-                   goodput_pct=g["goodput_pct"], badput_s=Badput(**g["badput_s"]),
-                   late_threshold_s=g["late_threshold_s"], method=GOODPUT_METHOD)
+    return Goodput(
+        from_rank=g["from_rank"],
+        window=Window(**g["window"]),
+        productive_s=g["productive_s"],
+        goodput_pct=g["goodput_pct"],
+        badput_s=Badput(**g["badput_s"]),
+        late_threshold_s=g["late_threshold_s"],
+        method=GOODPUT_METHOD,
+    )
 
 
-EXECUTION_ERROR_STATUSES = ("completed_with_err", "completed_with_num_err", "timed_out", "incorrect_input",
-                            "failed_to_queue")
+EXECUTION_ERROR_STATUSES = (
+    "completed_with_err",
+    "completed_with_num_err",
+    "timed_out",
+    "incorrect_input",
+    "failed_to_queue",
+)
 
 
 def _failure_rate(job: dict[str, Any] | None, goodput: Goodput | None, runtimes: list[RuntimeEntry]) -> FailureRate:
@@ -635,10 +742,13 @@ def _failure_rate(job: dict[str, Any] | None, goodput: Goodput | None, runtimes:
         executions += total
         errors += sum(statuses.get(k) or 0 for k in EXECUTION_ERROR_STATUSES)
     return FailureRate(
-        window_hours=_r(hours, 6), rank_failures=rank_failures,
+        window_hours=_r(hours, 6),
+        rank_failures=rank_failures,
         rank_failures_per_hour=_r(rank_failures / hours) if hours else None,
-        restarts=restarts, restarts_per_hour=_r(restarts / hours) if hours else None,
-        executions=executions if known else None, execution_errors=errors if known else None,
+        restarts=restarts,
+        restarts_per_hour=_r(restarts / hours) if hours else None,
+        executions=executions if known else None,
+        execution_errors=errors if known else None,
         execution_errors_per_1000=_r(1000 * errors / executions) if known and executions else None,
     )
 
@@ -652,9 +762,14 @@ def _sequence_lengths(clock: GoodputClock | None) -> SequenceLengths | None:
     if p50 is None or p90 is None:  # counts holds the first lengths seen: never empty once a step came
         return None
     return SequenceLengths(
-        steps=seq.steps, min=seq.smallest, max=seq.largest, mean=round(seq.total / seq.steps, 3),
-        p50=p50, p90=p90,
-        counts={str(k): v for k, v in sorted(seq.counts.items())}, other=seq.other,
+        steps=seq.steps,
+        min=seq.smallest,
+        max=seq.largest,
+        mean=round(seq.total / seq.steps, 3),
+        p50=p50,
+        p90=p90,
+        counts={str(k): v for k, v in sorted(seq.counts.items())},
+        other=seq.other,
     )
 
 
@@ -663,15 +778,19 @@ def _timeline(ledger: Ledger, clock: GoodputClock | None) -> Timeline:
     (the receipt's picture is drawn from these)."""
     starts = [t for t in (ledger.first_s, clock.first_ts if clock else None) if t is not None]
     ends = [t for t in (ledger.last_s, clock.last_ts if clock else None) if t is not None]
-    note = (f"bucket means; throughput from the timeline rank's latest {THROUGHPUT_POINTS} steps, chip figures from "
-            f"each chip's latest {HISTORY_SAMPLES} samples")
+    note = (
+        f"bucket means; throughput from the timeline rank's latest {THROUGHPUT_POINTS} steps, chip figures from "
+        f"each chip's latest {HISTORY_SAMPLES} samples"
+    )
     if not starts or max(ends) <= min(starts):
         return Timeline(bucket_s=0.0, points=[], note=note)
     t0, t1 = min(starts), max(ends)
     # A bucket spans at least two sampling intervals, so jitter never leaves one empty (a gap is drawn
     # only where samples really are missing).
     steps = [b - a for (a, _), (b, _) in pairwise(clock.throughput_points)] if clock else []
-    sampling_s = max([h.period_s or 1.0 for h in ledger.hosts.values()] + ([median(steps)] if steps else []), default=1.0)
+    sampling_s = max(
+        [h.period_s or 1.0 for h in ledger.hosts.values()] + ([median(steps)] if steps else []), default=1.0
+    )
     n = max(1, min(TIMELINE_POINTS, int((t1 - t0) / (2 * sampling_s))))
     width = (t1 - t0) / n
     sums = [[0.0, 0, 0.0, 0, 0.0, 0] for _ in range(n)]  # tokens/s, n, util, n, hbm %, n
@@ -694,8 +813,12 @@ def _timeline(ledger: Ledger, clock: GoodputClock | None) -> Timeline:
                     b[4] += 100 * sample.hbm_bytes / c.hbm_capacity_bytes
                     b[5] += 1
     points = [
-        TimelinePoint(t=round(t0 + (i + 0.5) * width, 3), tokens_per_s=_r(b[0] / b[1]) if b[1] else None,
-                      util_mean_pct=_r(b[2] / b[3]) if b[3] else None, hbm_used_pct=_r(b[4] / b[5]) if b[5] else None)
+        TimelinePoint(
+            t=round(t0 + (i + 0.5) * width, 3),
+            tokens_per_s=_r(b[0] / b[1]) if b[1] else None,
+            util_mean_pct=_r(b[2] / b[3]) if b[3] else None,
+            hbm_used_pct=_r(b[4] / b[5]) if b[5] else None,
+        )
         for i, b in enumerate(sums)
     ]
     return Timeline(bucket_s=round(width, 6), points=points, note=note)

@@ -78,21 +78,36 @@ EVIDENCE_WORDS = {
 # Where each boundary field comes from when the receipt does not say otherwise (inferred_from).
 BOUNDARY_SOURCES = {
     "scope": "job telemetry connected or not, and the hosts' UltraServer membership",
-    "ranks": "world_size in run_start", "instance_type": "instance_info of the hosts' reports",
-    "device_type": "neuron_hardware_info of the hosts' reports", "lnc": "lnc in run_start",
-    "compiler_version": "versions in run_start", "framework_version": "versions in run_start",
-    "model": "model in run_start", "params": "model in run_start", "precision": "precision in run_start",
-    "global_batch": "run_start", "micro_batch": "run_start", "seq_len": "run_start",
-    "sequence_lengths": "seq_len of the timeline rank's steps", "parallel": "parallel in run_start",
+    "ranks": "world_size in run_start",
+    "instance_type": "instance_info of the hosts' reports",
+    "device_type": "neuron_hardware_info of the hosts' reports",
+    "lnc": "lnc in run_start",
+    "compiler_version": "versions in run_start",
+    "framework_version": "versions in run_start",
+    "model": "model in run_start",
+    "params": "model in run_start",
+    "precision": "precision in run_start",
+    "global_batch": "run_start",
+    "micro_batch": "run_start",
+    "seq_len": "run_start",
+    "sequence_lengths": "seq_len of the timeline rank's steps",
+    "parallel": "parallel in run_start",
     "evidence": "the session's sources (the simulator marks its data)",
-    "chips": "chips in the hosts' neuron_hardware_info", "hosts": "device streams",
+    "chips": "chips in the hosts' neuron_hardware_info",
+    "hosts": "device streams",
 }
 
 
 def boundary_words(r: Receipt) -> str:
     b = r.boundary
-    where = {"job": "the whole job", "cluster": "a cluster", "ultraserver": "one UltraServer", "host": "one host",
-             "hosts": "hosts in no UltraServer", "none": "nothing (no data)"}[b.scope]
+    where = {
+        "job": "the whole job",
+        "cluster": "a cluster",
+        "ultraserver": "one UltraServer",
+        "host": "one host",
+        "hosts": "hosts in no UltraServer",
+        "none": "nothing (no data)",
+    }[b.scope]
     parts = [f"{_v(b.ranks)} rank(s)"] if b.scope == "job" else []
     parts += [f"{_v(b.chips)} chip(s)", f"{_v(b.hosts)} host(s)", f"{_v(b.ultraservers)} UltraServer(s)"]
     kit = ", ".join(x for x in (b.instance_type, b.device_type) if x)
@@ -126,25 +141,36 @@ def _headline(r: Receipt) -> list[str]:
         lines.append(f"- {verdict}")
     steady = r.segments.steady if r.segments else None
     if steady is not None:
-        lines.append(f"- **Steady throughput: {_v(steady.tokens_per_s)} tokens/s** over steps {steady.first_step}-"
-                     f"{steady.last_step} ({steady.steps} steps, {_clock(steady.start)}-{_clock(steady.end)} UTC, rank "
-                     f"{steady.from_rank}{', boundary inferred: no phases emitted' if steady.inferred else ''}); "
-                     f"step time {_percentiles_ms(steady.step_time_s)}")
+        lines.append(
+            f"- **Steady throughput: {_v(steady.tokens_per_s)} tokens/s** over steps {steady.first_step}-"
+            f"{steady.last_step} ({steady.steps} steps, {_clock(steady.start)}-{_clock(steady.end)} UTC, rank "
+            f"{steady.from_rank}{', boundary inferred: no phases emitted' if steady.inferred else ''}); "
+            f"step time {_percentiles_ms(steady.step_time_s)}"
+        )
     elif job is not None:
         lines.append("- **Steady throughput: none**: no steady step was observed")
     if r.goodput is not None:
         g = r.goodput
         worst = sorted(((v, k) for k, v in g.badput_s.model_dump().items() if v > 0), reverse=True)[:3]
         lost = ", ".join(f"{k.replace('_', ' ')} {v:.1f} s" for v, k in worst) or "none"
-        lines.append(f"- **Goodput: {_pct(g.goodput_pct)}** of {g.window.seconds:.1f} s productive; largest badput: {lost}")
-    lines.append(f"- **Evidence: {r.evidence}**: {EVIDENCE_WORDS[r.evidence]}"
-                 + (f" (the recorded session was {r.recorded_evidence})" if r.recorded_evidence else ""))
+        lines.append(
+            f"- **Goodput: {_pct(g.goodput_pct)}** of {g.window.seconds:.1f} s productive; largest badput: {lost}"
+        )
+    lines.append(
+        f"- **Evidence: {r.evidence}**: {EVIDENCE_WORDS[r.evidence]}"
+        + (f" (the recorded session was {r.recorded_evidence})" if r.recorded_evidence else "")
+    )
     lines.append(f"- **Boundary**: {boundary_words(r)}")
-    lines += [f"- Output failed: {f.output} to {_md_text(f.path)}: {_md_text(f.error)} (the session went on without it)"
-              for f in r.output_failures]
+    lines += [
+        f"- Output failed: {f.output} to {_md_text(f.path)}: {_md_text(f.error)} (the session went on without it)"
+        for f in r.output_failures
+    ]
     lines += _recording_lines(r)
-    lines += ["", f"Window: {r.window.seconds:.1f} s of data, {_day(r.window.start)} to {_clock(r.window.end)} UTC "
-              f"(first to last line received); exit reason: {r.exit_reason}. Schema `{SCHEMA}`; {_md_text(r.tool)}."]
+    lines += [
+        "",
+        f"Window: {r.window.seconds:.1f} s of data, {_day(r.window.start)} to {_clock(r.window.end)} UTC "
+        f"(first to last line received); exit reason: {r.exit_reason}. Schema `{SCHEMA}`; {_md_text(r.tool)}.",
+    ]
     return lines
 
 
@@ -152,19 +178,31 @@ def _recording_lines(r: Receipt) -> list[str]:
     lines = []
     if r.recording is not None:
         rec = r.recording
-        stopped = datetime.fromtimestamp(rec.stopped_at, UTC).strftime("%Y-%m-%d %H:%M:%S") if rec.error and rec.stopped_at is not None else ""
-        state = (f"**stopped** at {stopped} UTC: {_md_text(rec.error)}"
-                 if rec.error else "to the end")
-        lines.append(f"- Recording: {_md_text(rec.path)}, {len(rec.files)} file(s), {rec.frames} frames, "
-                     f"{rec.bytes} bytes; recorded {state}")
+        stopped = (
+            datetime.fromtimestamp(rec.stopped_at, UTC).strftime("%Y-%m-%d %H:%M:%S")
+            if rec.error and rec.stopped_at is not None
+            else ""
+        )
+        state = f"**stopped** at {stopped} UTC: {_md_text(rec.error)}" if rec.error else "to the end"
+        lines.append(
+            f"- Recording: {_md_text(rec.path)}, {len(rec.files)} file(s), {rec.frames} frames, "
+            f"{rec.bytes} bytes; recorded {state}"
+        )
     if r.replay is not None:
         p = r.replay
-        window = "whole recording" if p.window_from is None and p.window_to is None else (
-            f"window {p.window_from if p.window_from is not None else 'start'} .. "
-            f"{p.window_to if p.window_to is not None else 'end'} (unix s)")
+        window = (
+            "whole recording"
+            if p.window_from is None and p.window_to is None
+            else (
+                f"window {p.window_from if p.window_from is not None else 'start'} .. "
+                f"{p.window_to if p.window_to is not None else 'end'} (unix s)"
+            )
+        )
         skipped = ", ".join(f"{n} {reason}" for reason, n in p.frames_skipped.items()) or "none"
-        lines.append(f"- Replayed: {_md_text(p.recording)} ({p.schema_}), {window}; {p.frames_read} frames read, "
-                     f"skipped: {skipped}")
+        lines.append(
+            f"- Replayed: {_md_text(p.recording)} ({p.schema_}), {window}; {p.frames_read} frames read, "
+            f"skipped: {skipped}"
+        )
     return lines
 
 
@@ -172,8 +210,15 @@ def _boundary_section(r: Receipt) -> list[str]:
     b = r.boundary.model_dump()
     notes = b.pop("inferred_from")
     b.pop("versions")
-    lines = ["", "## Boundary", "", "What `trnwatch compare` requires equal before comparing two receipts.", "",
-             "| field | value | how it is known |", "|---|---|---|"]
+    lines = [
+        "",
+        "## Boundary",
+        "",
+        "What `trnwatch compare` requires equal before comparing two receipts.",
+        "",
+        "| field | value | how it is known |",
+        "|---|---|---|",
+    ]
     for key, value in b.items():
         lines.append(f"| {key} | {_v(value)} | {_md_text(notes.get(key, BOUNDARY_SOURCES.get(key, 'reported')))} |")
     return lines
@@ -185,54 +230,80 @@ def _job_section(r: Receipt) -> list[str]:
     if job is None:
         return lines + ["No job telemetry was connected: no step, throughput or collective figures."]
     ranks = job.get("ranks") or {}
-    lines += [f"Boundary: the whole job: {_v(ranks.get('seen'))} rank(s) seen of world size "
-              f"{_v(ranks.get('world_size'))}, on {_v(ranks.get('hosts'))} host(s); job figures, not chip or "
-              "UltraServer figures.", "",
-              f"- Run {_md_text(job.get('run'))}; ranks: {_v(ranks.get('running'))} running, "
-              f"{_v(ranks.get('finished'))} finished, {_v(ranks.get('failed'))} failed, {_v(ranks.get('dead'))} dead"]
+    lines += [
+        f"Boundary: the whole job: {_v(ranks.get('seen'))} rank(s) seen of world size "
+        f"{_v(ranks.get('world_size'))}, on {_v(ranks.get('hosts'))} host(s); job figures, not chip or "
+        "UltraServer figures.",
+        "",
+        f"- Run {_md_text(job.get('run'))}; ranks: {_v(ranks.get('running'))} running, "
+        f"{_v(ranks.get('finished'))} finished, {_v(ranks.get('failed'))} failed, {_v(ranks.get('dead'))} dead",
+    ]
     model = job.get("model") or {}
     parallel = job.get("parallel") or {}
-    lines.append(f"- Model {_v(model.get('name'))}, {_v(model.get('params'))} parameters, precision "
-                 f"{_v(job.get('precision'))}, backend {_v(job.get('backend'))}")
-    lines.append(f"- Batch: global {_v(job.get('global_batch'))}, micro {_v(job.get('micro_batch'))}, sequence "
-                 f"{_v(job.get('seq_len'))}; parallel " + (" ".join(f"{k} {v}" for k, v in parallel.items()) or UNKNOWN))
+    lines.append(
+        f"- Model {_v(model.get('name'))}, {_v(model.get('params'))} parameters, precision "
+        f"{_v(job.get('precision'))}, backend {_v(job.get('backend'))}"
+    )
+    lines.append(
+        f"- Batch: global {_v(job.get('global_batch'))}, micro {_v(job.get('micro_batch'))}, sequence "
+        f"{_v(job.get('seq_len'))}; parallel " + (" ".join(f"{k} {v}" for k, v in parallel.items()) or UNKNOWN)
+    )
     versions = job.get("versions") or {}
-    lines.append("- Versions: " + (", ".join(f"{_md_text(k)} {_md_text(v)}" for k, v in sorted(versions.items()))
-                                   or "none reported"))
+    lines.append(
+        "- Versions: "
+        + (", ".join(f"{_md_text(k)} {_md_text(v)}" for k, v in sorted(versions.items())) or "none reported")
+    )
     per_device = (job.get("throughput") or {}).get("tokens_per_s_per_device")
     if per_device is not None:
-        lines.append(f"- The log reports {per_device:,.0f} tokens/s per device (TorchTitan's tps, median over the "
-                     "steady steps): a per-device figure, not the job's rate")
+        lines.append(
+            f"- The log reports {per_device:,.0f} tokens/s per device (TorchTitan's tps, median over the "
+            "steady steps): a per-device figure, not the job's rate"
+        )
     for source, profile in job.get("log_profiles", {}).items():
         lines.append(f"- Passive log {_md_text(source)}: read with log profile {_md_text(profile or 'none detected')}")
     seg = r.segments
     if seg is not None and seg.cold_compile is not None:
         c = seg.cold_compile
-        lines.append(f"- Cold compile: {_secs(c.seconds)} over {c.compiles} compile(s), {_clock(c.start)}-"
-                     f"{_clock(c.end)} UTC; {c.cache_hits} persistent-cache hit(s)")
+        lines.append(
+            f"- Cold compile: {_secs(c.seconds)} over {c.compiles} compile(s), {_clock(c.start)}-"
+            f"{_clock(c.end)} UTC; {c.cache_hits} persistent-cache hit(s)"
+        )
     saves = job.get("checkpoint_saves") or {}
-    lines.append(f"- Checkpoint saves: {_v(saves.get('count'))}" + (
-        f", save time {', '.join(f'{k} {_secs(v)}' for k, v in saves['save_s'].items() if v is not None)}"
-        if saves.get("count") else ""))
+    lines.append(
+        f"- Checkpoint saves: {_v(saves.get('count'))}"
+        + (
+            f", save time {', '.join(f'{k} {_secs(v)}' for k, v in saves['save_s'].items() if v is not None)}"
+            if saves.get("count")
+            else ""
+        )
+    )
     for rs in seg.restarts if seg else []:
-        lines.append(f"- Restart {rs.restart}: from the checkpoint of step {_v(rs.checkpoint_step)}, load "
-                     f"{_secs(rs.load_s)}, first step after {_secs(rs.time_to_first_step_s)}, {_v(rs.steps_lost)} "
-                     "step(s) lost")
+        lines.append(
+            f"- Restart {rs.restart}: from the checkpoint of step {_v(rs.checkpoint_step)}, load "
+            f"{_secs(rs.load_s)}, first step after {_secs(rs.time_to_first_step_s)}, {_v(rs.steps_lost)} "
+            "step(s) lost"
+        )
     coll = job.get("collectives")
     if isinstance(coll, dict):
         for op, c in coll.items():
-            lines.append(f"- Collective {_md_text(op)}: {c['count']:,} timed, latency {_percentiles_ms(c['latency_s'])}")
+            lines.append(
+                f"- Collective {_md_text(op)}: {c['count']:,} timed, latency {_percentiles_ms(c['latency_s'])}"
+            )
     else:
         lines.append(f"- Collectives: {_md_text(coll)}")
     skew = job.get("wait_skew")
     if skew:
-        lines.append(f"- Wait skew: rank {skew['least_waiting_rank']} waits least, {_ms(skew['skew_s'])} per step less "
-                     f"than the others' median ({'a straggler' if skew['slow'] else 'within the straggler threshold'})")
+        lines.append(
+            f"- Wait skew: rank {skew['least_waiting_rank']} waits least, {_ms(skew['skew_s'])} per step less "
+            f"than the others' median ({'a straggler' if skew['slow'] else 'within the straggler threshold'})"
+        )
     else:
         lines.append("- Wait skew: n/a (fewer than two ranks with steady wait data)")
     fr = r.failure_rate
-    lines.append(f"- Failures: {fr.rank_failures} rank failure(s) ({_v(fr.rank_failures_per_hour)}/h), "
-                 f"{fr.restarts} restart(s) ({_v(fr.restarts_per_hour)}/h); stalls: {len(job.get('stalls', []))}")
+    lines.append(
+        f"- Failures: {fr.rank_failures} rank failure(s) ({_v(fr.rank_failures_per_hour)}/h), "
+        f"{fr.restarts} restart(s) ({_v(fr.restarts_per_hour)}/h); stalls: {len(job.get('stalls', []))}"
+    )
     for f in job.get("failures", [])[:5]:
         what = f.get("error") or f"run ended {f.get('run_end')}"
         lines.append(f"  - rank {f['rank']} at {_clock(f['ts'])} UTC: {_md_text(what)}")
@@ -243,15 +314,25 @@ def _job_section(r: Receipt) -> list[str]:
             lines.append(f"  - rank {w['rank']} at {_clock(w['ts'])} UTC: {_md_text(w['message'])}")
     for st in job.get("stalls", [])[:5]:
         who = ", ".join(str(s.get("rank", s) if isinstance(s, dict) else s) for s in st.get("suspects", []))
-        lines.append(f"  - stall from {_clock(st['begin_ts'])} UTC for {_secs(st['duration_s'])}"
-                     + (f", suspects rank {who}" if who else ""))
+        lines.append(
+            f"  - stall from {_clock(st['begin_ts'])} UTC for {_secs(st['duration_s'])}"
+            + (f", suspects rank {who}" if who else "")
+        )
     if r.sequence_lengths is not None:
         s = r.sequence_lengths
-        lines.append(f"- Sequence lengths over {s.steps} step(s): min {s.min}, p50 {s.p50}, p90 {s.p90}, max {s.max}, "
-                     f"mean {s.mean:.1f}")
+        lines.append(
+            f"- Sequence lengths over {s.steps} step(s): min {s.min}, p50 {s.p50}, p90 {s.p90}, max {s.max}, "
+            f"mean {s.mean:.1f}"
+        )
     phases = job.get("phases") or []
     if phases:
-        lines += ["", "Phase timeline (lowest rank):", "", "| phase | begin (UTC) | end (UTC) | duration |", "|---|---|---|---|"]
+        lines += [
+            "",
+            "Phase timeline (lowest rank):",
+            "",
+            "| phase | begin (UTC) | end (UTC) | duration |",
+            "|---|---|---|---|",
+        ]
         for p in phases:
             end = "open" if p["end_ts"] is None else _clock(p["end_ts"])
             lines.append(f"| {_md_text(p['phase'])} | {_clock(p['begin_ts'])} | {end} | {_secs(p['duration_s'])} |")
@@ -264,18 +345,26 @@ def _goodput_section(r: Receipt, svg_name: str | None) -> list[str]:
     if g is None:
         lines.append("n/a: no job telemetry, so no step time to call productive.")
     else:
-        lines += [f"Window: the job's own clock, {_clock(g.window.start)} to {_clock(g.window.end)} UTC "
-                  f"({g.window.seconds:.1f} s), rank {_v(g.from_rank)}; the parts sum to it.", "",
-                  "| part | seconds | share |", "|---|---|---|",
-                  f"| productive step time | {g.productive_s:.1f} | {_pct(g.goodput_pct)} |"]
+        lines += [
+            f"Window: the job's own clock, {_clock(g.window.start)} to {_clock(g.window.end)} UTC "
+            f"({g.window.seconds:.1f} s), rank {_v(g.from_rank)}; the parts sum to it.",
+            "",
+            "| part | seconds | share |",
+            "|---|---|---|",
+            f"| productive step time | {g.productive_s:.1f} | {_pct(g.goodput_pct)} |",
+        ]
         for cause, seconds in g.badput_s.model_dump().items():
             share = 100 * seconds / g.window.seconds if g.window.seconds > 0 else None
             lines.append(f"| badput: {cause.replace('_', ' ')} | {seconds:.1f} | {_pct(share)} |")
         lines += ["", f"Method: {g.method} Late threshold at the end: {g.late_threshold_s:.1f} s."]
     if svg_name:
-        lines += ["", f"![throughput, mean utilisation and HBM over the window]({svg_name})", "",
-                  f"[{svg_name}]({svg_name}): tokens/s, mean chip utilisation and HBM fill over the window; phases "
-                  "shaded, stalls marked."]
+        lines += [
+            "",
+            f"![throughput, mean utilisation and HBM over the window]({svg_name})",
+            "",
+            f"[{svg_name}]({svg_name}): tokens/s, mean chip utilisation and HBM fill over the window; phases "
+            "shaded, stalls marked.",
+        ]
     return lines
 
 
@@ -283,23 +372,39 @@ def _sources_section(r: Receipt) -> list[str]:
     by_kind: dict[str, list] = {}
     for s in r.sources:
         by_kind.setdefault(s.kind, []).append(s)
-    lines = ["", "## Sources", "", f"Boundary: {len(r.sources)} stream(s), summarised by kind; counts are per stream.", "",
-             "| kind | streams | reports | rejected | gaps | ended | lost | simulated |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "",
+        "## Sources",
+        "",
+        f"Boundary: {len(r.sources)} stream(s), summarised by kind; counts are per stream.",
+        "",
+        "| kind | streams | reports | rejected | gaps | ended | lost | simulated |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for kind, group in sorted(by_kind.items()):
-        lines.append(f"| {_md_text(kind)} | {len(group)} | {sum(s.reports for s in group):,} | "
-                     f"{sum(s.rejected for s in group):,} | {sum(s.gaps for s in group)} "
-                     f"({sum(s.gap_seconds for s in group):.1f} s) | {sum(1 for s in group if s.ended)} | "
-                     f"{sum(1 for s in group if s.end_error)} | {sum(1 for s in group if s.simulated)} |")
+        lines.append(
+            f"| {_md_text(kind)} | {len(group)} | {sum(s.reports for s in group):,} | "
+            f"{sum(s.rejected for s in group):,} | {sum(s.gaps for s in group)} "
+            f"({sum(s.gap_seconds for s in group):.1f} s) | {sum(1 for s in group if s.ended)} | "
+            f"{sum(1 for s in group if s.end_error)} | {sum(1 for s in group if s.simulated)} |"
+        )
     troubled = [s for s in r.sources if s.rejected or s.rejected_fields or s.gaps or s.end_error]
     if troubled:
-        lines += ["", "Troubled streams:", "", "| source | kind | reports | rejected | fields rejected | gaps | state |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "Troubled streams:",
+            "",
+            "| source | kind | reports | rejected | fields rejected | gaps | state |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for s in troubled:
             reasons = ", ".join(f"{k} {v}" for k, v in s.rejected_by_reason.items())
             state = "lost: " + _md_text(s.end_error) if s.end_error else ("ended" if s.ended else "open at exit")
-            lines.append(f"| {_md_text(s.id)} | {_md_text(s.kind)} | {s.reports} | {s.rejected}"
-                         f"{f' ({_md_text(reasons)})' if reasons else ''} | {sum(s.rejected_fields.values())} | "
-                         f"{s.gaps} ({s.gap_seconds:.1f} s) | {state} |")
+            lines.append(
+                f"| {_md_text(s.id)} | {_md_text(s.kind)} | {s.reports} | {s.rejected}"
+                f"{f' ({_md_text(reasons)})' if reasons else ''} | {sum(s.rejected_fields.values())} | "
+                f"{s.gaps} ({s.gap_seconds:.1f} s) | {state} |"
+            )
     else:
         lines += ["", "No stream had rejected lines, gaps or errors."]
     return lines
@@ -310,8 +415,13 @@ def _hosts_section(r: Receipt) -> list[str]:
     for h in r.hosts:
         key = (h.instance_type or UNKNOWN, h.device_type or UNKNOWN, h.lnc)
         kinds[key] = kinds.get(key, 0) + 1
-    lines = ["", "## Hosts", "", f"Boundary: {len(r.hosts)} host(s), one neuron-monitor stream each; host figures, not chip "
-             "figures.", ""]
+    lines = [
+        "",
+        "## Hosts",
+        "",
+        f"Boundary: {len(r.hosts)} host(s), one neuron-monitor stream each; host figures, not chip figures.",
+        "",
+    ]
     for (itype, dtype, lnc), n in sorted(kinds.items(), key=str):
         lines.append(f"- {n} x {_md_text(itype)} ({_md_text(dtype)}, LNC {_v(lnc)})")
     troubled = [h for h in r.hosts if h.group_errors or h.anomalies]
@@ -328,14 +438,22 @@ def _hosts_section(r: Receipt) -> list[str]:
 def _ultraservers_section(r: Receipt) -> list[str]:
     lines = ["", "## UltraServers", ""]
     if not r.ultraservers:
-        return lines + ["No host was mapped to an UltraServer (no `--ultraservers` file, no `ultraserver_id` in reports): "
-                        "no UltraServer figure is given."]
-    lines += ["Boundary: each row aggregates the hosts mapped to that UltraServer; these are UltraServer figures, "
-              "never a property of any one chip. HBM peak sum adds each chip's own peak (not a simultaneous total).", "",
-              "| UltraServer | hosts | chips | HBM capacity | HBM peak sum | util mean of chip means |", "|---|---|---|---|---|---|"]
+        return lines + [
+            "No host was mapped to an UltraServer (no `--ultraservers` file, no `ultraserver_id` in reports): "
+            "no UltraServer figure is given."
+        ]
+    lines += [
+        "Boundary: each row aggregates the hosts mapped to that UltraServer; these are UltraServer figures, "
+        "never a property of any one chip. HBM peak sum adds each chip's own peak (not a simultaneous total).",
+        "",
+        "| UltraServer | hosts | chips | HBM capacity | HBM peak sum | util mean of chip means |",
+        "|---|---|---|---|---|---|",
+    ]
     for u in r.ultraservers:
-        lines.append(f"| {_md_text(u.id)} | {u.hosts} | {u.chips} | {_gib(u.hbm_capacity_bytes)} | "
-                     f"{_gib(u.hbm_peak_sum_bytes)} | {_pct(u.util_mean_pct)} |")
+        lines.append(
+            f"| {_md_text(u.id)} | {u.hosts} | {u.chips} | {_gib(u.hbm_capacity_bytes)} | "
+            f"{_gib(u.hbm_peak_sum_bytes)} | {_pct(u.util_mean_pct)} |"
+        )
     return lines
 
 
@@ -345,32 +463,50 @@ def _ecc(a: int | None, b: int | None) -> str:
 
 def _chips_section(r: Receipt) -> list[str]:
     n_chips, n_hosts = len(r.chips), len(r.hosts)
-    lines = ["", "## Chips", "",
-             f"Boundary: each row is one chip ({n_chips} chips on {n_hosts} host(s)); not an UltraServer figure. HBM is "
-             "the sum of the per-core memory categories over all runtimes; utilisation is the mean over the chip's "
-             "logical cores, idle cores counting 0; FLOP/s is the window mean of the cores' reported flops; MFU "
-             "divides it by an assumed peak (see the JSON's chips[].peak_flops_per_s); device latency is the latest "
-             "report's.", "",
-             "| host | chip | HBM peak | HBM capacity | util mean | util max | TFLOP/s | MFU | device latency p50/p99 | "
-             "ECC mem c/u | ECC sram c/u |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "",
+        "## Chips",
+        "",
+        f"Boundary: each row is one chip ({n_chips} chips on {n_hosts} host(s)); not an UltraServer figure. HBM is "
+        "the sum of the per-core memory categories over all runtimes; utilisation is the mean over the chip's "
+        "logical cores, idle cores counting 0; FLOP/s is the window mean of the cores' reported flops; MFU "
+        "divides it by an assumed peak (see the JSON's chips[].peak_flops_per_s); device latency is the latest "
+        "report's.",
+        "",
+        "| host | chip | HBM peak | HBM capacity | util mean | util max | TFLOP/s | MFU | device latency p50/p99 | "
+        "ECC mem c/u | ECC sram c/u |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for c in r.chips:
         e, d = c.ecc, c.device_latency_s
         latency = "n/a" if d is None else f"{_ms(d.p50)} / {_ms(d.p99)}"
         tflops = "n/a" if c.flops_mean_per_s is None else f"{c.flops_mean_per_s / 1e12:.1f}"
-        lines.append(f"| {_md_text(c.host)} | {c.device} | {_gib(c.hbm_peak_bytes)} | {_gib(c.hbm_capacity_bytes)} | "
-                     f"{_pct(c.util_mean_pct)} | {_pct(c.util_max_pct)} | {tflops} | {_pct(c.mfu_pct)} | {latency} | "
-                     f"{_ecc(e.mem_corrected, e.mem_uncorrected)} | {_ecc(e.sram_corrected, e.sram_uncorrected)} |")
+        lines.append(
+            f"| {_md_text(c.host)} | {c.device} | {_gib(c.hbm_peak_bytes)} | {_gib(c.hbm_capacity_bytes)} | "
+            f"{_pct(c.util_mean_pct)} | {_pct(c.util_max_pct)} | {tflops} | {_pct(c.mfu_pct)} | {latency} | "
+            f"{_ecc(e.mem_corrected, e.mem_uncorrected)} | {_ecc(e.sram_corrected, e.sram_uncorrected)} |"
+        )
     return lines
 
 
 def _runtimes_section(r: Receipt) -> list[str]:
-    lines = ["", "## Runtimes", "", f"Boundary: {len(r.runtimes)} Neuron process(es), keyed by pid and tag; execution "
-             "counts are per process.", ""]
+    lines = [
+        "",
+        "## Runtimes",
+        "",
+        f"Boundary: {len(r.runtimes)} Neuron process(es), keyed by pid and tag; execution counts are per process.",
+        "",
+    ]
     fr = r.failure_rate
-    lines.append(f"- Executions over the window: {_v(fr.executions)}; with errors: {_v(fr.execution_errors)} "
-                 f"({_v(fr.execution_errors_per_1000)} per 1,000)")
-    troubled = [rt for rt in r.runtimes if rt.group_errors or any(
-        v for k, v in rt.executions.totals.items() if k.startswith("error.") and v)]
+    lines.append(
+        f"- Executions over the window: {_v(fr.executions)}; with errors: {_v(fr.execution_errors)} "
+        f"({_v(fr.execution_errors_per_1000)} per 1,000)"
+    )
+    troubled = [
+        rt
+        for rt in r.runtimes
+        if rt.group_errors or any(v for k, v in rt.executions.totals.items() if k.startswith("error.") and v)
+    ]
     for rt in troubled:
         errors = {k: v for k, v in rt.executions.totals.items() if k.startswith("error.") and v}
         text = ", ".join(f"{k} {v}" for k, v in errors.items())

@@ -88,8 +88,9 @@ def chip_ecc(chip: ChipState) -> ChipEcc:
     )
 
 
-def per_report(ledger: "Ledger", host: HostState, name: str, compute: Callable[[HostState], T],
-               at: Hashable = None) -> T:
+def per_report(
+    ledger: "Ledger", host: HostState, name: str, compute: Callable[[HostState], T], at: Hashable = None
+) -> T:
     """`compute(host)`, kept under `name` until `host` folds its next report (or `at`, what else
     the figure depends on, changes)."""
     key = (name, host.host_id)
@@ -145,9 +146,11 @@ def host_freshness(ledger: "Ledger", host: HostState, now_s: float, periods_s: d
 
 def freshness_at(ledger: "Ledger", now_s: float) -> dict[str, Freshness]:
     """`host_freshness` of every host at `now_s`, by host id (computed once per refresh)."""
+
     def compute() -> dict[str, Freshness]:
         periods_s = source_periods_s(ledger)
         return {h.host_id: host_freshness(ledger, h, now_s, periods_s) for h in ledger.hosts.values()}
+
     return per_update(ledger, "freshness", compute, now_s)
 
 
@@ -227,8 +230,14 @@ def _figures(ledger: "Ledger", hosts: list[HostState], states: list[Freshness], 
     )
 
 
-def ultraserver_rollup(ledger: "Ledger", ultraserver: str, hosts: list[HostState], now_s: float,
-                       silent: int = 0, freshness: dict[str, Freshness] | None = None) -> UltraServerRollup:
+def ultraserver_rollup(
+    ledger: "Ledger",
+    ultraserver: str,
+    hosts: list[HostState],
+    now_s: float,
+    silent: int = 0,
+    freshness: dict[str, Freshness] | None = None,
+) -> UltraServerRollup:
     """Latest figures of `hosts` (one UltraServer), counting only hosts whose data is fresh;
     `silent`: configured members that never reported; `freshness`: each host's, when known."""
     freshness = freshness_at(ledger, now_s) if freshness is None else freshness
@@ -261,10 +270,22 @@ def cluster_rollup(ledger: "Ledger", now_s: float) -> ClusterRollup:
     chips = [c for h in ledger.hosts.values() if freshness[h.host_id] == "fresh" for c in h.chips]
     utils = [c.util_pct for c in chips if c.util_pct is not None]
     capacities = [c.hbm_capacity_bytes for c in chips]
-    summed = ("hosts_total", "hosts_fresh", "hosts_stale", "hosts_lost", "hosts_silent", "chips", "chips_total",
-              "hbm_used_bytes", "chips_idle", "chips_with_ecc", "chips_with_uncorrected_ecc")
+    summed = (
+        "hosts_total",
+        "hosts_fresh",
+        "hosts_stale",
+        "hosts_lost",
+        "hosts_silent",
+        "chips",
+        "chips_total",
+        "hbm_used_bytes",
+        "chips_idle",
+        "chips_with_ecc",
+        "chips_with_uncorrected_ecc",
+    )
     return ClusterRollup(
-        ultraservers=rows, unplaced=unplaced,
+        ultraservers=rows,
+        unplaced=unplaced,
         **{name: sum(getattr(r, name) for r in everything) for name in summed},
         hbm_capacity_bytes=known_sum(capacities),
         util_mean_pct=sum(utils) / len(utils) if utils else None,

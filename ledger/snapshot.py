@@ -40,8 +40,14 @@ def _age(now_s: float, t_s: float | None) -> float | None:
     return None if t_s is None else _r(max(0.0, now_s - t_s))
 
 
-def build_snapshot(ledger: Ledger, now_s: float, job: JobSection | None = None,
-                   recorded_evidence: Evidence | None = None, *, written_at_s: float) -> dict[str, Any]:
+def build_snapshot(
+    ledger: Ledger,
+    now_s: float,
+    job: JobSection | None = None,
+    recorded_evidence: Evidence | None = None,
+    *,
+    written_at_s: float,
+) -> dict[str, Any]:
     """Every scope of `ledger` judged at `now_s`; `job` is `JobLedger.summary(now_s)` or None
     when no job telemetry is connected (then the section says so instead of holding zeros).
     `written_at_s` is the wall clock when the snapshot is taken."""
@@ -57,17 +63,25 @@ def build_snapshot(ledger: Ledger, now_s: float, job: JobSection | None = None,
         "findings": [finding_record(f) for f in current_findings(ledger, now_s)],
         "sources": [
             {
-                "id": s.source_id, "kind": s.kind, "state": s.state(now_s, period_by_source.get(s.source_id)),
-                "age_s": _age(now_s, s.last_s), "reports": s.reports, "rejected": sum(s.rejected.values()),
-                "rejected_by_reason": dict(sorted(s.rejected.items())), "last_rejection": s.last_rejection,
+                "id": s.source_id,
+                "kind": s.kind,
+                "state": s.state(now_s, period_by_source.get(s.source_id)),
+                "age_s": _age(now_s, s.last_s),
+                "reports": s.reports,
+                "rejected": sum(s.rejected.values()),
+                "rejected_by_reason": dict(sorted(s.rejected.items())),
+                "last_rejection": s.last_rejection,
                 "end_error": s.end_error,
             }
             for s in sorted(ledger.sources.values(), key=lambda s: s.source_id)
         ],
-        "ultraservers": [_ultraserver(ledger, us, members, now_s) for us, members in sorted(ledger.ultraservers().items())],
+        "ultraservers": [
+            _ultraserver(ledger, us, members, now_s) for us, members in sorted(ledger.ultraservers().items())
+        ],
         "hosts": [_host(ledger, h, now_s) for h in hosts],
         "chips": [_chip(h, c, now_s) for h in hosts for c in h.chips],
-        "job": job.model_dump(mode="json") if job is not None
+        "job": job.model_dump(mode="json")
+        if job is not None
         else {"connected": False, "note": "no job telemetry connected: no job figures"},
     }
 
@@ -77,55 +91,88 @@ def _ultraserver(ledger: Ledger, us: str, members: list[HostState], now_s: float
     return {
         "id": us,
         "boundary": {"hosts": r.hosts_total, "hosts_fresh": r.hosts_fresh, "chips_in_figures": r.chips},
-        "hbm_used_bytes": r.hbm_used_bytes, "hbm_capacity_bytes": r.hbm_capacity_bytes,
-        "util_mean_pct": _r(r.util_mean_pct), "util_min_pct": _r(r.util_min_pct),
-        "chips_idle": r.chips_idle, "chips_with_ecc": r.chips_with_ecc,
+        "hbm_used_bytes": r.hbm_used_bytes,
+        "hbm_capacity_bytes": r.hbm_capacity_bytes,
+        "util_mean_pct": _r(r.util_mean_pct),
+        "util_min_pct": _r(r.util_min_pct),
+        "chips_idle": r.chips_idle,
+        "chips_with_ecc": r.chips_with_ecc,
         "chips_with_uncorrected_ecc": r.chips_with_uncorrected_ecc,
     }
 
 
 def _host(ledger: Ledger, h: HostState, now_s: float) -> dict[str, Any]:
     return {
-        "host": h.host_id, "source": h.source_id, "ultraserver": ledger.ultraserver_of(h),
-        "fresh": ledger.host_fresh(h, now_s), "age_s": _age(now_s, h.last_s),
-        "instance_name": h.instance_name, "instance_type": h.instance_type, "device_type": h.device_type,
-        "neuroncore_version": h.neuroncore_version, "lnc": h.lnc, "chips": len(h.chips),
-        "cores_per_chip": h.cores_per_chip, "period_s": h.period_s,
-        "vcpu_busy_pct": _r(h.vcpu_busy_pct), "vcpu_count": h.vcpu_count,
-        "memory_used_bytes": h.memory_used_bytes, "memory_total_bytes": h.memory_total_bytes,
-        "group_errors": dict(h.group_errors), "anomalies": dict(h.anomalies),
+        "host": h.host_id,
+        "source": h.source_id,
+        "ultraserver": ledger.ultraserver_of(h),
+        "fresh": ledger.host_fresh(h, now_s),
+        "age_s": _age(now_s, h.last_s),
+        "instance_name": h.instance_name,
+        "instance_type": h.instance_type,
+        "device_type": h.device_type,
+        "neuroncore_version": h.neuroncore_version,
+        "lnc": h.lnc,
+        "chips": len(h.chips),
+        "cores_per_chip": h.cores_per_chip,
+        "period_s": h.period_s,
+        "vcpu_busy_pct": _r(h.vcpu_busy_pct),
+        "vcpu_count": h.vcpu_count,
+        "memory_used_bytes": h.memory_used_bytes,
+        "memory_total_bytes": h.memory_total_bytes,
+        "group_errors": dict(h.group_errors),
+        "anomalies": dict(h.anomalies),
         "runtimes": [_runtime(h, r) for r in sorted(h.runtimes.values(), key=lambda r: r.order)],
     }
 
 
 def _runtime(h: HostState, r: RuntimeState) -> dict[str, Any]:
     return {
-        "pid": r.pid, "tag": r.tag, "cores": list(r.cores), "in_latest_report": r.last_seen_s == h.last_s,
-        "vcpu_user_pct": r.vcpu_user_pct, "vcpu_system_pct": r.vcpu_system_pct,
-        "device_bytes": r.device_bytes, "host_bytes": r.host_bytes,
-        "total_latency_s": r.total_latency_s, "device_latency_s": r.device_latency_s,
+        "pid": r.pid,
+        "tag": r.tag,
+        "cores": list(r.cores),
+        "in_latest_report": r.last_seen_s == h.last_s,
+        "vcpu_user_pct": r.vcpu_user_pct,
+        "vcpu_system_pct": r.vcpu_system_pct,
+        "device_bytes": r.device_bytes,
+        "host_bytes": r.host_bytes,
+        "total_latency_s": r.total_latency_s,
+        "device_latency_s": r.device_latency_s,
         "executions": {"reading": r.executions.reading, "totals": r.executions.totals()},
-        "loaded_models": [{"name": m.name, "model_id": m.model_id, "is_running": m.is_running, "devices": list(m.devices)}
-                          for m in r.loaded_models],
-        "error": r.error, "group_errors": dict(r.group_errors),
+        "loaded_models": [
+            {"name": m.name, "model_id": m.model_id, "is_running": m.is_running, "devices": list(m.devices)}
+            for m in r.loaded_models
+        ],
+        "error": r.error,
+        "group_errors": dict(r.group_errors),
     }
 
 
 def _chip(h: HostState, c: ChipState, now_s: float) -> dict[str, Any]:
     ecc = chip_ecc(c)
     return {
-        "host": h.host_id, "device": c.index,
-        "util_pct": _r(c.util_pct), "util_age_s": _age(now_s, c.util_at_s),
-        "hbm_bytes": c.hbm_bytes, "hbm_capacity_bytes": c.hbm_capacity_bytes, "hbm_age_s": _age(now_s, c.hbm_at_s),
+        "host": h.host_id,
+        "device": c.index,
+        "util_pct": _r(c.util_pct),
+        "util_age_s": _age(now_s, c.util_at_s),
+        "hbm_bytes": c.hbm_bytes,
+        "hbm_capacity_bytes": c.hbm_capacity_bytes,
+        "hbm_age_s": _age(now_s, c.hbm_at_s),
         "hbm_by_category_bytes": dict(c.hbm_by_category_bytes),
         "cores": {
             str(i): {"util_pct": s.util_pct, "flops": s.flops, "physical_util_pct": dict(s.physical_util_pct)}
             for i, s in sorted(c.cores.items())
         },
-        "util_mean_pct": _r(c.util_mean_pct), "util_max_pct": _r(c.util_max_pct), "hbm_peak_bytes": c.hbm_peak_bytes,
+        "util_mean_pct": _r(c.util_mean_pct),
+        "util_max_pct": _r(c.util_max_pct),
+        "hbm_peak_bytes": c.hbm_peak_bytes,
         "samples": c.samples,
-        "ecc": {"reading": c.ecc.reading, "totals": c.ecc.totals(), "corrected": ecc.corrected,
-                "uncorrected": ecc.uncorrected},
+        "ecc": {
+            "reading": c.ecc.reading,
+            "totals": c.ecc.totals(),
+            "corrected": ecc.corrected,
+            "uncorrected": ecc.uncorrected,
+        },
     }
 
 
@@ -135,6 +182,7 @@ def snapshot_json(snap: dict[str, Any]) -> str:
 
 
 # --- plain text ------------------------------------------------------------------------------------
+
 
 def _gib(n: int | None) -> str:
     if n is None:
@@ -165,8 +213,11 @@ def render_text(snap: dict[str, Any], lowest: int = 5) -> str:
     states: dict[str, int] = {}
     for s in snap["sources"]:
         states[s["state"]] = states.get(s["state"], 0) + 1
-    lines.append("  " + ", ".join(f"{n} {state}" for state, n in sorted(states.items())) +
-                 f"; {sum(s['rejected'] for s in snap['sources'])} rejected lines")
+    lines.append(
+        "  "
+        + ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
+        + f"; {sum(s['rejected'] for s in snap['sources'])} rejected lines"
+    )
     for s in snap["sources"]:
         if s["state"] not in ("connected", "ended") or s["rejected"]:
             age = "" if s["age_s"] is None else f", last line {s['age_s']:.0f} s ago"
@@ -195,8 +246,10 @@ def render_text(snap: dict[str, Any], lowest: int = 5) -> str:
     if fresh_chips:
         lines += ["", "lowest utilisation (fresh chips, each figure one chip's):"]
         for c in sorted(fresh_chips, key=lambda c: (c["util_pct"], c["host"], c["device"]))[:lowest]:
-            lines.append(f"  {clean(names[c['host']])} chip {c['device']}: util {_pct(c['util_pct'])}, "
-                         f"HBM {_gib(c['hbm_bytes'])} of {_gib(c['hbm_capacity_bytes'])}")
+            lines.append(
+                f"  {clean(names[c['host']])} chip {c['device']}: util {_pct(c['util_pct'])}, "
+                f"HBM {_gib(c['hbm_bytes'])} of {_gib(c['hbm_capacity_bytes'])}"
+            )
     ecc = [c for c in chips if c["ecc"]["corrected"] or c["ecc"]["uncorrected"]]
     if ecc:
         lines += ["", "chips with ECC events:"]
@@ -211,20 +264,27 @@ def render_text(snap: dict[str, Any], lowest: int = 5) -> str:
         lines.append(f"  run {clean(job['run'])}: {job['verdict'].upper()} - {clean(job['reason'])}")
         for s in job["suspects"][:lowest]:
             chip = "?" if s["chip"] is None else s["chip"]
-            lines.append(f"  suspect rank {s['rank']}: host {clean(s['host'] or '?')} chip {chip} "
-                         f"core {'?' if s['core'] is None else s['core']}, region {clean(s['region'] or 'n/a')}, "
-                         f"step {s['step']}: {clean(s['evidence']['why'])}")
+            lines.append(
+                f"  suspect rank {s['rank']}: host {clean(s['host'] or '?')} chip {chip} "
+                f"core {'?' if s['core'] is None else s['core']}, region {clean(s['region'] or 'n/a')}, "
+                f"step {s['step']}: {clean(s['evidence']['why'])}"
+            )
         if len(job["suspects"]) > lowest:
             lines.append(f"  ... {len(job['suspects']) - lowest} more suspect(s) in the JSON")
         r = job["ranks"]
-        lines.append(f"  ranks: {r['running']} running, {r['finished']} finished, {r['failed']} failed, {r['dead']} dead"
-                     + (f", {r['unknown']} never heard from" if r["unknown"] else "") + f" (world size {r['world_size']})")
+        lines.append(
+            f"  ranks: {r['running']} running, {r['finished']} finished, {r['failed']} failed, {r['dead']} dead"
+            + (f", {r['unknown']} never heard from" if r["unknown"] else "")
+            + f" (world size {r['world_size']})"
+        )
         t = job["throughput"]
         if t:
             tokens = "tokens/s n/a" if t["tokens_per_s"] is None else f"{t['tokens_per_s']:,.0f} tokens/s"
             live = job["verdict"] in ("steady", "slow", "compiling", "checkpointing", "finished")
             lead = "" if live else "last steady "
             age = "" if live else f", {t['last_step_age_s']:.0f} s ago"
-            lines.append(f"  {lead}{tokens} over steps {t['first_step']}-{t['last_step']}{age}; "
-                         f"step time p50 {t['step_time_s']['p50']} s")
+            lines.append(
+                f"  {lead}{tokens} over steps {t['first_step']}-{t['last_step']}{age}; "
+                f"step time p50 {t['step_time_s']['p50']} s"
+            )
     return "\n".join(lines) + "\n"

@@ -14,8 +14,13 @@ LEFT, RIGHT = 70, 40
 TOP_PANEL = (50, 180)  # y of the throughput panel's top and bottom
 BOTTOM_PANEL = (215, 345)  # utilisation / HBM panel
 PHASE_FILL = {
-    "init": "#c7c7c7", "compile": "#f4a259", "warmup": "#f6d55c", "checkpoint": "#6fa8dc",
-    "restart": "#e06666", "probe": "#b4a7d6", "eval": "#b4a7d6",
+    "init": "#c7c7c7",
+    "compile": "#f4a259",
+    "warmup": "#f6d55c",
+    "checkpoint": "#6fa8dc",
+    "restart": "#e06666",
+    "probe": "#b4a7d6",
+    "eval": "#b4a7d6",
 }
 THROUGHPUT = "#1f4e79"
 UTIL = "#2e7d32"
@@ -27,8 +32,16 @@ def _x(t: float, t0: float, t1: float) -> float:
     return LEFT + (WIDTH - LEFT - RIGHT) * (t - t0) / (t1 - t0)
 
 
-def _polyline(points: list[tuple[float, float | None]], t0: float, t1: float, top: float, bottom: float,
-              top_value: float, colour: str, dash: str = "") -> list[str]:
+def _polyline(
+    points: list[tuple[float, float | None]],
+    t0: float,
+    t1: float,
+    top: float,
+    bottom: float,
+    top_value: float,
+    colour: str,
+    dash: str = "",
+) -> list[str]:
     """One line per run of known values: a gap in the data is a gap in the line, never bridged."""
     out: list[str] = []
     run: list[tuple[float, float]] = []
@@ -65,13 +78,17 @@ def _si(v: float) -> str:
 def render_timeline_svg(r: Receipt) -> str:
     """The SVG text of the receipt's timeline picture."""
     points = r.timeline.points
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
-           f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">',
-           f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
+        f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">',
+        f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
+    ]
     job = r.model_dump(mode="json", by_alias=True)["job"] or {}  # the section as the JSON has it
     run = escape(str(job.get("run") or "no job"))
-    out.append(f'<text x="{LEFT}" y="22" font-size="15" font-weight="bold">trnwatch receipt timeline: '
-               f'{r.evidence.upper()}, run {run}</text>')
+    out.append(
+        f'<text x="{LEFT}" y="22" font-size="15" font-weight="bold">trnwatch receipt timeline: '
+        f"{r.evidence.upper()}, run {run}</text>"
+    )
     if not points:
         out.append(f'<text x="{LEFT}" y="80">No data in the window.</text></svg>')
         return "\n".join(out) + "\n"
@@ -90,8 +107,10 @@ def render_timeline_svg(r: Receipt) -> str:
             continue
         x0, x1 = _x(begin, t0, t1), _x(end, t0, t1)
         for top, bottom in (TOP_PANEL, BOTTOM_PANEL):
-            out.append(f'<rect x="{x0:.1f}" y="{top}" width="{max(x1 - x0, 1):.1f}" height="{bottom - top}" '
-                       f'fill="{fill}" fill-opacity="0.35"/>')
+            out.append(
+                f'<rect x="{x0:.1f}" y="{top}" width="{max(x1 - x0, 1):.1f}" height="{bottom - top}" '
+                f'fill="{fill}" fill-opacity="0.35"/>'
+            )
         out.append(f'<text x="{x0 + 2:.1f}" y="{TOP_PANEL[0] + 12}" font-size="10">{escape(p["phase"])}</text>')
     for s in job.get("stalls", []):
         begin = max(s["begin_ts"], t0)
@@ -99,33 +118,45 @@ def render_timeline_svg(r: Receipt) -> str:
         if end <= begin:
             continue
         x0, x1 = _x(begin, t0, t1), _x(end, t0, t1)
-        out.append(f'<rect x="{x0:.1f}" y="{TOP_PANEL[0]}" width="{max(x1 - x0, 1):.1f}" '
-                   f'height="{BOTTOM_PANEL[1] - TOP_PANEL[0]}" fill="{STALL}" fill-opacity="0.08" stroke="{STALL}" stroke-width="2" '
-                   'stroke-dasharray="6,3"/>')
-        out.append(f'<text x="{x0 + 2:.1f}" y="{BOTTOM_PANEL[1] - 4}" fill="{STALL}" font-weight="bold">stall '
-                   f'{s["duration_s"]:.0f} s</text>')
+        out.append(
+            f'<rect x="{x0:.1f}" y="{TOP_PANEL[0]}" width="{max(x1 - x0, 1):.1f}" '
+            f'height="{BOTTOM_PANEL[1] - TOP_PANEL[0]}" fill="{STALL}" fill-opacity="0.08" stroke="{STALL}" stroke-width="2" '
+            'stroke-dasharray="6,3"/>'
+        )
+        out.append(
+            f'<text x="{x0 + 2:.1f}" y="{BOTTOM_PANEL[1] - 4}" fill="{STALL}" font-weight="bold">stall '
+            f"{s['duration_s']:.0f} s</text>"
+        )
     # axes and grid
     tps = [p.tokens_per_s for p in points if p.tokens_per_s is not None]
     tps_max = _nice_max(max(tps)) if tps else 1.0
     for top, bottom, label, scale in ((*TOP_PANEL, "tokens/s", tps_max), (*BOTTOM_PANEL, "% (util, HBM)", 100.0)):
-        out.append(f'<rect x="{LEFT}" y="{top}" width="{WIDTH - LEFT - RIGHT}" height="{bottom - top}" fill="none" '
-                   'stroke="#555"/>')
+        out.append(
+            f'<rect x="{LEFT}" y="{top}" width="{WIDTH - LEFT - RIGHT}" height="{bottom - top}" fill="none" '
+            'stroke="#555"/>'
+        )
         for i in range(5):
             y = bottom - (bottom - top) * i / 4
             value = scale * i / 4
             text = _si(value) if label == "tokens/s" else f"{value:g}"
             out.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" stroke="#ddd"/>')
             out.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{text}</text>')
-        out.append(f'<text x="14" y="{(top + bottom) / 2:.1f}" transform="rotate(-90 14 {(top + bottom) / 2:.1f})" '
-                   f'text-anchor="middle">{label}</text>')
+        out.append(
+            f'<text x="14" y="{(top + bottom) / 2:.1f}" transform="rotate(-90 14 {(top + bottom) / 2:.1f})" '
+            f'text-anchor="middle">{label}</text>'
+        )
     span = t1 - t0
     for i in range(7):
         t = t0 + span * i / 6
         x = _x(t, t0, t1)
-        out.append(f'<text x="{x:.1f}" y="{BOTTOM_PANEL[1] + 16}" text-anchor="middle">'
-                   f'{time.strftime("%H:%M:%S", time.gmtime(t))}</text>')
-    out.append(f'<text x="{(LEFT + WIDTH - RIGHT) / 2}" y="{BOTTOM_PANEL[1] + 32}" text-anchor="middle">time (UTC), '
-               f'{span:.0f} s window, {r.timeline.bucket_s:.2f} s buckets</text>')
+        out.append(
+            f'<text x="{x:.1f}" y="{BOTTOM_PANEL[1] + 16}" text-anchor="middle">'
+            f"{time.strftime('%H:%M:%S', time.gmtime(t))}</text>"
+        )
+    out.append(
+        f'<text x="{(LEFT + WIDTH - RIGHT) / 2}" y="{BOTTOM_PANEL[1] + 32}" text-anchor="middle">time (UTC), '
+        f"{span:.0f} s window, {r.timeline.bucket_s:.2f} s buckets</text>"
+    )
     # series
     series = [(p.t, p.tokens_per_s) for p in points]
     out += _polyline(series, t0, t1, *TOP_PANEL, tps_max, THROUGHPUT)
@@ -133,18 +164,29 @@ def render_timeline_svg(r: Receipt) -> str:
     out += _polyline([(p.t, p.hbm_used_pct) for p in points], t0, t1, *BOTTOM_PANEL, 100.0, HBM, "5,3")
     # legend
     y = HEIGHT - 14
-    entries = [("line", THROUGHPUT, "tokens/s (timeline rank)"), ("line", UTIL, "mean chip utilisation %"),
-               ("dash", HBM, "mean HBM fill %"), ("box", STALL, "stall")]
-    entries += [("fill", colour, name) for name, colour in PHASE_FILL.items()
-                if any(p["phase"] == name for p in job.get("phases", []))]
+    entries = [
+        ("line", THROUGHPUT, "tokens/s (timeline rank)"),
+        ("line", UTIL, "mean chip utilisation %"),
+        ("dash", HBM, "mean HBM fill %"),
+        ("box", STALL, "stall"),
+    ]
+    entries += [
+        ("fill", colour, name)
+        for name, colour in PHASE_FILL.items()
+        if any(p["phase"] == name for p in job.get("phases", []))
+    ]
     x = LEFT
     for kind, colour, name in entries:
         if kind in ("line", "dash"):
             dash = ' stroke-dasharray="5,3"' if kind == "dash" else ""
-            out.append(f'<line x1="{x}" y1="{y - 4}" x2="{x + 18}" y2="{y - 4}" stroke="{colour}" stroke-width="2"{dash}/>')
+            out.append(
+                f'<line x1="{x}" y1="{y - 4}" x2="{x + 18}" y2="{y - 4}" stroke="{colour}" stroke-width="2"{dash}/>'
+            )
         elif kind == "box":
-            out.append(f'<rect x="{x}" y="{y - 10}" width="18" height="10" fill="none" stroke="{colour}" '
-                       'stroke-dasharray="4,2"/>')
+            out.append(
+                f'<rect x="{x}" y="{y - 10}" width="18" height="10" fill="none" stroke="{colour}" '
+                'stroke-dasharray="4,2"/>'
+            )
         else:
             out.append(f'<rect x="{x}" y="{y - 10}" width="18" height="10" fill="{colour}" fill-opacity="0.35"/>')
         out.append(f'<text x="{x + 22}" y="{y}">{escape(name)}</text>')

@@ -21,7 +21,9 @@ def tmpfs(path: Path, size_kib: int = 64, read_only: bool = False):
     """Mount a tmpfs of `size_kib` at `path` (created) for the duration of the block."""
     path.mkdir(parents=True, exist_ok=True)
     options = f"size={size_kib}k,mode=0755" + (",ro" if read_only else "")
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, text=True
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip() or mounted.returncode}")
     try:

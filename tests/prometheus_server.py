@@ -22,13 +22,21 @@ MISSING = None if Path(PROMETHEUS).exists() else "needs the Prometheus server bi
 
 def scrape_config(address: str, paths: list[str], interval_s: float, timeout_s: float) -> str:
     """Prometheus YAML (JSON is YAML) scraping each path at `address` as its own target."""
-    targets = [{"targets": [address], "labels": {"__metrics_path__": path, "instance": f"sim-host-{i}"}}
-               for i, path in enumerate(paths)]
-    return json.dumps({
-        "global": {"scrape_interval": f"{interval_s:g}s", "scrape_timeout": f"{timeout_s:g}s",
-                   "evaluation_interval": f"{interval_s:g}s"},
-        "scrape_configs": [{"job_name": "neuron-monitor", "static_configs": targets}],
-    }, indent=1)
+    targets = [
+        {"targets": [address], "labels": {"__metrics_path__": path, "instance": f"sim-host-{i}"}}
+        for i, path in enumerate(paths)
+    ]
+    return json.dumps(
+        {
+            "global": {
+                "scrape_interval": f"{interval_s:g}s",
+                "scrape_timeout": f"{timeout_s:g}s",
+                "evaluation_interval": f"{interval_s:g}s",
+            },
+            "scrape_configs": [{"job_name": "neuron-monitor", "static_configs": targets}],
+        },
+        indent=1,
+    )
 
 
 @dataclass
@@ -38,16 +46,23 @@ class LocalPrometheus:
     dir: Path
 
     @classmethod
-    def start(cls, tmp: Path, address: str, paths: list[str], interval_s: float = 1.0,
-              timeout_s: float | None = None) -> "LocalPrometheus":
+    def start(
+        cls, tmp: Path, address: str, paths: list[str], interval_s: float = 1.0, timeout_s: float | None = None
+    ) -> "LocalPrometheus":
         tmp.mkdir(parents=True, exist_ok=True)
         config = tmp / "prometheus.yml"
         config.write_text(scrape_config(address, paths, interval_s, timeout_s or min(interval_s, 10.0)))
         port = free_port()
         proc = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp / 'data'}",
-             f"--web.listen-address=127.0.0.1:{port}", "--log.level=error"],
-            stdout=subprocess.DEVNULL, stderr=open(tmp / "prometheus.log", "wb"),
+            [
+                PROMETHEUS,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={tmp / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--log.level=error",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=open(tmp / "prometheus.log", "wb"),
         )
         server = cls(proc, f"http://127.0.0.1:{port}", tmp)
         deadline = time.monotonic() + 120  # bounds a broken server only: a loaded machine starts it slowly

@@ -16,9 +16,14 @@ T0 = 1_790_000_000.0  # a fixed start: figures of a synthetic recording do not d
 @functools.cache
 def small_report_line(util_pct: float = 40.0) -> str:
     """A one-chip neuron-monitor report (hand-written, tests/reports.py)."""
-    return R.line(R.report([R.runtime(1000, "train", [0, 1], util={0: util_pct, 1: util_pct})],
-                           hardware=R.hardware_trn3(chips=1), system_data=R.system(chips=1),
-                           instance_info=R.instance(instance_id="i-0synthetic0000001")))
+    return R.line(
+        R.report(
+            [R.runtime(1000, "train", [0, 1], util={0: util_pct, 1: util_pct})],
+            hardware=R.hardware_trn3(chips=1),
+            system_data=R.system(chips=1),
+            instance_info=R.instance(instance_id="i-0synthetic0000001"),
+        )
+    )
 
 
 def synthetic_items(seconds: int, start_s: float = T0, source_id: str = "host-a"):
@@ -42,13 +47,34 @@ def write_v1(path: Path, items, evidence: str = "simulated") -> None:
     """A `trnwatch.recording/1` file holding `items`, as the /1 recorder wrote it: a header line,
     then one JSON entry per line or source event (json.dumps, ensure_ascii=False)."""
     with open(path, "w", encoding="utf-8") as f:
-        f.write(json.dumps({"recording": "trnwatch.recording/1", "tool": "trnwatch 0.1.0", "started": T0,
-                            "evidence": evidence, "ultraservers": {}}) + "\n")
+        f.write(
+            json.dumps(
+                {
+                    "recording": "trnwatch.recording/1",
+                    "tool": "trnwatch 0.1.0",
+                    "started": T0,
+                    "evidence": evidence,
+                    "ultraservers": {},
+                }
+            )
+            + "\n"
+        )
         for item in items:
             if isinstance(item, SourceEvent):
-                entry = {"t": item.t_s, "src": item.source_id, "kind": item.kind, "event": item.event, "error": item.error}
+                entry = {
+                    "t": item.t_s,
+                    "src": item.source_id,
+                    "kind": item.kind,
+                    "event": item.event,
+                    "error": item.error,
+                }
             elif item.oversize_bytes:
-                entry = {"t": item.received_s, "src": item.source_id, "kind": item.kind, "oversize": item.oversize_bytes}
+                entry = {
+                    "t": item.received_s,
+                    "src": item.source_id,
+                    "kind": item.kind,
+                    "oversize": item.oversize_bytes,
+                }
             else:
                 entry = {"t": item.received_s, "src": item.source_id, "kind": item.kind, "line": item.text}
             f.write(json.dumps(entry, ensure_ascii=False) + "\n")
@@ -73,6 +99,7 @@ def plain_bytes(path: Path) -> bytes:
     """A file's bytes as a person would read them: a /2 recording decompressed (as `zstd -dc`
     does: metas are skippable frames), anything else as it is."""
     import zstandard
+
     with open(path, "rb") as f:
         if f.read(4) != b"\x5e\x2a\x4d\x18":
             return path.read_bytes()

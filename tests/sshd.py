@@ -22,8 +22,13 @@ import psutil
 SSHD = Path("/usr/sbin/sshd")
 SSH_KEYGEN = shutil.which("ssh-keygen")
 SSH_CLIENT = shutil.which("ssh")
-MISSING = None if SSHD.exists() and SSH_KEYGEN and SSH_CLIENT else (
-    "needs OpenSSH server and client (/usr/sbin/sshd, ssh, ssh-keygen): apt-get install openssh-server openssh-client")
+MISSING = (
+    None
+    if SSHD.exists() and SSH_KEYGEN and SSH_CLIENT
+    else (
+        "needs OpenSSH server and client (/usr/sbin/sshd, ssh, ssh-keygen): apt-get install openssh-server openssh-client"
+    )
+)
 
 # Runs on the "remote" side: the simulator as a drop-in neuron-monitor, reading the config
 # trnwatch sends on stdin, playing the host the alias's SetEnv names.
@@ -74,8 +79,11 @@ class LocalSshd:
         config.write_text("".join(blocks))
         if os.geteuid() == 0:
             Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation directory
-        proc = subprocess.Popen([str(SSHD), "-D", "-e", "-f", str(tmp / "sshd_config")],
-                                stdout=subprocess.DEVNULL, stderr=open(tmp / "sshd.log", "wb"))
+        proc = subprocess.Popen(
+            [str(SSHD), "-D", "-e", "-f", str(tmp / "sshd_config")],
+            stdout=subprocess.DEVNULL,
+            stderr=open(tmp / "sshd.log", "wb"),
+        )
         server = cls(tmp, port, proc, config)
         deadline = time.monotonic() + 120  # bounds a broken sshd only: a loaded machine starts it slowly
         while time.monotonic() < deadline:

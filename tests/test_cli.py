@@ -42,11 +42,17 @@ def test_version_and_help():
 
 def test_sim_pipe_receipt_matches_ground_truth(tmp_path):
     ticks, host, scenario = 40, 7, "hbm-leak"
-    sim = subprocess.Popen(SIM + ["--no-wait", "--count", str(ticks), "--host", str(host), "--scenario", scenario],
-                           stdout=subprocess.PIPE)
+    sim = subprocess.Popen(
+        SIM + ["--no-wait", "--count", str(ticks), "--host", str(host), "--scenario", scenario], stdout=subprocess.PIPE
+    )
     receipt_path = tmp_path / "r.json"
-    watch = subprocess.run(TRNWATCH + ["watch", "--stdin", "--headless", "--receipt", str(receipt_path)],
-                           stdin=sim.stdout, capture_output=True, text=True, timeout=120)
+    watch = subprocess.run(
+        TRNWATCH + ["watch", "--stdin", "--headless", "--receipt", str(receipt_path)],
+        stdin=sim.stdout,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     sim.wait(timeout=30)
     assert watch.returncode == 0, watch.stderr
     assert f"receipt: {receipt_path}" in watch.stdout
@@ -68,12 +74,17 @@ def test_sim_pipe_receipt_matches_ground_truth(tmp_path):
 
 def test_stream_survives_every_kind_of_bad_line(tmp_path):
     from tests.test_neuron_monitor import BAD_LINES
+
     good = R.line(R.report([R.runtime(1, "t", [0], util={0: 40.0})]))
     bad = [text for text, _ in BAD_LINES.values()]
     stream = "\n".join([good] + bad + ["\x00\xff binary", "{" + "x" * (5 << 20) + "}", good]) + "\n"
     receipt_path = tmp_path / "r.json"
-    watch = subprocess.run(TRNWATCH + ["watch", "--stdin", "--headless", "--receipt", str(receipt_path)],
-                           input=stream.encode("utf-8", "surrogateescape"), capture_output=True, timeout=120)
+    watch = subprocess.run(
+        TRNWATCH + ["watch", "--stdin", "--headless", "--receipt", str(receipt_path)],
+        input=stream.encode("utf-8", "surrogateescape"),
+        capture_output=True,
+        timeout=120,
+    )
     assert watch.returncode == 0, watch.stderr
     (source,) = load_receipt(receipt_path)["sources"]
     assert source["reports"] == 2
@@ -84,24 +95,30 @@ def test_stream_survives_every_kind_of_bad_line(tmp_path):
 def _neuron_monitor_wrapper(tmp_path: Path, *sim_args: str) -> Path:
     """An executable standing in for neuron-monitor: the simulator with the caller's arguments."""
     script = tmp_path / "neuron-monitor"
-    script.write_text(f"#!/bin/sh\nexec {sys.executable} -m trnwatch.workloads.sim {' '.join(sim_args)} \"$@\"\n")
+    script.write_text(f'#!/bin/sh\nexec {sys.executable} -m trnwatch.workloads.sim {" ".join(sim_args)} "$@"\n')
     script.chmod(0o755)
     return script
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("signum, reason", [(signal.SIGTERM, "sigterm"), (signal.SIGHUP, "sighup"), (signal.SIGINT, "interrupt")])
+@pytest.mark.parametrize(
+    "signum, reason", [(signal.SIGTERM, "sigterm"), (signal.SIGHUP, "sighup"), (signal.SIGINT, "interrupt")]
+)
 def test_signal_to_headless_watch_leaves_a_valid_receipt(tmp_path, signum, reason):
     # The stand-in neuron-monitor also copies its reports to a file, so the test signals once
     # reports are flowing (however slow the machine) instead of after a fixed sleep.
     sent = tmp_path / "sent.jsonl"
     monitor = tmp_path / "neuron-monitor"
-    monitor.write_text(f"#!/bin/sh\n{sys.executable} -m trnwatch.workloads.sim --host 3 \"$@\" | tee -a {sent}\n")
+    monitor.write_text(f'#!/bin/sh\n{sys.executable} -m trnwatch.workloads.sim --host 3 "$@" | tee -a {sent}\n')
     monitor.chmod(0o755)
     receipt_path = tmp_path / "r.json"
-    proc = subprocess.Popen(TRNWATCH + ["watch", "--neuron-monitor", str(monitor), "--period", "0.2", "--headless",
-                                        "--receipt", str(receipt_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        TRNWATCH
+        + ["watch", "--neuron-monitor", str(monitor), "--period", "0.2", "--headless", "--receipt", str(receipt_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while not (sent.exists() and sent.read_text().count("\n") >= 4):
         assert proc.poll() is None and time.monotonic() < deadline, "no reports from the stand-in neuron-monitor"
@@ -138,8 +155,22 @@ def test_neuron_monitor_that_dies_is_reported_lost(tmp_path):
 @pytest.mark.slow
 def test_replay_reproduces_the_live_receipt(tmp_path):
     rec, live, replayed = tmp_path / "s.trnrec", tmp_path / "live.json", tmp_path / "replay.json"
-    result = run(["demo", "--headless", "--duration", "3", "--topology", "trn3-gen1-us", "--scenario", "ecc",
-                  "--record", str(rec), "--receipt", str(live)])
+    result = run(
+        [
+            "demo",
+            "--headless",
+            "--duration",
+            "3",
+            "--topology",
+            "trn3-gen1-us",
+            "--scenario",
+            "ecc",
+            "--record",
+            str(rec),
+            "--receipt",
+            str(live),
+        ]
+    )
     assert result.returncode == 0, result.stderr
     result = run(["replay", str(rec), "--headless", "--receipt", str(replayed)])
     assert result.returncode == 0, result.stderr
@@ -158,8 +189,14 @@ def test_not_a_recording_is_a_clear_error(tmp_path):
 
 def test_receipt_goes_to_the_default_folder_without_receipt_option(tmp_path):
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path)}
-    result = subprocess.run(TRNWATCH + ["watch", "--stdin", "--headless"], input=R.line(R.report([])) + "\n",
-                            capture_output=True, text=True, env=env, timeout=60)
+    result = subprocess.run(
+        TRNWATCH + ["watch", "--stdin", "--headless"],
+        input=R.line(R.report([])) + "\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     (path,) = (tmp_path / "trnwatch" / "receipts").glob("trnwatch-*-live.json")
     assert f"receipt: {path}" in result.stdout
@@ -174,15 +211,21 @@ def test_schema_command_prints_the_receipt_schema():
 def test_schema_command_prints_the_neuron_monitor_report_schema_with_its_bounds():
     defs = json.loads(run(["schema", "neuron-monitor"]).stdout)["$defs"]
     assert "neuron_runtime_data" in defs["Report"]["properties"]
-    assert {"type": "number", "minimum": 0.0, "maximum": 100.0} in defs["CoreCounters"]["properties"]["neuroncore_utilization"]["anyOf"]
+    assert {"type": "number", "minimum": 0.0, "maximum": 100.0} in defs["CoreCounters"]["properties"][
+        "neuroncore_utilization"
+    ]["anyOf"]
 
 
 def test_a_silent_pipe_writer_does_not_hold_the_exit(tmp_path):
     """The stdin reader must not keep the process alive after the receipt: with --duration the
     session ends even though the writer neither writes nor closes the pipe."""
     receipt = tmp_path / "r.json"
-    proc = subprocess.Popen(TRNWATCH + ["watch", "--stdin", "--headless", "--duration", "1", "--receipt", str(receipt)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        TRNWATCH + ["watch", "--stdin", "--headless", "--duration", "1", "--receipt", str(receipt)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         proc.wait(timeout=20)  # the pipe stays open (and silent) for the whole wait
     finally:
@@ -196,8 +239,12 @@ def test_ecc_scenario_totals_match_ground_truth_through_the_pipe(tmp_path):
     from trnwatch.workloads.sim.scenarios import ECC_UNCORRECTED_TICK, ecc_corrected_at
 
     ticks = 60
-    sim = subprocess.run(SIM + ["--no-wait", "--count", str(ticks), "--host", "7", "--scenario", "ecc"],
-                         capture_output=True, text=True, timeout=60)
+    sim = subprocess.run(
+        SIM + ["--no-wait", "--count", str(ticks), "--host", "7", "--scenario", "ecc"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     receipt_path = tmp_path / "r.json"
     result = run(["watch", "--stdin", "--headless", "--receipt", str(receipt_path)], input=sim.stdout)
     assert result.returncode == 0, result.stderr

@@ -8,8 +8,13 @@ TRNWATCH = [sys.executable, "-m", "trnwatch"]
 
 
 def test_garbage_on_stdin_says_how_many_lines_were_rejected_and_why_and_exits_1(tmp_path):
-    result = subprocess.run(TRNWATCH + ["watch", "--stdin", "--headless", "--receipt", str(tmp_path / "r.json")],
-                            input="hello\n[1,2]\n", capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        TRNWATCH + ["watch", "--stdin", "--headless", "--receipt", str(tmp_path / "r.json")],
+        input="hello\n[1,2]\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 1
     assert "no valid line: 2 line(s) rejected (" in result.stderr
     assert "1 not-json" in result.stderr and "1 not-object" in result.stderr
@@ -19,9 +24,15 @@ def test_garbage_on_stdin_says_how_many_lines_were_rejected_and_why_and_exits_1(
 
 def test_one_valid_line_among_garbage_is_a_normal_end(tmp_path):
     from tests import reports as R
+
     good = R.line(R.report([R.runtime(1, "t", [0], util={0: 10.0})]))
-    result = subprocess.run(TRNWATCH + ["watch", "--stdin", "--headless", "--receipt", str(tmp_path / "r.json")],
-                            input=f"hello\n{good}\n", capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        TRNWATCH + ["watch", "--stdin", "--headless", "--receipt", str(tmp_path / "r.json")],
+        input=f"hello\n{good}\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0 and "no valid line" not in result.stderr
 
 
@@ -40,6 +51,7 @@ def test_check_url_refuses_credentials_in_the_query_and_never_prints_them():
     import pytest
 
     from trnwatch.collectors.prometheus_http import UrlError, check_url
+
     for url in ("http://h:9000/metrics?access_token=s3cr3t", "https://h/api?x=1&API-KEY=s3cr3t"):
         with pytest.raises(UrlError, match="carries credentials in its query") as refused:
             check_url(url)
@@ -48,9 +60,20 @@ def test_check_url_refuses_credentials_in_the_query_and_never_prints_them():
 
 
 def test_scrape_with_a_token_in_the_query_is_a_usage_error_that_does_not_echo_it(tmp_path):
-    result = subprocess.run(TRNWATCH + ["watch", "--scrape", "http://127.0.0.1:1/metrics?access_token=s3cr3t",
-                                        "--headless", "--receipt", str(tmp_path / "r.json")],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        TRNWATCH
+        + [
+            "watch",
+            "--scrape",
+            "http://127.0.0.1:1/metrics?access_token=s3cr3t",
+            "--headless",
+            "--receipt",
+            str(tmp_path / "r.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2 and "carries credentials" in result.stderr
     assert "s3cr3t" not in result.stderr + result.stdout and not (tmp_path / "r.json").exists()
 
@@ -59,14 +82,24 @@ def test_demo_removes_its_temporary_job_folder_on_exit(tmp_path):
     import os
     import signal
     import time
+
     env = {**os.environ, "TMPDIR": str(tmp_path)}
-    done = subprocess.run(TRNWATCH + ["demo", "--headless", "--duration", "1", "--period", "0.5",
-                                      "--receipt", str(tmp_path / "r.json")],
-                          capture_output=True, text=True, timeout=120, env=env)
+    done = subprocess.run(
+        TRNWATCH + ["demo", "--headless", "--duration", "1", "--period", "0.5", "--receipt", str(tmp_path / "r.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     assert not list(tmp_path.glob("trnwatch-demo-job-*"))
-    proc = subprocess.Popen(TRNWATCH + ["demo", "--headless", "--period", "0.5", "--receipt", str(tmp_path / "s.json")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        TRNWATCH + ["demo", "--headless", "--period", "0.5", "--receipt", str(tmp_path / "s.json")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         # The session runs once the simulated job has written a line (the files exist earlier).
         while not any(p.stat().st_size for p in tmp_path.glob("trnwatch-demo-job-*/rank-*.jsonl")):
@@ -83,8 +116,10 @@ def test_demo_removes_its_temporary_job_folder_on_exit(tmp_path):
 
 
 def run_train_without_torch(*flags: str) -> subprocess.CompletedProcess:
-    hide_torch = (f"import runpy, sys; sys.modules['torch'] = None; sys.argv = ['train', *{list(flags)!r}]; "
-                  "runpy.run_module('trnwatch.workloads.train', run_name='__main__')")
+    hide_torch = (
+        f"import runpy, sys; sys.modules['torch'] = None; sys.argv = ['train', *{list(flags)!r}]; "
+        "runpy.run_module('trnwatch.workloads.train', run_name='__main__')"
+    )
     return subprocess.run([sys.executable, "-c", hide_torch], capture_output=True, text=True, timeout=60)
 
 

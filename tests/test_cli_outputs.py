@@ -23,8 +23,15 @@ ONE_REPORT = R.line(R.report([R.runtime(4242, "train", [0, 1], util={0: 50.0, 1:
 
 
 def watch_stdin(args, cwd, env=None, stdin_text=ONE_REPORT):
-    return subprocess.run(TRNWATCH + ["watch", "--stdin", "--headless", *args], input=stdin_text, capture_output=True,
-                          text=True, timeout=120, cwd=cwd, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        TRNWATCH + ["watch", "--stdin", "--headless", *args],
+        input=stdin_text,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def no_traceback(result):
@@ -95,9 +102,15 @@ def test_a_file_system_that_fills_during_the_session_moves_the_receipt_and_says_
     recording = tmp_path / "s.trnrec"
     with tmpfs(tmp_path / "full", size_kib=16) as full:
         proc = subprocess.Popen(
-            TRNWATCH + ["watch", "--stdin", "--headless", "--receipt", str(full / "r.json"), "--record", str(recording)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-            env={**os.environ, "XDG_STATE_HOME": str(state)})
+            TRNWATCH
+            + ["watch", "--stdin", "--headless", "--receipt", str(full / "r.json"), "--record", str(recording)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            env={**os.environ, "XDG_STATE_HOME": str(state)},
+        )
         try:
             wait_for(recording.exists, "the session to start (its recording file)")  # past the start checks
             fill(full)
@@ -153,20 +166,28 @@ HOSTILE = "evil\x1b]52;c;aGVsbG8=\x07\x1b[2J\u009b31m\u202eexe.txt"
 
 
 def test_outside_strings_reach_no_output_raw(tmp_path):
-    line = R.line(R.report([R.runtime(4242, HOSTILE, [0, 1], util={0: 50.0, 1: 60.0})],
-                           instance_info=R.instance(instance_type=HOSTILE)))
+    line = R.line(
+        R.report(
+            [R.runtime(4242, HOSTILE, [0, 1], util={0: 50.0, 1: 60.0})], instance_info=R.instance(instance_type=HOSTILE)
+        )
+    )
     bad = '{"neuron_runtime_data": 5, "x": "' + "\\u009b\\u202e" + '"}'
     result = watch_stdin(["--receipt", str(tmp_path / "r.json")], cwd=tmp_path, stdin_text=line + "\n" + bad + "\n")
     assert result.returncode == 0, result.stderr
-    outputs = {"json": (tmp_path / "r.json").read_text(), "md": (tmp_path / "r.md").read_text(),
-               "stdout": result.stdout, "stderr": result.stderr}
+    outputs = {
+        "json": (tmp_path / "r.json").read_text(),
+        "md": (tmp_path / "r.md").read_text(),
+        "stdout": result.stdout,
+        "stderr": result.stderr,
+    }
     for name, text in outputs.items():
         for ch in ("\x1b", "\x07", "\u009b", "\u202e"):
             assert ch not in text, (name, repr(ch))
     receipt = json.loads(outputs["json"])
     assert receipt["runtimes"][0]["tag"] == HOSTILE  # escaped in the file, exact when read
-    snap = subprocess.run(TRNWATCH + ["snapshot", "--stdin", "--json"], input=line + "\n", capture_output=True,
-                          text=True, timeout=120)
+    snap = subprocess.run(
+        TRNWATCH + ["snapshot", "--stdin", "--json"], input=line + "\n", capture_output=True, text=True, timeout=120
+    )
     assert snap.returncode == 0, snap.stderr
     assert not any(ch in snap.stdout for ch in ("\x1b", "\u009b", "\u202e"))
     assert json.loads(snap.stdout)["hosts"][0]["runtimes"][0]["tag"] == HOSTILE

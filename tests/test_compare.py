@@ -23,9 +23,12 @@ def device_lines(chips: int, seconds: int, host: str = "trn-a") -> list[Line]:
     out = []
     for t in range(seconds):
         cores = range(4 * chips)
-        report = R.report([R.runtime(7, "train", list(cores), util={c: 80.0 for c in cores}, executions=R.executions())],
-                          hardware=R.hardware_trn3(chips=chips), system_data=R.system(chips=chips),
-                          instance_info=R.instance(instance_id=host))
+        report = R.report(
+            [R.runtime(7, "train", list(cores), util={c: 80.0 for c in cores}, executions=R.executions())],
+            hardware=R.hardware_trn3(chips=chips),
+            system_data=R.system(chips=chips),
+            instance_info=R.instance(instance_id=host),
+        )
         out.append(Line("local", "neuron-monitor", T0 + t, R.line(report)))
     return out
 
@@ -81,12 +84,15 @@ def test_the_same_run_twice_is_within_noise(base):
         assert f.exceeds_noise in (None, False), f.name
 
 
-@pytest.mark.parametrize("field, candidate_args, shown", [
-    ("precision", {"precision": "fp32"}, "precision: baseline bf16, candidate fp32"),
-    ("ranks", {"ranks": 4, "chips": 2}, "ranks: baseline 2, candidate 4"),
-    ("chips", {"chips": 1}, "chips: baseline 2, candidate 1"),
-    ("evidence", {"mode": "replayed"}, "evidence: baseline live, candidate replayed"),
-])
+@pytest.mark.parametrize(
+    "field, candidate_args, shown",
+    [
+        ("precision", {"precision": "fp32"}, "precision: baseline bf16, candidate fp32"),
+        ("ranks", {"ranks": 4, "chips": 2}, "ranks: baseline 2, candidate 4"),
+        ("chips", {"chips": 1}, "chips: baseline 2, candidate 1"),
+        ("evidence", {"mode": "replayed"}, "evidence: baseline live, candidate replayed"),
+    ],
+)
 def test_a_mismatched_boundary_is_refused_naming_the_field(tmp_path, capsys, base, field, candidate_args, shown):
     other = receipt_of(jittered(1.0), **candidate_args)
     code, out, err = run_cli(tmp_path, capsys, base, other)
@@ -115,10 +121,15 @@ def test_an_unknown_field_name_is_a_usage_error(tmp_path, capsys, base):
 def test_a_receipt_written_before_the_boundary_existed_is_still_compared(tmp_path, capsys, base):
     """A /1 receipt without the fields this change added: its boundary is derived from the job
     section and hosts; what cannot be derived (fabric, chips of the job) reads as unknown."""
-    old = {k: v for k, v in base.items()
-           if k not in ("boundary", "segments", "goodput", "failure_rate", "sequence_lengths", "timeline")}
-    old["chips"] = [{k: v for k, v in c.items() if k not in ("device_latency_s", "flops_mean_per_s",
-                                                            "peak_flops_per_s", "mfu_pct")} for c in base["chips"]]
+    old = {
+        k: v
+        for k, v in base.items()
+        if k not in ("boundary", "segments", "goodput", "failure_rate", "sequence_lengths", "timeline")
+    }
+    old["chips"] = [
+        {k: v for k, v in c.items() if k not in ("device_latency_s", "flops_mean_per_s", "peak_flops_per_s", "mfu_pct")}
+        for c in base["chips"]
+    ]
     result = compare(old, base)
     assert not result.refused
     unverified = {key for key, _, _ in result.unverified}
@@ -142,7 +153,10 @@ def test_receipt_markdown_never_prints_python_none(base):
     ledger = Ledger("live")  # device-only, no job: many absent figures
     for line in device_lines(1, 3):
         ledger.ingest(line)
-    for receipt in (build_receipt(ledger, "eof", written_at_s=0.0), build_receipt(Ledger("live"), "eof", written_at_s=0.0)):
+    for receipt in (
+        build_receipt(ledger, "eof", written_at_s=0.0),
+        build_receipt(Ledger("live"), "eof", written_at_s=0.0),
+    ):
         md = render_markdown(receipt, "r.svg")
         assert "None" not in md
     ledger = Ledger("live")
@@ -154,6 +168,7 @@ def test_receipt_markdown_never_prints_python_none(base):
 def test_a_receipt_from_before_the_boundary_existed_compares_with_unknowns_named(tmp_path, capsys):
     """The fixture was written by the code of commit 1df22c6 (tests/fixtures/receipts/README.md)."""
     from pathlib import Path
+
     old = json.loads((Path(__file__).parent / "fixtures" / "receipts" / "receipt-v1-before-boundary.json").read_text())
     assert "boundary" not in old
     result = compare(old, old)

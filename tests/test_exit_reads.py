@@ -38,8 +38,10 @@ def end_after_append(ledger: Ledger, spec: SourceSpec, source_id: str, path, tex
 
     async def run() -> str:
         task = asyncio.create_task(session.run())
-        await until(lambda: source_id in ledger.sources and ledger.sources[source_id].reports >= first_reports,
-                    f"the first {first_reports} line(s) of {source_id}")
+        await until(
+            lambda: source_id in ledger.sources and ledger.sources[source_id].reports >= first_reports,
+            f"the first {first_reports} line(s) of {source_id}",
+        )
         append(path, text)
         session.stop("sigterm")
         return await task
@@ -53,8 +55,9 @@ def test_a_rank_line_written_just_before_the_end_is_folded(tmp_path):
     rank_file.write_text(json.dumps(run_start(time.time(), world_size=1)) + "\n")
     spec = SourceSpec(f"job-dir:{tmp_path}", "job", lambda: follow_run_dir(str(tmp_path), poll_s=HOUR_S), relay=True)
     ledger = Ledger("live")
-    folded = end_after_append(ledger, spec, "job:rank-00000.jsonl", rank_file,
-                              json.dumps(step(time.time(), 1, 0.5)) + "\n", first_reports=1)
+    folded = end_after_append(
+        ledger, spec, "job:rank-00000.jsonl", rank_file, json.dumps(step(time.time(), 1, 0.5)) + "\n", first_reports=1
+    )
     assert folded == 2
     assert ledger.job.ranks[0].last_step == 1
 
@@ -64,20 +67,34 @@ def test_a_rank_file_that_appears_just_before_the_end_is_folded(tmp_path):
     late = tmp_path / "rank-00001.jsonl"
     spec = SourceSpec(f"job-dir:{tmp_path}", "job", lambda: follow_run_dir(str(tmp_path), poll_s=HOUR_S), relay=True)
     ledger = Ledger("live")
-    end_after_append(ledger, spec, "job:rank-00000.jsonl", late,
-                     json.dumps(run_start(time.time(), rank=1, world_size=2)) + "\n", first_reports=1)
+    end_after_append(
+        ledger,
+        spec,
+        "job:rank-00000.jsonl",
+        late,
+        json.dumps(run_start(time.time(), rank=1, world_size=2)) + "\n",
+        first_reports=1,
+    )
     assert ledger.sources["job:rank-00001.jsonl"].reports == 1
 
 
 def test_a_log_line_written_just_before_the_end_is_folded(tmp_path):
     log = tmp_path / "train.log"
     log.write_text("step 21 step_time 3.25s throughput 78.8 seq/s step loss 1.95 grad norm 0.77\n")
-    spec = SourceSpec("joblog:train.log", "job",
-                      lambda: follow_job_log(str(log), profile_registry(), poll_s=HOUR_S, source_id="joblog:train.log"))
+    spec = SourceSpec(
+        "joblog:train.log",
+        "job",
+        lambda: follow_job_log(str(log), profile_registry(), poll_s=HOUR_S, source_id="joblog:train.log"),
+    )
     ledger = Ledger("live")
-    folded = end_after_append(ledger, spec, "joblog:train.log", log,
-                              "step 22 step_time 3.25s throughput 78.8 seq/s step loss 1.90 grad norm 0.70\nnoise\n",
-                              first_reports=1)
+    folded = end_after_append(
+        ledger,
+        spec,
+        "joblog:train.log",
+        log,
+        "step 22 step_time 3.25s throughput 78.8 seq/s step loss 1.90 grad norm 0.70\nnoise\n",
+        first_reports=1,
+    )
     assert folded == 2
     assert ledger.sources["joblog:train.log"].unparsed_lines == 1  # the counts after the last read, too
 
@@ -87,8 +104,7 @@ def test_a_checkpoint_finished_just_before_the_end_is_folded(tmp_path):
     (tmp_path / "step_10" / "checkpoint").write_text("")
     spec = SourceSpec(f"ckpt:{tmp_path.name}", "job", lambda: follow_checkpoint_dir(str(tmp_path), "r", poll_s=HOUR_S))
     ledger = Ledger("live")
-    folded = end_after_append(ledger, spec, f"ckpt:{tmp_path.name}", tmp_path / "step_10" / "done", "",
-                              first_reports=1)
+    folded = end_after_append(ledger, spec, f"ckpt:{tmp_path.name}", tmp_path / "step_10" / "done", "", first_reports=1)
     assert folded == 2  # the save's begin, then its end
 
 
@@ -101,13 +117,31 @@ def test_a_rank_line_written_just_before_a_signal_is_in_the_receipt(tmp_path, si
     run_dir.mkdir()
     rank_file = run_dir / "rank-00000.jsonl"
     rank_file.write_text(json.dumps(run_start(time.time(), world_size=1)) + "\n")
-    proc = subprocess.Popen([sys.executable, "-m", "trnwatch", "watch", "--headless", "--job-dir", str(run_dir),
-                             "--receipt", str(receipt), "--record", str(recording)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PATH": "/usr/bin:/bin"})  # no neuron-monitor: job scope only
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "trnwatch",
+            "watch",
+            "--headless",
+            "--job-dir",
+            str(run_dir),
+            "--receipt",
+            str(receipt),
+            "--record",
+            str(recording),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PATH": "/usr/bin:/bin"},
+    )  # no neuron-monitor: job scope only
     try:
-        wait_until(lambda: recorded_lines(recording), "the monitor to record the rank file's first line",
-                   detail=lambda: f"monitor running: {proc.poll() is None}")
+        wait_until(
+            lambda: recorded_lines(recording),
+            "the monitor to record the rank file's first line",
+            detail=lambda: f"monitor running: {proc.poll() is None}",
+        )
         append(rank_file, json.dumps(step(time.time(), 1, 0.5)) + "\n")
         proc.send_signal(signum)
         _out, err = proc.communicate(timeout=120)

@@ -21,22 +21,33 @@ from tests import reports as R
 from tests.test_neuron_monitor import REALWORLD
 
 BASES = [
-    R.report([R.runtime(7, "rank0", [0, 1], util={0: 88.0, 1: 12.5}, executions=R.executions(generic=2), physical_key="v4d"),
-              R.runtime(8, "rank1", [4], util={4: 50.0}, executions=R.executions())], system_data=R.system(ecc={1: 3})),
+    R.report(
+        [
+            R.runtime(
+                7, "rank0", [0, 1], util={0: 88.0, 1: 12.5}, executions=R.executions(generic=2), physical_key="v4d"
+            ),
+            R.runtime(8, "rank1", [4], util={4: 50.0}, executions=R.executions()),
+        ],
+        system_data=R.system(ecc={1: 3}),
+    ),
     R.report([], hardware=R.hardware_trn2(chips=1, lnc=1)),
     *[json.loads(p.read_text()) for p in sorted(REALWORLD.glob("nm-*.json")) if p.stat().st_size < 8000],
 ]
 
 HOSTILE_NUMBERS = st.sampled_from([-1, 0, 1, 65, 100, 101, 10**6, 2**63, 2**64, 2**1024, 10**400, 1e308, -0.0, 100.01])
 SCALARS = st.one_of(
-    st.none(), st.booleans(), HOSTILE_NUMBERS,
+    st.none(),
+    st.booleans(),
+    HOSTILE_NUMBERS,
     st.integers(min_value=-(2**70), max_value=2**70),
     st.floats(allow_nan=False, allow_infinity=False),
-    st.text(max_size=40), st.text(alphabet="x", min_size=250, max_size=5000),
+    st.text(max_size=40),
+    st.text(alphabet="x", min_size=250, max_size=5000),
 )
 KEYS = st.one_of(st.text(max_size=6), st.integers(min_value=0, max_value=10**5).map(str), HOSTILE_NUMBERS.map(str))
-VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS, inner, max_size=4),
-                      max_leaves=12)
+VALUES = st.recursive(
+    SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS, inner, max_size=4), max_leaves=12
+)
 
 
 def _paths(node, prefix=()):
@@ -87,8 +98,12 @@ def mutated_lines(draw) -> str:
     return text.replace("\n", " ")
 
 
-@settings(max_examples=150, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=150,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(st.lists(mutated_lines(), min_size=1, max_size=6))
 def test_mutated_reports_are_folded_or_rejected_once_each_within_a_memory_bound(lines):
     ledger = Ledger("live")

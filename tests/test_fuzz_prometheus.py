@@ -32,8 +32,30 @@ def _sim_body() -> str:
 
 
 BODIES = [_sim_body(), *[p.read_text() for p in sorted(REALWORLD.glob("prom-*.txt"))]]
-HOSTILE = st.sampled_from(["-1", "0", "1e400", "1" + "0" * 5000, "NaN", "+Inf", "-Inf", "1.5", "100.01", "2048",
-                           "1000000", "18446744073709551616", "\u00b2", "", "x", '"', "\\", "{", "}", "\\n"])
+HOSTILE = st.sampled_from(
+    [
+        "-1",
+        "0",
+        "1e400",
+        "1" + "0" * 5000,
+        "NaN",
+        "+Inf",
+        "-Inf",
+        "1.5",
+        "100.01",
+        "2048",
+        "1000000",
+        "18446744073709551616",
+        "\u00b2",
+        "",
+        "x",
+        '"',
+        "\\",
+        "{",
+        "}",
+        "\\n",
+    ]
+)
 TEXT = st.one_of(HOSTILE, st.text(max_size=12))
 
 
@@ -49,25 +71,39 @@ def mutated_scrape(draw) -> str:
         elif action == "label" and '="' in line:
             values = list(re.finditer(r'="([^"]*)"', line))
             m = values[draw(st.integers(min_value=0, max_value=len(values) - 1))]
-            lines[i] = line[:m.start(1)] + draw(HOSTILE) + line[m.end(1):]
+            lines[i] = line[: m.start(1)] + draw(HOSTILE) + line[m.end(1) :]
         elif action == "splice":
             at = draw(st.integers(min_value=0, max_value=len(line)))
             lines[i] = line[:at] + draw(TEXT) + line[at:]
         elif action == "copy":  # the same series again, under another core or device index
-            lines.insert(i, re.sub(r'(neuroncore|neuron_device_index)="\d+"', lambda m: f'{m.group(1)}="{draw(HOSTILE)}"',
-                                   line))
+            lines.insert(
+                i, re.sub(r'(neuroncore|neuron_device_index)="\d+"', lambda m: f'{m.group(1)}="{draw(HOSTILE)}"', line)
+            )
         else:
             del lines[i]
     return json.dumps({"url": "u", "interval_s": 1.0, "body": "\n".join(lines)})
 
 
 def _answer(rows) -> bytes:
-    return json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
-        {"metric": labels, "value": [1000.0, value]} for labels, value in rows]}}, separators=(",", ":")).encode()
+    return json.dumps(
+        {
+            "status": "success",
+            "data": {
+                "resultType": "vector",
+                "result": [{"metric": labels, "value": [1000.0, value]} for labels, value in rows],
+            },
+        },
+        separators=(",", ":"),
+    ).encode()
 
 
-_HW = {"__name__": "neuron_hardware_info", "instance_id": "i-f", "neuron_device_count": "2",
-       "neuroncore_per_device_count": "4", "neuron_device_memory_size": "1000"}
+_HW = {
+    "__name__": "neuron_hardware_info",
+    "instance_id": "i-f",
+    "neuron_device_count": "2",
+    "neuroncore_per_device_count": "4",
+    "neuron_device_memory_size": "1000",
+}
 _UTIL = {"instance_id": "i-f", "runtime_tag": "r0", "neuroncore": "1"}
 
 
@@ -79,8 +115,9 @@ def mutated_promql(draw) -> str:
             key = draw(st.sampled_from(sorted(set(labels) - {"instance_id", "__name__"})))
             labels[key] = draw(st.one_of(TEXT, st.integers(), st.none()))
     value = draw(st.one_of(HOSTILE, st.integers().map(str), st.floats().map(str)))
-    (line,) = host_lines([(None, _answer([(hw, "1")])), ("neuroncore_utilization_ratio", _answer([(util, value)]))],
-                         1.0, 1000.0)
+    (line,) = host_lines(
+        [(None, _answer([(hw, "1")])), ("neuroncore_utilization_ratio", _answer([(util, value)]))], 1.0, 1000.0
+    )
     return line
 
 
@@ -99,8 +136,12 @@ def _fold(kind: str, lines: list[str]) -> tuple[Ledger, int]:
     return ledger, peak_bytes
 
 
-@settings(max_examples=100, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=100,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(st.lists(mutated_scrape(), min_size=1, max_size=4))
 def test_mutated_scrapes_are_folded_or_rejected_within_a_memory_bound(lines):
     ledger, peak_bytes = _fold("prometheus", lines)

@@ -20,10 +20,14 @@ def parts_sum(g: dict) -> float:
 def test_goodput_parts_sum_to_the_window_and_name_each_cause():
     events = js.steady_run([1.0] * 10, t0=1000.0, compile_s=10.0, warmup_steps=2, ranks=1)
     t = 1000.0 + 1 + 10 + 2 + 10  # end of the tenth steady step
-    events += [js.phase(t, "checkpoint", "begin"), js.event("checkpoint", t, action="save", state="begin", step=12),
-               js.event("checkpoint", t + 3, action="save", state="end", step=12), js.phase(t + 3, "checkpoint", "end"),
-               js.step(t + 4, 13, 1.0),
-               js.step(t + 4 + 40 + 1.0, 14, 1.0)]  # a 40 s hang between steps 13 and 14
+    events += [
+        js.phase(t, "checkpoint", "begin"),
+        js.event("checkpoint", t, action="save", state="begin", step=12),
+        js.event("checkpoint", t + 3, action="save", state="end", step=12),
+        js.phase(t + 3, "checkpoint", "end"),
+        js.step(t + 4, 13, 1.0),
+        js.step(t + 4 + 40 + 1.0, 14, 1.0),
+    ]  # a 40 s hang between steps 13 and 14
     g = clock_of(events).breakdown()
     assert g["window"]["seconds"] == pytest.approx(t + 45 - 1000.0)
     assert parts_sum(g) == pytest.approx(g["window"]["seconds"], abs=1e-6)
@@ -40,9 +44,12 @@ def test_goodput_parts_sum_to_the_window_and_name_each_cause():
 def test_background_checkpoint_costs_nothing_and_steps_stay_productive():
     events = js.steady_run([1.0] * 3, ranks=1, warmup_steps=0)
     t = 1000.0 + 11 + 3
-    events += [js.event("checkpoint", t, action="save", state="begin", step=3, blocking=False),
-               js.step(t + 1, 4, 1.0), js.step(t + 2, 5, 1.0),
-               js.event("checkpoint", t + 2, action="save", state="end", step=3, blocking=False)]
+    events += [
+        js.event("checkpoint", t, action="save", state="begin", step=3, blocking=False),
+        js.step(t + 1, 4, 1.0),
+        js.step(t + 2, 5, 1.0),
+        js.event("checkpoint", t + 2, action="save", state="end", step=3, blocking=False),
+    ]
     g = clock_of(events).breakdown()
     assert g["badput_s"]["checkpoint_save"] == 0
     assert g["productive_s"] == pytest.approx(5)
@@ -53,10 +60,16 @@ def test_short_gaps_are_data_loading_and_restart_counts_lost_steps():
     t = 1000.0 + 11 + 4
     events += [js.step(t + 1.5, 5, 1.0)]  # 0.5 s between steps: data loading
     # the process dies after step 5; a new one resumes from the checkpoint of step 3
-    events += [js.run_start(t + 10, restart=1, world_size=1), js.phase(t + 10, "init", "begin"),
-               js.event("checkpoint", t + 11, action="load", state="begin", step=3),
-               js.event("checkpoint", t + 12, action="load", state="end", step=3), js.phase(t + 12, "init", "end"),
-               js.phase(t + 12, "steady", "begin"), js.step(t + 13, 4, 1.0), js.step(t + 14, 5, 1.0)]
+    events += [
+        js.run_start(t + 10, restart=1, world_size=1),
+        js.phase(t + 10, "init", "begin"),
+        js.event("checkpoint", t + 11, action="load", state="begin", step=3),
+        js.event("checkpoint", t + 12, action="load", state="end", step=3),
+        js.phase(t + 12, "init", "end"),
+        js.phase(t + 12, "steady", "begin"),
+        js.step(t + 13, 4, 1.0),
+        js.step(t + 14, 5, 1.0),
+    ]
     g = clock_of(events).breakdown()
     b = g["badput_s"]
     assert b["data_loading"] == pytest.approx(0.5)
@@ -91,11 +104,18 @@ def test_receipt_counts_a_failure_and_a_restart_with_its_segment():
 
     events = js.steady_run([1.0] * 5, ranks=1, warmup_steps=0)
     t = 1000.0 + 11 + 5
-    events += [js.event("error", t + 1, message="NRT timeout"), js.event("run_end", t + 1, status="failed"),
-               js.run_start(t + 10, restart=1, world_size=1), js.phase(t + 10, "init", "begin"),
-               js.event("checkpoint", t + 11, action="load", state="begin", step=3),
-               js.event("checkpoint", t + 13, action="load", state="end", step=3), js.phase(t + 13, "init", "end"),
-               js.phase(t + 13, "steady", "begin"), js.step(t + 14, 4, 1.0), js.step(t + 15, 5, 1.0)]
+    events += [
+        js.event("error", t + 1, message="NRT timeout"),
+        js.event("run_end", t + 1, status="failed"),
+        js.run_start(t + 10, restart=1, world_size=1),
+        js.phase(t + 10, "init", "begin"),
+        js.event("checkpoint", t + 11, action="load", state="begin", step=3),
+        js.event("checkpoint", t + 13, action="load", state="end", step=3),
+        js.phase(t + 13, "init", "end"),
+        js.phase(t + 13, "steady", "begin"),
+        js.step(t + 14, 4, 1.0),
+        js.step(t + 15, 5, 1.0),
+    ]
     ledger = Ledger("live")
     for line in js.lines(events):
         ledger.ingest(line)

@@ -18,11 +18,16 @@ def test_ssh_stderr_with_escapes_reaches_headless_stderr_clean(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "ssh"  # found on PATH by `--hosts`, as the system ssh would be
-    fake.write_text(f"#!{sys.executable}\nimport sys\nsys.stderr.write({('Permission denied ' + ESCAPES + 'x')!r} + '\\n')\n"
-                    "sys.exit(255)\n")
+    fake.write_text(
+        f"#!{sys.executable}\nimport sys\nsys.stderr.write({('Permission denied ' + ESCAPES + 'x')!r} + '\\n')\n"
+        "sys.exit(255)\n"
+    )
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
-    result = run_until_said(TRNWATCH + ["watch", "--hosts", "h1", "--headless", "--receipt", str(tmp_path / "r.json")],
-                            ["h1 lost: "], env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    result = run_until_said(
+        TRNWATCH + ["watch", "--hosts", "h1", "--headless", "--receipt", str(tmp_path / "r.json")],
+        ["h1 lost: "],
+        env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"},
+    )
     assert "h1 lost: Permission denied ]52;c;aGVsbG8=[2J31mx" in result.stderr, result.stderr
     assert not any(ch in result.stderr + result.stdout for ch in RAW)
     receipt = (tmp_path / "r.json").read_text() + (tmp_path / "r.md").read_text()
@@ -47,8 +52,9 @@ def test_an_http_error_body_with_escapes_reaches_headless_stderr_clean(tmp_path)
     thread.start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
-        result = run_until_said(TRNWATCH + ["watch", "--scrape", url, "--headless", "--receipt", str(tmp_path / "r.json")],
-                                ["HTTP 500"])
+        result = run_until_said(
+            TRNWATCH + ["watch", "--scrape", url, "--headless", "--receipt", str(tmp_path / "r.json")], ["HTTP 500"]
+        )
     finally:
         server.shutdown()
         server.server_close()

@@ -51,8 +51,10 @@ def test_refusal_says_which_rule_the_name_breaks():
         check_host_name("a\x07b")
 
 
-@pytest.mark.parametrize("name", ["trn3-001", "ip-10-0-1-17.us-east-2.compute.internal", "ubuntu@trn3-001", "::1",
-                                  "fe80::1", "10.0.0.5", "node_7"])
+@pytest.mark.parametrize(
+    "name",
+    ["trn3-001", "ip-10-0-1-17.us-east-2.compute.internal", "ubuntu@trn3-001", "::1", "fe80::1", "10.0.0.5", "node_7"],
+)
 def test_ordinary_host_names_pass(name):
     assert check_host_name(name) == name
 
@@ -85,21 +87,24 @@ def test_duplicates_are_listed_once():
     assert expand_hostlist("a[1-2],a1") == ["a1", "a2"]
 
 
-@pytest.mark.parametrize("expression, message", [
-    ("x[1-", "unmatched '\\['"),
-    ("x]1", "unmatched '\\]'"),
-    ("x[[1]]", "nested"),
-    ("x[3-1]", "backwards"),
-    ("x[a-b]", "bad range"),
-    ("x[]", "bad range"),
-    (f"x[0-{MAX_HOSTS + 5}]", "more than"),
-    ("a[0-999]b[0-999]", "more than"),
-    (" , ", "no hosts"),
-    # Bounds python-hostlist 2.3.0 does not keep (README, "Hosts"): the whole expression's total
-    # across items and across the ranges of one bracket, and a name built from thousands of groups.
-    (",".join(f"h{i}[0-9999]" for i in range(7)), "more than"),
-    ("x[" + ",".join(["0-9999"] * 7) + "]", "more than"),
-])
+@pytest.mark.parametrize(
+    "expression, message",
+    [
+        ("x[1-", "unmatched '\\['"),
+        ("x]1", "unmatched '\\]'"),
+        ("x[[1]]", "nested"),
+        ("x[3-1]", "backwards"),
+        ("x[a-b]", "bad range"),
+        ("x[]", "bad range"),
+        (f"x[0-{MAX_HOSTS + 5}]", "more than"),
+        ("a[0-999]b[0-999]", "more than"),
+        (" , ", "no hosts"),
+        # Bounds python-hostlist 2.3.0 does not keep (README, "Hosts"): the whole expression's total
+        # across items and across the ranges of one bracket, and a name built from thousands of groups.
+        (",".join(f"h{i}[0-9999]" for i in range(7)), "more than"),
+        ("x[" + ",".join(["0-9999"] * 7) + "]", "more than"),
+    ],
+)
 def test_malformed_hostlists_are_refused(expression, message):
     with pytest.raises(HostlistError, match=message):
         expand_hostlist(expression)
@@ -120,8 +125,9 @@ def test_slurm_job_nodelist_is_used_inside_a_job():
 
 def test_hosts_file_gives_ultraserver_and_label(tmp_path):
     path = tmp_path / "hosts"
-    path.write_text("# rack A\ntrn3-001 us-a a01\ntrn3-[002-003] us-a   # a range, labelled by name\n"
-                    "head - login\n\nplain\n")
+    path.write_text(
+        "# rack A\ntrn3-001 us-a a01\ntrn3-[002-003] us-a   # a range, labelled by name\nhead - login\n\nplain\n"
+    )
     assert load_hosts_file(path) == [
         HostEntry("trn3-001", "a01", "us-a"),
         HostEntry("trn3-002", "trn3-002", "us-a"),
@@ -131,14 +137,17 @@ def test_hosts_file_gives_ultraserver_and_label(tmp_path):
     ]
 
 
-@pytest.mark.parametrize("content, message", [
-    ("a us b extra\n", "expected 'HOST \\[ULTRASERVER \\[LABEL\\]\\]'"),
-    ("a[1-2] us label\n", "a label names one host"),
-    ("a\na\n", "host 'a' is already on line 1"),
-    ("a us x\nb us x\n", "label 'x' is already on line 1"),
-    ("-oProxyCommand=x\n", "starts with '-'"),
-    ("# nothing\n", "no hosts"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("a us b extra\n", "expected 'HOST \\[ULTRASERVER \\[LABEL\\]\\]'"),
+        ("a[1-2] us label\n", "a label names one host"),
+        ("a\na\n", "host 'a' is already on line 1"),
+        ("a us x\nb us x\n", "label 'x' is already on line 1"),
+        ("-oProxyCommand=x\n", "starts with '-'"),
+        ("# nothing\n", "no hosts"),
+    ],
+)
 def test_bad_hosts_files_name_the_line(tmp_path, content, message):
     path = tmp_path / "hosts"
     path.write_text(content)

@@ -75,8 +75,9 @@ def test_a_full_queue_holds_the_source_back_and_loses_nothing():
     high_water: list[int] = []
 
     async def main():
-        session = Session(ledger, [SourceSpec("relay", "neuron-monitor", lambda: burst(session), relay=True)],
-                          fold_slice_s=0.0)
+        session = Session(
+            ledger, [SourceSpec("relay", "neuron-monitor", lambda: burst(session), relay=True)], fold_slice_s=0.0
+        )
         session._intake.max_queued = 10
         await session.run()
 

@@ -14,10 +14,20 @@ T0 = 1_700_000_000.0
 # Exactly the fields issue 4 published for each event (no lnc, cache, tag, blocking,
 # dropped_events, seq_len on steps, error source/exit code/signal/failed_ts).
 FIRST_LIST_RUN_START = {
-    "world_size": 2, "pid": 100, "local_rank": 0, "backend": "cpu", "core": None, "chip": None,
-    "model": {"name": "tiny-gpt", "params": 440_000}, "precision": "fp32", "global_batch": 16,
-    "micro_batch": 8, "seq_len": 64, "parallel": {"tp": 1, "pp": 1, "dp": 2},
-    "versions": {"torch": "2.13.0"}, "restart": 0,
+    "world_size": 2,
+    "pid": 100,
+    "local_rank": 0,
+    "backend": "cpu",
+    "core": None,
+    "chip": None,
+    "model": {"name": "tiny-gpt", "params": 440_000},
+    "precision": "fp32",
+    "global_batch": 16,
+    "micro_batch": 8,
+    "seq_len": 64,
+    "parallel": {"tp": 1, "pp": 1, "dp": 2},
+    "versions": {"torch": "2.13.0"},
+    "restart": 0,
 }
 
 
@@ -29,10 +39,30 @@ def first_list_events(rank: int) -> list[dict]:
         {**base, "ts": T0 + 0.2, "event": "heartbeat", "step": 1, "region": "compute", "region_since": T0 + 0.2},
     ]
     for n in range(1, 6):
-        events.append({**base, "ts": T0 + n, "event": "collective", "op": "all_reduce", "bytes": 1024,
-                       "latency_s": 0.01, "wait_s": 0.002, "step": n})
-        events.append({**base, "ts": T0 + n, "event": "step", "step": n, "step_time_s": 1.0, "compute_s": 0.9,
-                       "tokens": 1024, "loss": 2.0})
+        events.append(
+            {
+                **base,
+                "ts": T0 + n,
+                "event": "collective",
+                "op": "all_reduce",
+                "bytes": 1024,
+                "latency_s": 0.01,
+                "wait_s": 0.002,
+                "step": n,
+            }
+        )
+        events.append(
+            {
+                **base,
+                "ts": T0 + n,
+                "event": "step",
+                "step": n,
+                "step_time_s": 1.0,
+                "compute_s": 0.9,
+                "tokens": 1024,
+                "loss": 2.0,
+            }
+        )
     events.append({**base, "ts": T0 + 5.5, "event": "checkpoint", "action": "save", "state": "begin", "step": 5})
     events.append({**base, "ts": T0 + 5.8, "event": "checkpoint", "action": "save", "state": "end", "step": 5})
     events.append({**base, "ts": T0 + 6, "event": "run_end", "status": "success"})
@@ -69,8 +99,16 @@ def test_a_wrong_typed_optional_field_costs_that_field_and_is_counted():
     start = {**first_list_events(0)[0], "lnc": "two"}
     step = {**first_list_events(0)[4], "seq_len": 0}
     save = {**first_list_events(0)[-3], "blocking": "no", "tag": 5}
-    error = {"v": SCHEMA_VERSION, "run": "old-emitter", "rank": 0, "ts": T0 + 7, "event": "error",
-             "message": "boom", "exit_code": "9", "signal": 9}
+    error = {
+        "v": SCHEMA_VERSION,
+        "run": "old-emitter",
+        "rank": 0,
+        "ts": T0 + 7,
+        "event": "error",
+        "message": "boom",
+        "exit_code": "9",
+        "signal": 9,
+    }
     decoded = decode_job_line(json.dumps(save))
     assert decoded.dropped_fields == ("checkpoint.blocking", "checkpoint.tag")
     assert decoded.event.blocking is None and decoded.event.step == 5
@@ -80,8 +118,12 @@ def test_a_wrong_typed_optional_field_costs_that_field_and_is_counted():
     assert ledger.job.ranks[0].last_step == 1
     assert ledger.job.ranks[0].error == "boom"
     assert dict(ledger.job.dropped_fields) == {
-        "run_start.lnc": 1, "step.seq_len": 1, "checkpoint.blocking": 1, "checkpoint.tag": 1,
-        "error.exit_code": 1, "error.signal": 1,
+        "run_start.lnc": 1,
+        "step.seq_len": 1,
+        "checkpoint.blocking": 1,
+        "checkpoint.tag": 1,
+        "error.exit_code": 1,
+        "error.signal": 1,
     }
     assert build_receipt(ledger, "eof", written_at_s=0.0).job.dropped_fields["step.seq_len"] == 1
 
@@ -95,10 +137,22 @@ def test_a_wrong_typed_field_of_the_first_list_still_rejects_the_line():
 
 def test_the_shared_optional_fields_are_read_when_present():
     save = decode_job_line(json.dumps({**first_list_events(0)[-3], "blocking": False, "tag": "step_5"})).event
-    error = decode_job_line(json.dumps({
-        "v": SCHEMA_VERSION, "run": "r", "rank": 1, "ts": T0 + 9, "event": "error", "message": "exit -9",
-        "source": "launcher", "exit_code": -9, "signal": "SIGKILL", "failed_ts": T0 + 8,
-    })).event
+    error = decode_job_line(
+        json.dumps(
+            {
+                "v": SCHEMA_VERSION,
+                "run": "r",
+                "rank": 1,
+                "ts": T0 + 9,
+                "event": "error",
+                "message": "exit -9",
+                "source": "launcher",
+                "exit_code": -9,
+                "signal": "SIGKILL",
+                "failed_ts": T0 + 8,
+            }
+        )
+    ).event
     step = decode_job_line(json.dumps({**first_list_events(0)[4], "seq_len": 2048})).event
     assert (save.blocking, save.tag) == (False, "step_5")
     assert (error.source, error.exit_code, error.signal, error.failed_ts) == ("launcher", -9, "SIGKILL", T0 + 8)

@@ -25,8 +25,18 @@ def run(*args: str) -> subprocess.CompletedProcess:
 
 def test_demo_hang_receipt_names_the_fault_site_as_the_first_suspect(tmp_path):
     receipt = tmp_path / "hang.json"
-    result = run("demo", "--headless", "--scenario", "hang", "--duration", DURATION_S,
-                 "--receipt", str(receipt), "--job-dir", str(tmp_path / "job"))
+    result = run(
+        "demo",
+        "--headless",
+        "--scenario",
+        "hang",
+        "--duration",
+        DURATION_S,
+        "--receipt",
+        str(receipt),
+        "--job-dir",
+        str(tmp_path / "job"),
+    )
     assert result.returncode == 0, result.stderr
     job = json.loads(receipt.read_text())["job"]
     assert job["verdict"] == "late", job["reason"]

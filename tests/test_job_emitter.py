@@ -64,8 +64,11 @@ def test_emit_never_blocks_when_the_disk_is_stuck(tmp_path, monkeypatch):
         beats = [event for event in map(parse_job_line, whole.splitlines()) if isinstance(event, Heartbeat)]
         return bool(beats) and beats[-1].dropped_events == em.dropped_events
 
-    wait_until(last_heartbeat_counts_every_drop, "a heartbeat carrying the drop count",
-               detail=lambda: f"{em.dropped_events} dropped")
+    wait_until(
+        last_heartbeat_counts_every_drop,
+        "a heartbeat carrying the drop count",
+        detail=lambda: f"{em.dropped_events} dropped",
+    )
     em.close()
     heartbeats = [event for event in read_events(tmp_path / "rank-00000.jsonl") if isinstance(event, Heartbeat)]
     assert heartbeats[-1].dropped_events == em.dropped_events

@@ -45,7 +45,14 @@ GOOD = {
     },
     Phase: {"event": "phase", "phase": "compile", "state": "begin"},
     Step: {"event": "step", "step": 41, "step_time_s": 1.25, "compute_s": 0.9, "tokens": 2_097_152, "loss": 2.31},
-    Collective: {"event": "collective", "op": "all_reduce", "bytes": 1 << 20, "latency_s": 0.004, "wait_s": 0.001, "step": 41},
+    Collective: {
+        "event": "collective",
+        "op": "all_reduce",
+        "bytes": 1 << 20,
+        "latency_s": 0.004,
+        "wait_s": 0.001,
+        "step": 41,
+    },
     Checkpoint: {"event": "checkpoint", "action": "save", "state": "end", "step": 40},
     Heartbeat: {"event": "heartbeat", "step": 41, "region": "collective:all_reduce", "region_since": 1_700_000_000.0},
     Error: {"event": "error", "message": "NRT error: timed out"},
@@ -115,7 +122,9 @@ def test_schema_covers_every_event_kind_and_its_required_fields():
     mapping = schema["discriminator"]["mapping"]
     assert set(mapping) == {"run_start", "phase", "step", "collective", "checkpoint", "heartbeat", "error", "run_end"}
     step = schema["$defs"]["Step"]
-    assert {"v", "ts", "run", "rank", "event", "step", "step_time_s", "compute_s", "tokens", "loss"} <= set(step["required"])
+    assert {"v", "ts", "run", "rank", "event", "step", "step_time_s", "compute_s", "tokens", "loss"} <= set(
+        step["required"]
+    )
 
 
 def test_schema_export_command_prints_the_schema():

@@ -74,7 +74,10 @@ def test_rank_files_that_appear_later_are_picked_up(tmp_path):
 
     got = asyncio.run(run())
     assert got[0].source_id == "job:rank-00000.jsonl" and got[0].text == "a"
-    assert {(line.source_id, line.text) for line in got[1:]} == {("job:rank-00007.jsonl", "b"), ("job:rank-00000.jsonl", "c")}
+    assert {(line.source_id, line.text) for line in got[1:]} == {
+        ("job:rank-00007.jsonl", "b"),
+        ("job:rank-00000.jsonl", "c"),
+    }
 
 
 def test_a_partial_last_line_waits_for_its_newline(tmp_path):

@@ -58,9 +58,15 @@ def test_fifo_folder_device_and_broken_link_are_reported_once_and_the_others_fol
 
     got = asyncio.run(run())
     seen = events(got)
-    assert seen["job:rank-00001.jsonl"] == [("open", None), ("end", "rank-00001.jsonl is a FIFO, not a regular file: skipped")]
+    assert seen["job:rank-00001.jsonl"] == [
+        ("open", None),
+        ("end", "rank-00001.jsonl is a FIFO, not a regular file: skipped"),
+    ]
     assert seen["job:rank-00002.jsonl"][1] == ("end", "rank-00002.jsonl is a folder, not a regular file: skipped")
-    assert seen["job:rank-00003.jsonl"][1] == ("end", "rank-00003.jsonl is a character device, not a regular file: skipped")
+    assert seen["job:rank-00003.jsonl"][1] == (
+        "end",
+        "rank-00003.jsonl is a character device, not a regular file: skipped",
+    )
     (down,) = seen["job:rank-00004.jsonl"]  # reported once although retried every poll
     assert down[0] == "down" and "Too many levels of symbolic links" in down[1]
     assert texts(got, "job:rank-00000.jsonl") == ['{"n":1}', '{"n":2}']
@@ -70,13 +76,27 @@ def test_job_dir_alone_with_a_fifo_runs_its_duration_and_leaves_a_receipt(tmp_pa
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     os.mkfifo(run_dir / "rank-00001.jsonl")
-    step = {"v": SCHEMA_VERSION, "ts": 1_700_000_000.25, "run": "r", "rank": 0, "event": "step", "step": 1,
-            "step_time_s": 1.25, "compute_s": 0.9, "tokens": 2048, "loss": 2.31}
+    step = {
+        "v": SCHEMA_VERSION,
+        "ts": 1_700_000_000.25,
+        "run": "r",
+        "rank": 0,
+        "event": "step",
+        "step": 1,
+        "step_time_s": 1.25,
+        "compute_s": 0.9,
+        "tokens": 2048,
+        "loss": 2.31,
+    }
     (run_dir / "rank-00000.jsonl").write_text(json.dumps(step) + "\n")
     receipt = tmp_path / "r.json"
-    result = subprocess.run(TRNWATCH + ["watch", "--job-dir", str(run_dir), "--headless", "--duration", "1",
-                                        "--receipt", str(receipt)],
-                            capture_output=True, text=True, timeout=60, env={**os.environ, "PATH": "/usr/bin:/bin"})
+    result = subprocess.run(
+        TRNWATCH + ["watch", "--job-dir", str(run_dir), "--headless", "--duration", "1", "--receipt", str(receipt)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PATH": "/usr/bin:/bin"},
+    )
     assert result.returncode == 0, result.stderr
     r = json.loads(receipt.read_text())
     assert r["exit_reason"] == "duration"  # not an instant "eof": the follower did not end
@@ -126,8 +146,11 @@ def test_a_file_truncated_and_rewritten_past_its_old_size_within_one_poll_loses_
     assert [x.text for x in tail.read_lines()[0]] == ['{"restart":0,"step":1}']
     with open(path, "w") as f:  # in place (same inode), longer than before
         f.write('{"restart":1,"step":1}\n{"restart":1,"step":2}\n{"restart":1,"step":3}\n')
-    assert [x.text for x in tail.read_lines()[0]] == ['{"restart":1,"step":1}', '{"restart":1,"step":2}',
-                                                       '{"restart":1,"step":3}']
+    assert [x.text for x in tail.read_lines()[0]] == [
+        '{"restart":1,"step":1}',
+        '{"restart":1,"step":2}',
+        '{"restart":1,"step":3}',
+    ]
     with open(path, "a") as f:  # plain appends are not mistaken for a rewrite
         f.write('{"restart":1,"step":4}\n')
     assert [x.text for x in tail.read_lines()[0]] == ['{"restart":1,"step":4}']
@@ -136,6 +159,7 @@ def test_a_file_truncated_and_rewritten_past_its_old_size_within_one_poll_loses_
 
 def test_a_line_over_the_cap_is_one_rejected_line_in_the_ledger(tmp_path):
     from trnwatch.ledger.ledger import Ledger
+
     path = tmp_path / "rank-00000.jsonl"
     path.write_bytes(b'{"x":"' + b"y" * (3 << 20) + b'"}\n')  # 3 MiB: over 1 MiB, within a 4 MiB read
     tail = FileTail(str(path), chunk_bytes=1 << 20)
@@ -162,6 +186,7 @@ def test_a_file_tail_never_opens_a_fifo(tmp_path):
 def test_a_job_log_that_is_a_fifo_ends_its_source_with_the_reason(tmp_path):
     from trnwatch.collectors.job_files import read_followed
     from trnwatch.collectors.streams import SourceLost
+
     fifo = tmp_path / "train.log"
     os.mkfifo(fifo)
     try:

@@ -12,9 +12,23 @@ from trnwatch.ledger.ledger import Ledger
 
 T0 = 1_800_000_000.0
 VALID = {
-    "run_start": {"world_size": 4, "host": "h0", "pid": 1, "local_rank": 0, "backend": "cpu", "core": 0, "chip": 0,
-                  "model": {"name": "m", "params": 10}, "precision": "bf16", "global_batch": 8, "micro_batch": 1,
-                  "seq_len": 16, "parallel": {"tp": 1, "pp": 1, "dp": 4}, "versions": {"torch": "2"}, "restart": 0},
+    "run_start": {
+        "world_size": 4,
+        "host": "h0",
+        "pid": 1,
+        "local_rank": 0,
+        "backend": "cpu",
+        "core": 0,
+        "chip": 0,
+        "model": {"name": "m", "params": 10},
+        "precision": "bf16",
+        "global_batch": 8,
+        "micro_batch": 1,
+        "seq_len": 16,
+        "parallel": {"tp": 1, "pp": 1, "dp": 4},
+        "versions": {"torch": "2"},
+        "restart": 0,
+    },
     "phase": {"phase": "steady", "state": "begin"},
     "step": {"step": 3, "step_time_s": 0.5, "compute_s": 0.4, "tokens": 128, "loss": 2.0},
     "collective": {"op": "all_reduce", "bytes": 1024, "latency_s": 0.01, "wait_s": 0.001, "step": 3},
@@ -24,17 +38,27 @@ VALID = {
     "run_end": {"status": "failed"},
 }
 ODD_VALUES = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
-    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=20),
-    st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=20),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
 )
 
 
 @st.composite
 def job_line(draw) -> str:
     kind = draw(st.sampled_from(sorted(VALID)))
-    event = {"v": "trnwatch.job/1", "ts": T0 + draw(st.floats(0, 100)), "run": draw(st.sampled_from(["r", "r", "other"])),
-             "rank": draw(st.integers(0, 6)), "event": kind, **VALID[kind]}
+    event = {
+        "v": "trnwatch.job/1",
+        "ts": T0 + draw(st.floats(0, 100)),
+        "run": draw(st.sampled_from(["r", "r", "other"])),
+        "rank": draw(st.integers(0, 6)),
+        "event": kind,
+        **VALID[kind],
+    }
     for key in draw(st.lists(st.sampled_from(sorted(event) + ["extra", "lnc", "seq_len", "blocking"]), max_size=3)):
         if draw(st.booleans()):
             event[key] = draw(ODD_VALUES)

@@ -41,9 +41,25 @@ def test_watch_job_dir_alone_gives_the_job_scope(tmp_path):
         writer.write_tick(tick, T0 + tick)
     writer.close()
     receipt = tmp_path / "r.json"
-    result = subprocess.run([sys.executable, "-m", "trnwatch", "watch", "--job-dir", str(tmp_path / "run"), "--headless",
-                             "--duration", "2", "--receipt", str(receipt)],
-                            capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trnwatch",
+            "watch",
+            "--job-dir",
+            str(tmp_path / "run"),
+            "--headless",
+            "--duration",
+            "2",
+            "--receipt",
+            str(receipt),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin"},
+    )
     assert result.returncode == 0, result.stderr
     r = json.loads(receipt.read_text())
     # one rank per logical core: 16 chips x 4 at LNC=2

@@ -19,7 +19,9 @@ T0 = 1_800_000_000.0
 
 
 def ev(kind: str, rank: int, ts: float, run: str = "run", **fields):
-    return parse_job_line(json.dumps({"v": SCHEMA_VERSION, "ts": ts, "run": run, "rank": rank, "event": kind, **fields}))
+    return parse_job_line(
+        json.dumps({"v": SCHEMA_VERSION, "ts": ts, "run": run, "rank": rank, "event": kind, **fields})
+    )
 
 
 def start(rank: int, ts: float, world: int = 16, restart: int = 0, host: str | None = None):
@@ -59,7 +61,16 @@ def heartbeat(rank, ts, n, region, since):
 
 
 def collective(rank, ts, n, wait_s, op="all_reduce", latency_s=None):
-    return ev("collective", rank, ts, op=op, bytes=1 << 20, latency_s=wait_s + 0.01 if latency_s is None else latency_s, wait_s=wait_s, step=n)
+    return ev(
+        "collective",
+        rank,
+        ts,
+        op=op,
+        bytes=1 << 20,
+        latency_s=wait_s + 0.01 if latency_s is None else latency_s,
+        wait_s=wait_s,
+        step=n,
+    )
 
 
 def fold(ledger: JobLedger, events) -> JobLedger:
@@ -107,9 +118,13 @@ def test_warmup_and_checkpoint_steps_are_not_steady_state():
     events = [start(0, T0, world=1), phase(0, T0, "warmup", "begin"), step(0, T0 + 100, 1, step_time_s=99.0)]
     events += [phase(0, T0 + 100, "warmup", "end"), phase(0, T0 + 100, "steady", "begin")]
     events += [step(0, T0 + 100 + n, n, step_time_s=1.0) for n in range(2, 12)]
-    events += [phase(0, T0 + 112, "checkpoint", "begin"), step(0, T0 + 140, 12, step_time_s=28.0), phase(0, T0 + 140, "checkpoint", "end")]
+    events += [
+        phase(0, T0 + 112, "checkpoint", "begin"),
+        step(0, T0 + 140, 12, step_time_s=28.0),
+        phase(0, T0 + 140, "checkpoint", "end"),
+    ]
     ledger = fold(JobLedger(), events)
-    summary = ledger.summary(T0 + 141).model_dump(mode='json')
+    summary = ledger.summary(T0 + 141).model_dump(mode="json")
     assert summary["throughput"]["step_time_s"] == {"p50": 1.0, "p90": 1.0, "p99": 1.0}
     assert summary["throughput"]["tokens_per_s"] == pytest.approx(64 * 4096)
 
@@ -124,7 +139,7 @@ def test_step_time_and_collective_windows_are_bounded():
     assert len(ledger.collective_latency_s["all_reduce"]) == COLLECTIVE_WINDOW
     assert len(ledger.ranks[1].wait_per_step) == WAIT_WINDOW_STEPS
     assert ledger.collective_count["all_reduce"] == 6000
-    summary = ledger.summary(T0 + 3001).model_dump(mode='json')
+    summary = ledger.summary(T0 + 3001).model_dump(mode="json")
     latency = summary["collectives"]["all_reduce"]["latency_s"]
     assert latency["p50"] <= latency["p90"] <= latency["p99"]
     window = [float(n % 100 + 1) for n in range(3001 - STEP_WINDOW, 3001)]
@@ -204,7 +219,10 @@ def test_stall_threshold_scales_with_the_median_step_time():
 def test_two_ranks_tie_goes_to_the_one_waiting_in_a_collective():
     events = running_job(ranks=2, steps=10)
     now_s = T0 + 11 + 40
-    events += [heartbeat(0, now_s - 1, 11, "collective:tp_all_reduce", T0 + 11.1), heartbeat(1, now_s - 1, 11, "compute", T0 + 11.1)]
+    events += [
+        heartbeat(0, now_s - 1, 11, "collective:tp_all_reduce", T0 + 11.1),
+        heartbeat(1, now_s - 1, 11, "compute", T0 + 11.1),
+    ]
     diagnosis = fold(JobLedger(), events).diagnose(now_s)
     assert diagnosis.verdict == "stalled" and [s.rank for s in diagnosis.suspects] == [1]
 
@@ -236,8 +254,10 @@ def test_a_rank_killed_before_its_first_heartbeat_is_still_the_silent_first_fail
     itself (run_start) and stepped, then was SIGKILLed; rank 0's collective then failed."""
     events = [start(r, T0, world=2) for r in range(2)]
     events += [step(r, T0 + 0.1 * n, n) for n in range(1, 6) for r in range(2)]
-    events += [ev("error", 0, T0 + 0.9, message="RuntimeError: Connection closed by peer"),
-               ev("run_end", 0, T0 + 0.95, status="failed")]
+    events += [
+        ev("error", 0, T0 + 0.9, message="RuntimeError: Connection closed by peer"),
+        ev("run_end", 0, T0 + 0.95, status="failed"),
+    ]
     ledger = fold(JobLedger(), events)
     assert ledger.dead_ranks(T0 + 1) == [1]
     diagnosis = ledger.diagnose(T0 + 1)
@@ -267,7 +287,10 @@ def test_the_straggler_is_the_rank_that_waits_least():
     events = running_job(ranks=4, steps=0)
     for n in range(1, 21):
         for r in range(4):
-            events += [collective(r, T0 + 1 + n, n, wait_s=0.002 if r == 2 else 0.05), step(r, T0 + 1 + n, n, step_time_s=0.1)]
+            events += [
+                collective(r, T0 + 1 + n, n, wait_s=0.002 if r == 2 else 0.05),
+                step(r, T0 + 1 + n, n, step_time_s=0.1),
+            ]
     ledger = fold(JobLedger(), events)
     straggler = ledger.straggler(T0 + 22)
     assert straggler.rank == 2 and straggler.skew_s == pytest.approx(0.048) and straggler.slow
@@ -292,7 +315,11 @@ def test_open_checkpoint_and_compile_are_reported_as_such_not_as_stalls():
     diagnosis = fold(JobLedger(), events).diagnose(T0 + 500)
     assert diagnosis.verdict == "checkpointing" and "493 s" in diagnosis.reason
 
-    events = [start(0, T0, world=1), phase(0, T0 + 1, "compile", "begin", cache="miss"), heartbeat(0, T0 + 900, 1, "compute", T0 + 1)]
+    events = [
+        start(0, T0, world=1),
+        phase(0, T0 + 1, "compile", "begin", cache="miss"),
+        heartbeat(0, T0 + 900, 1, "compute", T0 + 1),
+    ]
     assert fold(JobLedger(), events).diagnose(T0 + 900).verdict == "compiling"
 
 
@@ -301,9 +328,13 @@ def test_compile_timeline_and_cache_hits():
     events += [phase(0, T0 + 3, "compile", "begin", cache="miss"), phase(0, T0 + 3.5, "compile", "end", cache="hit")]
     events += [phase(0, T0 + 603, "compile", "end", cache="miss"), phase(0, T0 + 603, "warmup", "begin")]
     ledger = fold(JobLedger(), events)
-    summary = ledger.summary(T0 + 604).model_dump(mode='json')
+    summary = ledger.summary(T0 + 604).model_dump(mode="json")
     assert (summary["cold_compiles"], summary["cold_compile_s"], summary["compile_cache_hits"]) == (1, 600.0, 1)
-    assert [(p["phase"], p["duration_s"]) for p in summary["phases"]] == [("init", 2.0), ("compile", 600.0), ("warmup", None)]
+    assert [(p["phase"], p["duration_s"]) for p in summary["phases"]] == [
+        ("init", 2.0),
+        ("compile", 600.0),
+        ("warmup", None),
+    ]
     assert ledger.diagnose(T0 + 604).verdict == "compiling"  # warmup open: still starting up
 
 
@@ -319,7 +350,7 @@ def test_restart_from_checkpoint_time_and_redone_steps():
     resumed += [ev("checkpoint", r, T0 + 34, action="load", state="end", step=15) for r in range(2)]
     resumed += [step(r, T0 + 40, 16) for r in range(2)]
     fold(ledger, resumed)
-    summary = ledger.summary(T0 + 41).model_dump(mode='json')
+    summary = ledger.summary(T0 + 41).model_dump(mode="json")
     assert summary["restarts"] == [
         {"restart": 1, "from_step": 15, "steps_redone": 1, "checkpoint_load_s": 2.0, "restart_to_first_step_s": 10.0}
     ]
@@ -341,17 +372,26 @@ def test_finished_no_data_and_foreign_runs():
 
 def test_a_stall_that_ended_is_kept_for_the_receipt():
     events = running_job(ranks=2, steps=10)
-    events += [heartbeat(r, T0 + 11 + t, 11, "collective:all_reduce" if r else "dataloader", T0 + 11.2) for t in range(1, 100) for r in range(2)]
+    events += [
+        heartbeat(r, T0 + 11 + t, 11, "collective:all_reduce" if r else "dataloader", T0 + 11.2)
+        for t in range(1, 100)
+        for r in range(2)
+    ]
     events += [step(r, T0 + 111, 11) for r in range(2)]
-    summary = fold(JobLedger(), events).summary(T0 + 112).model_dump(mode='json')
+    summary = fold(JobLedger(), events).summary(T0 + 112).model_dump(mode="json")
     [stall] = summary["stalls"]
     assert stall["duration_s"] == pytest.approx(100.0) and [s["rank"] for s in stall["suspects"]] == [0]
 
 
 def test_summary_carries_the_run_description():
-    summary = fold(JobLedger(), running_job(ranks=8, steps=3)).summary(T0 + 5).model_dump(mode='json')
+    summary = fold(JobLedger(), running_job(ranks=8, steps=3)).summary(T0 + 5).model_dump(mode="json")
     assert summary["model"] == {"name": "llama", "params": 8_000_000_000}
-    assert (summary["precision"], summary["global_batch"], summary["micro_batch"], summary["seq_len"]) == ("bf16", 64, 1, 4096)
+    assert (summary["precision"], summary["global_batch"], summary["micro_batch"], summary["seq_len"]) == (
+        "bf16",
+        64,
+        1,
+        4096,
+    )
     assert summary["parallel"] == {"tp": 4, "pp": 1, "dp": 2} and summary["lnc"] == 2
     assert summary["ranks"]["seen"] == 8 and summary["ranks"]["hosts"] == 2 and summary["ranks"]["world_size"] == 8
     assert summary["versions"] == {"neuronx-distributed": "0.17.26814"}
@@ -360,10 +400,16 @@ def test_summary_carries_the_run_description():
 
 def test_steady_begins_at_the_explicit_steady_phase_and_early_steps_are_warmup():
     """The issue's case: init, a 20 s compile, two steps with no phase open, then steady from step 3."""
-    events = [start(0, T0, world=1), phase(0, T0, "init", "begin"), phase(0, T0 + 1, "init", "end"),
-              phase(0, T0 + 1, "compile", "begin"), phase(0, T0 + 21, "compile", "end"),
-              step(0, T0 + 21.5, 1, step_time_s=20.5), step(0, T0 + 22, 2, step_time_s=0.5),
-              phase(0, T0 + 22, "steady", "begin")]
+    events = [
+        start(0, T0, world=1),
+        phase(0, T0, "init", "begin"),
+        phase(0, T0 + 1, "init", "end"),
+        phase(0, T0 + 1, "compile", "begin"),
+        phase(0, T0 + 21, "compile", "end"),
+        step(0, T0 + 21.5, 1, step_time_s=20.5),
+        step(0, T0 + 22, 2, step_time_s=0.5),
+        phase(0, T0 + 22, "steady", "begin"),
+    ]
     events += [step(0, T0 + 22 + 0.25 * n, n, step_time_s=0.25) for n in range(3, 23)]
     t = fold(JobLedger(), events).summary(T0 + 28).throughput
     assert (t.boundary, t.warmup_steps, t.first_step, t.last_step, t.steps_in_window) == ("explicit", 2, 3, 22, 20)
@@ -382,9 +428,11 @@ def test_without_phases_the_warmup_is_inferred_from_step_times():
 def test_throughput_is_not_averaged_over_a_stall_or_a_blocking_checkpoint():
     events = running_job(ranks=1, steps=10)  # steps 1-10 at 1 s
     events += [step(0, T0 + 11 + 80, 11, step_time_s=80.0)]  # a step that held an 80 s stall
-    events += [ev("checkpoint", 0, T0 + 91.5, action="save", state="begin", step=11),
-               ev("checkpoint", 0, T0 + 95, action="save", state="end", step=11),
-               step(0, T0 + 96, 12, step_time_s=4.5)]  # this step's time holds the blocking save
+    events += [
+        ev("checkpoint", 0, T0 + 91.5, action="save", state="begin", step=11),
+        ev("checkpoint", 0, T0 + 95, action="save", state="end", step=11),
+        step(0, T0 + 96, 12, step_time_s=4.5),
+    ]  # this step's time holds the blocking save
     events += [step(0, T0 + 96 + n, 12 + n, step_time_s=1.0) for n in range(1, 4)]
     ledger = fold(JobLedger(), events)
     t = ledger.summary(T0 + 99).throughput
@@ -396,7 +444,9 @@ def test_throughput_is_not_averaged_over_a_stall_or_a_blocking_checkpoint():
 def test_a_background_checkpoint_masks_neither_late_nor_stalled():
     events = running_job(ranks=2, steps=10)
     events += [ev("checkpoint", r, T0 + 11.5, action="save", state="begin", step=10, blocking=False) for r in range(2)]
-    events += [heartbeat(r, T0 + 11 + 40, 11, "collective:all_reduce" if r else "dataloader", T0 + 11.2) for r in range(2)]
+    events += [
+        heartbeat(r, T0 + 11 + 40, 11, "collective:all_reduce" if r else "dataloader", T0 + 11.2) for r in range(2)
+    ]
     ledger = fold(JobLedger(), events)
     assert ledger.diagnose(T0 + 11 + 8).verdict == "late"
     diagnosis = ledger.diagnose(T0 + 11 + 40)
@@ -408,8 +458,10 @@ def test_a_background_checkpoint_masks_neither_late_nor_stalled():
 
 def test_a_background_save_ending_is_not_progress():
     events = running_job(ranks=1, steps=10)
-    events += [ev("checkpoint", 0, T0 + 11.5, action="save", state="begin", step=10, blocking=False),
-               ev("checkpoint", 0, T0 + 30, action="save", state="end", step=10, blocking=False)]
+    events += [
+        ev("checkpoint", 0, T0 + 11.5, action="save", state="begin", step=10, blocking=False),
+        ev("checkpoint", 0, T0 + 30, action="save", state="end", step=10, blocking=False),
+    ]
     ledger = fold(JobLedger(), events)
     assert ledger.last_progress_ts == T0 + 11
     assert ledger.diagnose(T0 + 31).verdict == "late"
@@ -429,9 +481,12 @@ def test_rank_counts_add_up_to_the_world_size_and_dead_ranks_are_not_running():
 def test_failed_names_the_first_failure_in_time_and_lists_later_ones_as_consequences():
     events = running_job(ranks=3, steps=5)
     events += [heartbeat(r, T0 + 7, 6, "collective:all_reduce", T0 + 6.5) for r in range(3)]
-    events += [ev("error", 0, T0 + 9, message="RuntimeError: [gloo] Connection closed by peer"),
-               ev("error", 2, T0 + 9.5, message="NRT: execution timeout", source="runtime", failed_ts=T0 + 8),
-               ev("run_end", 0, T0 + 9.1, status="failed"), heartbeat(1, T0 + 9.8, 6, "collective:all_reduce", T0 + 6.5)]
+    events += [
+        ev("error", 0, T0 + 9, message="RuntimeError: [gloo] Connection closed by peer"),
+        ev("error", 2, T0 + 9.5, message="NRT: execution timeout", source="runtime", failed_ts=T0 + 8),
+        ev("run_end", 0, T0 + 9.1, status="failed"),
+        heartbeat(1, T0 + 9.8, 6, "collective:all_reduce", T0 + 6.5),
+    ]
     ledger = fold(JobLedger(), events)
     diagnosis = ledger.diagnose(T0 + 10)
     assert diagnosis.verdict == "failed" and [s.rank for s in diagnosis.suspects] == [2, 0]
@@ -467,7 +522,14 @@ def test_a_warning_is_evidence_on_a_suspect_and_never_a_failure_or_a_suspect_its
     warn = "Timeout waiting for RX (waited 120 sec) - retrying, [bootstrapInit, rank: 11/16/-1]"
     events = hung_job_16_ranks(now_s) + [
         ev("error", 11, now_s - 5, message=warn, source="runtime", severity="warning"),
-        ev("error", 3, now_s - 4, message="NET/OFI aws-ofi-nccl initialization failed", source="runtime", severity="warning"),
+        ev(
+            "error",
+            3,
+            now_s - 4,
+            message="NET/OFI aws-ofi-nccl initialization failed",
+            source="runtime",
+            severity="warning",
+        ),
     ]
     ledger = fold(JobLedger(), events)
     diagnosis = ledger.diagnose(now_s)
@@ -480,8 +542,10 @@ def test_a_warning_is_evidence_on_a_suspect_and_never_a_failure_or_a_suspect_its
 
 
 def test_an_error_without_severity_is_still_fatal_as_the_first_field_list_meant():
-    events = running_job(ranks=2, steps=5) + [ev("error", 1, T0 + 6, message="boom"),
-                                              ev("error", 0, T0 + 6.5, message="fatal", severity="fatal")]
+    events = running_job(ranks=2, steps=5) + [
+        ev("error", 1, T0 + 6, message="boom"),
+        ev("error", 0, T0 + 6.5, message="fatal", severity="fatal"),
+    ]
     ledger = fold(JobLedger(), events)
     diagnosis = ledger.diagnose(T0 + 7)
     assert diagnosis.verdict == "failed" and diagnosis.suspects[0].rank == 1

@@ -43,8 +43,10 @@ def test_file_tail_for_logs_ends_lines_at_carriage_returns(tmp_path):
 
 def test_follow_job_log_yields_events_counts_and_passes_invalid_event_lines_on(tmp_path):
     log = tmp_path / "train.log"
-    log.write_text("noise\nstep 21 step_time 3.25s throughput 78.8 seq/s step loss 1.95 grad norm 0.77\n"
-                   "step 22 step_time 1e999s throughput 1 seq/s step loss 1.0 grad norm 1\n")
+    log.write_text(
+        "noise\nstep 21 step_time 3.25s throughput 78.8 seq/s step loss 1.95 grad norm 0.77\n"
+        "step 22 step_time 1e999s throughput 1 seq/s step loss 1.0 grad norm 1\n"
+    )
     got = asyncio.run(collect(follow_job_log(str(log), PROFILES, poll_s=0.02), lambda got: got[-1].kind == "job-log"))
     assert {line.source_id for line in got} == {"joblog:train.log"}
     step, raw, counts = got
@@ -64,7 +66,10 @@ def test_a_progress_bar_that_never_writes_a_newline_still_yields_its_steps(tmp_p
 def test_one_log_per_rank_gets_the_rank_from_its_path():
     run, logs = log_sources(["/fsx/logs/run7/attempt_0/0/stdout.log", "/fsx/logs/run7/attempt_0/1/stdout.log"])
     assert run == "attempt_0"
-    assert [(log.source_id, log.default_rank) for log in logs] == [("joblog:0/stdout.log", 0), ("joblog:1/stdout.log", 1)]
+    assert [(log.source_id, log.default_rank) for log in logs] == [
+        ("joblog:0/stdout.log", 0),
+        ("joblog:1/stdout.log", 1),
+    ]
     run, [log] = log_sources(["/fsx/train.log"])
     assert (run, log.source_id, log.default_rank) == ("train", "joblog:train.log", 0)
 
@@ -73,13 +78,20 @@ def test_the_ledger_folds_a_passive_log_and_names_its_profile():
     ledger = Ledger("live")
 
     async def read():
-        return await collect(follow_job_log(str(FIXTURES / "torchtitan_plain.log"), PROFILES, global_batch=8,
-                                            seq_len=8192, poll_s=0.02), lambda got: got[-1].kind == "job-log")
+        return await collect(
+            follow_job_log(str(FIXTURES / "torchtitan_plain.log"), PROFILES, global_batch=8, seq_len=8192, poll_s=0.02),
+            lambda got: got[-1].kind == "job-log",
+        )
 
     for line in asyncio.run(read()):
         ledger.ingest(line)
     stats = ledger.sources["joblog:torchtitan_plain.log"]
-    assert (stats.kind, stats.log_profile, stats.unparsed_lines, sum(stats.rejected.values())) == ("job", "torchtitan", 5, 0)
+    assert (stats.kind, stats.log_profile, stats.unparsed_lines, sum(stats.rejected.values())) == (
+        "job",
+        "torchtitan",
+        5,
+        0,
+    )
     summary = ledger.job.summary(ledger.job.last_event_ts).model_dump(mode="json")
     assert summary["log_profiles"] == {"joblog:torchtitan_plain.log": "torchtitan"}
     assert summary["throughput"]["tokens_per_s"] == pytest.approx(8 * 8192 / 2.0, rel=0.05)

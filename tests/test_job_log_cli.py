@@ -17,16 +17,36 @@ TRNWATCH = [sys.executable, "-m", "trnwatch"]
 def test_a_bad_log_profile_file_exits_2_naming_the_file_and_the_problem(tmp_path, capsys):
     bad = tmp_path / "profiles.toml"
     bad.write_text("[[profile]]\nname = 'x'\nrules = [{ pattern = '(?P<speed>\\d+)', emit = [{ event = 'step' }] }]\n")
-    code = main(["watch", "--job-log", str(FIXTURES / "nxd_tp_pp.log"), "--log-profile-file", str(bad), "--headless",
-                 "--duration", "1"])
+    code = main(
+        [
+            "watch",
+            "--job-log",
+            str(FIXTURES / "nxd_tp_pp.log"),
+            "--log-profile-file",
+            str(bad),
+            "--headless",
+            "--duration",
+            "1",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2
     assert str(bad) in err and "profile 'x' rule 1: unknown group(s) ['speed']" in err
 
 
 def test_an_unknown_log_profile_exits_2_listing_the_choices(capsys):
-    code = main(["watch", "--job-log", str(FIXTURES / "nxd_tp_pp.log"), "--log-profile", "megatron", "--headless",
-                 "--duration", "1"])
+    code = main(
+        [
+            "watch",
+            "--job-log",
+            str(FIXTURES / "nxd_tp_pp.log"),
+            "--log-profile",
+            "megatron",
+            "--headless",
+            "--duration",
+            "1",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "unknown log profile 'megatron'; choose one of: nxd, nxdt, torchtitan" in err
     assert main(["watch", "--job-log", "x.log", "--log-profile", "torchrun", "--headless", "--duration", "1"]) == 2
@@ -44,9 +64,24 @@ def test_watch_reads_one_log_per_rank_and_the_receipt_names_the_profile(tmp_path
     (logs / "0" / "stdout.log").write_text((FIXTURES / "torchtitan_plain.log").read_text())
     (logs / "1" / "stdout.log").write_text((FIXTURES / "neuron_runtime_errors.log").read_text().replace("[rank3]:", ""))
     receipt = tmp_path / "r.json"
-    result = run(["watch", "--headless", "--duration", "3", "--receipt", str(receipt),
-                  "--job-log", str(logs / "0" / "stdout.log"), "--job-log", str(logs / "1" / "stdout.log"),
-                  "--global-batch", "8", "--seq-len", "8192"])
+    result = run(
+        [
+            "watch",
+            "--headless",
+            "--duration",
+            "3",
+            "--receipt",
+            str(receipt),
+            "--job-log",
+            str(logs / "0" / "stdout.log"),
+            "--job-log",
+            str(logs / "1" / "stdout.log"),
+            "--global-batch",
+            "8",
+            "--seq-len",
+            "8192",
+        ]
+    )
     assert result.returncode == 0, result.stderr
     job = json.loads(receipt.read_text())["job"]
     assert job["log_profiles"] == {"joblog:0/stdout.log": "torchtitan", "joblog:1/stdout.log": None}
@@ -62,9 +97,30 @@ def test_demo_writes_the_job_as_a_framework_log_and_reads_it_back_through_its_pr
     # The hang scenario at 5 ticks a second: steps from tick 10, none from tick 30 (6 s in); with
     # --stall-after 1 the receipt at 10 s is STALLED (a passive log has no heartbeats to say more).
     receipt = tmp_path / "r.json"
-    result = run(["demo", "--headless", "--topology", "trn2.48xlarge", "--scenario", "hang", "--period", "0.2",
-                  "--duration", "10", "--late-after", "0.5", "--stall-after", "1", "--job-format", job_format,
-                  "--job-dir", str(tmp_path / "job"), "--receipt", str(receipt)])
+    result = run(
+        [
+            "demo",
+            "--headless",
+            "--topology",
+            "trn2.48xlarge",
+            "--scenario",
+            "hang",
+            "--period",
+            "0.2",
+            "--duration",
+            "10",
+            "--late-after",
+            "0.5",
+            "--stall-after",
+            "1",
+            "--job-format",
+            job_format,
+            "--job-dir",
+            str(tmp_path / "job"),
+            "--receipt",
+            str(receipt),
+        ]
+    )
     assert result.returncode == 0, result.stderr
     job = json.loads(receipt.read_text())["job"]
     log = f"joblog:rank0-{job_format}.log"
@@ -91,8 +147,12 @@ def test_a_real_torchrun_failure_summary_blames_the_killed_rank(tmp_path):
     log = tmp_path / "torchrun.log"
     torchrun = Path(sys.executable).with_name("torchrun")
     with open(log, "w") as out:
-        launched = subprocess.run([str(torchrun), "--standalone", "--nproc-per-node", "2", "--role", "rank", "--tee", "3",
-                                   str(script)], stdout=out, stderr=subprocess.STDOUT, timeout=120)
+        launched = subprocess.run(
+            [str(torchrun), "--standalone", "--nproc-per-node", "2", "--role", "rank", "--tee", "3", str(script)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=120,
+        )
     assert launched.returncode != 0
     receipt = tmp_path / "r.json"
     result = run(["watch", "--headless", "--duration", "2", "--receipt", str(receipt), "--job-log", str(log)])
@@ -107,8 +167,24 @@ def test_a_real_torchrun_failure_summary_blames_the_killed_rank(tmp_path):
 @pytest.mark.slow
 def test_a_recorded_log_session_replays_to_the_same_job_section(tmp_path):
     receipt, replayed, recording = tmp_path / "live.json", tmp_path / "replay.json", tmp_path / "s.trnrec"
-    result = run(["watch", "--headless", "--duration", "2", "--receipt", str(receipt), "--record", str(recording),
-                  "--job-log", str(FIXTURES / "nxd_tp_zero1.log"), "--global-batch", "256", "--seq-len", "4096"])
+    result = run(
+        [
+            "watch",
+            "--headless",
+            "--duration",
+            "2",
+            "--receipt",
+            str(receipt),
+            "--record",
+            str(recording),
+            "--job-log",
+            str(FIXTURES / "nxd_tp_zero1.log"),
+            "--global-batch",
+            "256",
+            "--seq-len",
+            "4096",
+        ]
+    )
     assert result.returncode == 0, result.stderr
     result = run(["replay", str(recording), "--headless", "--receipt", str(replayed)])
     assert result.returncode == 0, result.stderr

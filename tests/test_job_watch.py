@@ -20,18 +20,39 @@ pytestmark = pytest.mark.slow
 
 
 def torchrun(tmp_path, *flags):
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", train.__file__,
-               "--run-dir", str(tmp_path / "run"), *flags]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        train.__file__,
+        "--run-dir",
+        str(tmp_path / "run"),
+        *flags,
+    ]
     log = open(tmp_path / "torchrun.log", "w")
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path, start_new_session=True)
 
 
 def watch(tmp_path, *flags):
     """The monitor, started before the job (as on-call would leave it running), no screen."""
-    command = [sys.executable, "-m", "trnwatch", "watch", "--headless", "--job-dir", str(tmp_path / "run" / "telemetry"),
-               "--receipt", str(tmp_path / "receipt.json"), *flags]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PATH": "/usr/bin:/bin"})  # no neuron-monitor: job scope only
+    command = [
+        sys.executable,
+        "-m",
+        "trnwatch",
+        "watch",
+        "--headless",
+        "--job-dir",
+        str(tmp_path / "run" / "telemetry"),
+        "--receipt",
+        str(tmp_path / "receipt.json"),
+        *flags,
+    ]
+    return subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PATH": "/usr/bin:/bin"}
+    )  # no neuron-monitor: job scope only
 
 
 def stop_monitor(monitor):
@@ -76,12 +97,18 @@ def test_an_injected_hang_is_named_once_the_stall_rule_has_passed(tmp_path):
     name rank 1 in a stall that began at that step. How soon after onset it is named is a figure
     of tests/benchmarks/bench_hang.py, not a threshold here."""
     monitor = watch(tmp_path)
-    job = torchrun(tmp_path, "--tp", "2", "--steps", "400", "--hang-rank", "1", "--hang-step", "10",
-                   "--hang-region", "dataloader")
+    job = torchrun(
+        tmp_path, "--tp", "2", "--steps", "400", "--hang-rank", "1", "--hang-step", "10", "--hang-region", "dataloader"
+    )
     try:
-        wait_until(lambda: any(e["event"] == "heartbeat" and e["step"] == 10 and e["region"] == "dataloader"
-                               for e in rank_events(tmp_path, 1)),
-                   "rank 1 to heartbeat from its hang", detail=lambda: (tmp_path / "torchrun.log").read_text()[-2000:])
+        wait_until(
+            lambda: any(
+                e["event"] == "heartbeat" and e["step"] == 10 and e["region"] == "dataloader"
+                for e in rank_events(tmp_path, 1)
+            ),
+            "rank 1 to heartbeat from its hang",
+            detail=lambda: (tmp_path / "torchrun.log").read_text()[-2000:],
+        )
         onset_ts = max(e["ts"] for rank in (0, 1) for e in rank_events(tmp_path, rank) if e["event"] == "step")
         wait_until(lambda: time.time() > onset_ts + 35, "35 s past the last step", timeout_s=60)
         assert max(e["ts"] for rank in (0, 1) for e in rank_events(tmp_path, rank) if e["event"] == "step") == onset_ts
@@ -111,8 +138,11 @@ def test_kill_9_of_rank_1_of_2_blames_rank_1_and_the_counts_add_up(tmp_path):
             pid = next((e["pid"] for e in events if e["event"] == "run_start"), None)
             return pid if sum(e["event"] == "step" for e in events) >= 5 else None
 
-        pid = wait_until(rank_1_pid_after_5_steps, "rank 1's pid and 5 of its steps",
-                         detail=lambda: (tmp_path / "torchrun.log").read_text()[-2000:])
+        pid = wait_until(
+            rank_1_pid_after_5_steps,
+            "rank 1's pid and 5 of its steps",
+            detail=lambda: (tmp_path / "torchrun.log").read_text()[-2000:],
+        )
         os.kill(pid, signal.SIGKILL)
         assert job.wait(timeout=120) != 0
         stop_monitor(monitor)

@@ -79,7 +79,15 @@ def test_newest_complete_checkpoint_ignores_an_interrupted_save(tmp_path):
 
 
 def launch(tmp_path, nproc: int, *flags: str, log: str = "torchrun.log") -> subprocess.Popen:
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc), train.__file__]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        str(nproc),
+        train.__file__,
+    ]
     command += ["--run-dir", str(tmp_path / "run"), "--heartbeat-interval", "0.5", *flags]
     with open(tmp_path / log, "w") as out:
         return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path, start_new_session=True)
@@ -140,10 +148,19 @@ def test_tp2_run_reports_what_it_did(tmp_path):
 
     for rank in (0, 1):
         [start] = of(events, "run_start", rank)
-        assert (start.world_size, start.backend, start.restart, start.parallel.tp, start.parallel.dp) == (2, "cpu", 0, 2, 1)
+        assert (start.world_size, start.backend, start.restart, start.parallel.tp, start.parallel.dp) == (
+            2,
+            "cpu",
+            0,
+            2,
+            1,
+        )
         assert [e.step for e in of(events, "step", rank)] == list(range(1, steps + 1))
         assert [(e.action, e.state, e.step) for e in of(events, "checkpoint", rank)] == [
-            ("save", "begin", 20), ("save", "end", 20), ("save", "begin", 40), ("save", "end", 40)
+            ("save", "begin", 20),
+            ("save", "end", 20),
+            ("save", "begin", 40),
+            ("save", "end", 40),
         ]
         assert of(events, "run_end", rank)[0].status == "success"
         assert all(0 < e.compute_s < e.step_time_s for e in of(events, "step", rank))
@@ -153,7 +170,7 @@ def test_tp2_run_reports_what_it_did(tmp_path):
     assert all(e.wait_s <= e.latency_s for e in tp_collectives)
 
     now_s = time.time()
-    summary = ledger.summary(now_s).model_dump(mode='json')
+    summary = ledger.summary(now_s).model_dump(mode="json")
     assert summary["verdict"] == "finished" and summary["ranks"]["seen"] == 2
     # after the 3 warmup steps, leaving out the step whose interval held the blocking save at step 20
     steady = [e for e in of(events, "step", 0) if e.step > 3 and e.step != 21]
@@ -165,8 +182,10 @@ def test_tp2_run_reports_what_it_did(tmp_path):
     assert sum(losses[-5:]) < sum(losses[:5])  # it learns
     saves = CheckpointDirWatcher(str(tmp_path / "run" / "checkpoints"), run="run").scan()
     assert [(e.state, e.step) for e in saves] == [("begin", 20), ("end", 20), ("begin", 40), ("end", 40)]
-    print(f"\ntp2 x 2 ranks: {len(steady) / sum(e.step_time_s for e in steady):.1f} steps/s steady, "
-          f"{summary['throughput']['tokens_per_s']:.0f} tokens/s, step p50 {summary['throughput']['step_time_s']['p50'] * 1e3:.0f} ms")
+    print(
+        f"\ntp2 x 2 ranks: {len(steady) / sum(e.step_time_s for e in steady):.1f} steps/s steady, "
+        f"{summary['throughput']['tokens_per_s']:.0f} tokens/s, step p50 {summary['throughput']['step_time_s']['p50'] * 1e3:.0f} ms"
+    )
 
 
 @pytest.mark.slow
@@ -204,7 +223,9 @@ def test_a_hung_rank_is_named_by_the_stall_diagnosis(tmp_path, hang_region):
     ledger = JobLedger(stall_after_s=2.0)  # shorter than the 30 s default so the test is quick
     try:
         follow_and_fold(
-            tmp_path / "run" / "telemetry", ledger, lambda ledger, events: ledger.diagnose(time.time()).verdict == "stalled"
+            tmp_path / "run" / "telemetry",
+            ledger,
+            lambda ledger, events: ledger.diagnose(time.time()).verdict == "stalled",
         )
         diagnosis = ledger.diagnose(time.time())
     finally:
@@ -240,21 +261,26 @@ def test_a_crashed_run_resumes_from_the_newest_complete_checkpoint(tmp_path):
         first_start, resumed = of(events, "run_start", rank)
         assert (first_start.restart, resumed.restart) == (0, 1)
         loads = [e for e in of(events, "checkpoint", rank) if e.action == "load"]
-        assert [(e.state, e.step, e.tag) for e in loads] == [("begin", 15, "step_00000015"), ("end", 15, "step_00000015")]
+        assert [(e.state, e.step, e.tag) for e in loads] == [
+            ("begin", 15, "step_00000015"),
+            ("end", 15, "step_00000015"),
+        ]
         steps = [e.step for e in of(events, "step", rank)]
         assert steps == list(range(1, 17)) + list(range(16, 25))
     # Same data and restored weights + optimizer: the redone step 16 has the loss it had before the crash.
     first_16, redone_16 = [e.loss for e in of(events, "step", 0) if e.step == 16]
     assert redone_16 == pytest.approx(first_16, rel=1e-5)
 
-    summary = ledger.summary(time.time()).model_dump(mode='json')
+    summary = ledger.summary(time.time()).model_dump(mode="json")
     assert summary["verdict"] == "finished"
     [restart] = summary["restarts"]
     assert (restart["restart"], restart["from_step"], restart["steps_redone"]) == (1, 15, 1)
     assert restart["restart_to_first_step_s"] > restart["checkpoint_load_s"] > 0
     first = summary["failures"][0]
     assert (first["rank"], first["ts"], first["error"], first["role"]) == (1, crash[0].ts, crash[0].message, "first")
-    print(f"\nrestart from checkpoint: {restart['restart_to_first_step_s']:.2f} s to first step, load {restart['checkpoint_load_s'] * 1e3:.0f} ms")
+    print(
+        f"\nrestart from checkpoint: {restart['restart_to_first_step_s']:.2f} s to first step, load {restart['checkpoint_load_s'] * 1e3:.0f} ms"
+    )
 
 
 def test_the_neuron_path_imports_cleanly_and_says_what_to_install(tmp_path):
@@ -263,8 +289,12 @@ def test_the_neuron_path_imports_cleanly_and_says_what_to_install(tmp_path):
     from trnwatch.workloads import neuron_backend
 
     assert neuron_backend.neuron_unavailable_reason() is not None
-    result = subprocess.run([sys.executable, "-m", "trnwatch.workloads.train", "--device", "neuron",
-                             "--run-dir", str(tmp_path / "run")], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "trnwatch.workloads.train", "--device", "neuron", "--run-dir", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode != 0
     assert "--device neuron:" in result.stderr and "Neuron pip repository" in result.stderr
     assert "Traceback" not in result.stderr

@@ -47,7 +47,11 @@ def test_chip_utilisation_is_the_mean_over_its_cores_with_absent_cores_as_zero()
 def test_peak_and_mean_over_reports():
     ledger = Ledger("live")
     for i, (util, tensors) in enumerate([(10.0, 5), (50.0, 900), (30.0, 20)]):
-        feed(ledger, R.report([R.runtime(10, "r", [0], util={0: util}, memory={0: R.core_memory(tensors=tensors)})]), t=1000.0 + i)
+        feed(
+            ledger,
+            R.report([R.runtime(10, "r", [0], util={0: util}, memory={0: R.core_memory(tensors=tensors)})]),
+            t=1000.0 + i,
+        )
     chip = only_host(ledger).chips[0]
     assert chip.hbm_peak_bytes == sum(R.core_memory(tensors=900).values())
     assert chip.util_mean_pct == pytest.approx((10 + 50 + 30) / 3 / 4)
@@ -57,7 +61,10 @@ def test_peak_and_mean_over_reports():
 
 def test_counters_with_error_give_no_utilisation_sample():
     ledger = Ledger("live")
-    feed(ledger, R.report([R.runtime(10, "r", [0], util={0: 0.0}, counters_error="open /dev/neuron0: permission denied")]))
+    feed(
+        ledger,
+        R.report([R.runtime(10, "r", [0], util={0: 0.0}, counters_error="open /dev/neuron0: permission denied")]),
+    )
     chip = only_host(ledger).chips[0]
     assert chip.samples == 0 and chip.util_pct is None
     assert chip.hbm_bytes is not None  # memory_used had no error
@@ -270,6 +277,7 @@ def _with(obj, path, value):
 @pytest.mark.parametrize("count", [18446744073709551616, 10**6])
 def test_a_device_count_from_input_never_sizes_memory(count):
     import tracemalloc
+
     ledger = Ledger("live")
     tracemalloc.start()
     try:
@@ -296,6 +304,7 @@ def test_cores_per_chip_of_400_digits_does_not_end_the_source():
 def test_a_memory_size_past_2_to_the_1024_leaves_a_renderable_receipt():
     from trnwatch.ledger.receipt import build_receipt
     from trnwatch.ledger.receipt_markdown import render_markdown
+
     ledger = Ledger("live")
     obj = _with(R.report([]), ["neuron_hardware_info", "neuron_device_memory_size"], 2**1024)
     feed(ledger, obj)
@@ -306,17 +315,29 @@ def test_a_memory_size_past_2_to_the_1024_leaves_a_renderable_receipt():
 
 def test_receipt_markdown_formats_a_byte_count_no_float_can_hold():
     from trnwatch.ledger.receipt_markdown import _gib
+
     assert _gib(2**1100) == "2^1100+ bytes" and _gib(3 * 2**30) == "3.00 GiB"
 
 
 def test_one_utilisation_over_100_costs_that_chip_its_sample_and_nothing_else():
     from trnwatch.ledger.receipt import build_receipt
+
     ledger = Ledger("live")
     good = R.report([R.runtime(10, "r", [0, 4], util={0: 80.0, 4: 40.0})])
     feed(ledger, good, t=1000.0)
-    bad = _with(R.report([R.runtime(10, "r", [0, 4], util={0: 80.0, 4: 40.0})]),
-                ["neuron_runtime_data", 0, "report", "neuroncore_counters", "neuroncores_in_use", "0", "neuroncore_utilization"],
-                100.01)
+    bad = _with(
+        R.report([R.runtime(10, "r", [0, 4], util={0: 80.0, 4: 40.0})]),
+        [
+            "neuron_runtime_data",
+            0,
+            "report",
+            "neuroncore_counters",
+            "neuroncores_in_use",
+            "0",
+            "neuroncore_utilization",
+        ],
+        100.01,
+    )
     feed(ledger, bad, t=1001.0)
     host = only_host(ledger)
     chip0, chip1 = host.chips
@@ -334,9 +355,21 @@ def test_one_utilisation_over_100_costs_that_chip_its_sample_and_nothing_else():
 
 def test_a_core_with_unknown_memory_gives_its_chip_no_hbm_sample():
     ledger = Ledger("live")
-    obj = _with(R.report([R.runtime(10, "r", [0, 4])]),
-                ["neuron_runtime_data", 0, "report", "memory_used", "neuron_runtime_used_bytes", "usage_breakdown",
-                 "neuroncore_memory_usage", "0", "tensors"], -1)
+    obj = _with(
+        R.report([R.runtime(10, "r", [0, 4])]),
+        [
+            "neuron_runtime_data",
+            0,
+            "report",
+            "memory_used",
+            "neuron_runtime_used_bytes",
+            "usage_breakdown",
+            "neuroncore_memory_usage",
+            "0",
+            "tensors",
+        ],
+        -1,
+    )
     feed(ledger, obj)
     chip0, chip1 = only_host(ledger).chips
     assert chip0.hbm_bytes is None and chip1.hbm_bytes == sum(R.core_memory().values())
@@ -344,6 +377,7 @@ def test_a_core_with_unknown_memory_gives_its_chip_no_hbm_sample():
 
 def test_an_unexpected_fold_error_costs_one_line_counted_as_internal(monkeypatch):
     from trnwatch.ledger.hosts import HostState
+
     ledger = Ledger("live")
     real_fold = HostState.fold
 
@@ -362,6 +396,7 @@ def test_an_unexpected_fold_error_costs_one_line_counted_as_internal(monkeypatch
 
 def test_gone_runtimes_are_evicted_after_the_documented_time():
     from trnwatch.collectors.limits import RUNTIME_EVICT_MIN_S
+
     ledger = Ledger("live")
     feed(ledger, R.report([R.runtime(10, "old", [0], util={0: 50.0})]), t=1000.0)
     feed(ledger, R.report([R.runtime(11, "new", [0], util={0: 50.0})]), t=1000.0 + RUNTIME_EVICT_MIN_S)
@@ -373,6 +408,7 @@ def test_gone_runtimes_are_evicted_after_the_documented_time():
 
 def test_lines_full_of_fresh_pids_keep_a_bounded_number_of_runtimes():
     from trnwatch.collectors.limits import MAX_RUNTIMES_PER_HOST, MAX_RUNTIMES_PER_REPORT
+
     ledger = Ledger("live")
     for i in range(10):
         pids = range(i * MAX_RUNTIMES_PER_REPORT, (i + 1) * MAX_RUNTIMES_PER_REPORT)
@@ -412,17 +448,23 @@ def test_chip_history_is_a_ring_the_garbage_collector_does_not_walk():
     import gc
 
     from trnwatch.ledger.hosts import ChipHistory
+
     history = ChipHistory(size=4)
     before = len(gc.get_objects())
     for i in range(6):
         history.append(float(i), None if i == 4 else i * 10.0, i << 30)
     assert len(gc.get_objects()) == before  # numbers in arrays, no object per sample
-    assert [tuple(s) for s in history] == [(2.0, 20.0, 2 << 30), (3.0, 30.0, 3 << 30), (4.0, None, 4 << 30),
-                                          (5.0, 50.0, 5 << 30)]
+    assert [tuple(s) for s in history] == [
+        (2.0, 20.0, 2 << 30),
+        (3.0, 30.0, 3 << 30),
+        (4.0, None, 4 << 30),
+        (5.0, 50.0, 5 << 30),
+    ]
 
 
 def test_counter_names_from_input_are_bounded_per_runtime():
     from trnwatch.collectors.limits import MAX_COUNTERS_PER_FAMILY, MAX_NAMED_VALUES
+
     ledger = Ledger("live")
     for i in range(6):
         names = {f"kind{i}-{k}": 1 for k in range(MAX_NAMED_VALUES)}

@@ -24,9 +24,25 @@ def test_a_silent_device_stream_becomes_lost_counts_a_gap_and_is_the_worst_sourc
             ledger.ingest(Line(f"host-{n}", "neuron-monitor", T0 + tick, host.report_line(tick)))
         # a job rank file that also went quiet must not outrank the silent device stream
         if tick == 0:
-            ledger.ingest(Line("job:rank-00000.jsonl", "job", T0, json.dumps({
-                "v": "trnwatch.job/1", "ts": T0, "run": "r", "rank": 0, "event": "heartbeat", "step": 0,
-                "region": "compute", "region_since": T0})))
+            ledger.ingest(
+                Line(
+                    "job:rank-00000.jsonl",
+                    "job",
+                    T0,
+                    json.dumps(
+                        {
+                            "v": "trnwatch.job/1",
+                            "ts": T0,
+                            "run": "r",
+                            "rank": 0,
+                            "event": "heartbeat",
+                            "step": 0,
+                            "region": "compute",
+                            "region_since": T0,
+                        }
+                    ),
+                )
+            )
     now_s = T0 + end - 1
     assert lost_after_s(1.0) == LOST_MIN_S
     assert ledger.source_states(T0 + quiet_after + 6)["host-1"] == "stale"  # silent 7 s: stale, not yet lost

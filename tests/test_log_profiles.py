@@ -46,11 +46,18 @@ def test_every_fixture_names_the_public_source_of_its_format():
         assert first.startswith("# format: ") and "/" in first, path.name
 
 
-@pytest.mark.parametrize("name, profile", [
-    ("nxd_tp_zero1.log", "nxd"), ("nxd_tp_pp.log", "nxd"), ("nxdt_progress.log", "nxdt"),
-    ("torchtitan_torchrun_color.log", "torchtitan"), ("torchtitan_plain.log", "torchtitan"),
-    ("neuron_runtime_errors.log", None), ("torchrun_sigkill.log", None),
-])
+@pytest.mark.parametrize(
+    "name, profile",
+    [
+        ("nxd_tp_zero1.log", "nxd"),
+        ("nxd_tp_pp.log", "nxd"),
+        ("nxdt_progress.log", "nxdt"),
+        ("torchtitan_torchrun_color.log", "torchtitan"),
+        ("torchtitan_plain.log", "torchtitan"),
+        ("neuron_runtime_errors.log", None),
+        ("torchrun_sigkill.log", None),
+    ],
+)
 def test_the_profile_is_detected_from_the_first_lines(name, profile):
     translator, _ = translate(name)
     assert translator.profile_name == profile
@@ -85,29 +92,40 @@ def test_nxd_async_checkpoint_is_non_blocking_and_only_its_staging_is_a_checkpoi
         ("begin", "step_40", 40, False, local("2024-01-04 10:06:34.030")),
     ]
     phases = [(e.phase, e.state, e.ts) for e in of(events, Phase) if e.phase == "checkpoint"]
-    assert phases == [("checkpoint", "begin", local("2024-01-04 10:05:31.120")),
-                      ("checkpoint", "end", local("2024-01-04 10:05:33.480")),  # "requested": steps continue
-                      ("checkpoint", "begin", local("2024-01-04 10:06:34.030")),
-                      ("checkpoint", "end", local("2024-01-04 10:06:36.300"))]
+    assert phases == [
+        ("checkpoint", "begin", local("2024-01-04 10:05:31.120")),
+        ("checkpoint", "end", local("2024-01-04 10:05:33.480")),  # "requested": steps continue
+        ("checkpoint", "begin", local("2024-01-04 10:06:34.030")),
+        ("checkpoint", "end", local("2024-01-04 10:06:36.300")),
+    ]
 
 
 def test_compile_cache_lines():
     _, events = translate("nxd_tp_zero1.log")
     compiles = [(e.state, e.cache, e.ts) for e in of(events, Phase) if e.phase == "compile"]
-    assert compiles == [("begin", "miss", local("2024-01-04 10:00:00.250000")),
-                        ("end", "miss", local("2024-01-04 10:03:20.750000")),
-                        ("end", "hit", local("2024-01-04 10:03:25.000000"))]
+    assert compiles == [
+        ("begin", "miss", local("2024-01-04 10:00:00.250000")),
+        ("end", "miss", local("2024-01-04 10:03:20.750000")),
+        ("end", "hit", local("2024-01-04 10:03:25.000000")),
+    ]
 
 
 def test_nxd_tp_pp_through_torchrun_prefix_with_synced_save_and_resume():
     _, events = translate("nxd_tp_pp.log", global_batch=256)
     steps = of(events, Step)
     assert [(s.rank, s.step, s.step_time_s, s.loss) for s in steps] == [
-        (0, 101, 3.2512345, 1.953125), (0, 102, 3.1, 1.94), (0, 103, 3.2, 1.93)]  # the line's own step time wins
+        (0, 101, 3.2512345, 1.953125),
+        (0, 102, 3.1, 1.94),
+        (0, 103, 3.2, 1.93),
+    ]  # the line's own step time wins
     assert steps[0].ts == RECEIVED_S  # tp_pp lines carry no timestamp
     checkpoints = [(e.action, e.state, e.step, e.blocking) for e in of(events, Checkpoint)]
-    assert checkpoints == [("load", "begin", 100, None), ("load", "end", 100, None),
-                           ("save", "begin", 102, True), ("save", "end", 102, True)]
+    assert checkpoints == [
+        ("load", "begin", 100, None),
+        ("load", "end", 100, None),
+        ("save", "begin", 102, True),
+        ("save", "end", 102, True),
+    ]
     load_end = of(events, Checkpoint)[1]
     assert load_end.tag == "/fsx/ckpt/step_100"  # "loading checkpoint done" names no tag: the open load's
 
@@ -139,7 +157,12 @@ def test_torchtitan_steps_keep_tps_per_device_with_or_without_colours_and_prefix
     _, events = translate(name, global_batch=8, seq_len=8192)
     steps = of(events, Step)
     assert [(s.rank, s.step, s.loss) for s in steps] == [
-        (0, 11, 3.21045), (0, 12, 3.18712), (0, 13, 3.15001), (0, 14, 3.12222), (0, 15, 3.1)]
+        (0, 11, 3.21045),
+        (0, 12, 3.18712),
+        (0, 13, 3.15001),
+        (0, 14, 3.12222),
+        (0, 15, 3.1),
+    ]
     assert [s.tokens_per_s_per_device for s in steps] == [7018, 7102, 7123, 6905, 7123]  # "tps: 7,018"
     assert [s.step_time_s for s in steps[1:3]] == pytest.approx([2.0, 2.0])  # log timestamps, log_freq 1
     # The first step line after a blocking save is not timed across the save.
@@ -193,11 +216,17 @@ def test_a_chosen_profile_skips_detection():
 
 def test_lines_before_the_detecting_line_are_read_once_the_profile_is_known():
     translator = LogTranslator("run", PROFILES)
-    early = translator.feed("[2024-01-04 10:00:00.100: I neuronx_distributed/trainer/checkpoint.py:888] loading checkpoint from step_5", 1.0)
+    early = translator.feed(
+        "[2024-01-04 10:00:00.100: I neuronx_distributed/trainer/checkpoint.py:888] loading checkpoint from step_5", 1.0
+    )
     assert early == [] and translator.profile_name is None
-    error = translator.feed("[rank0]:2024-Jan-04 10:00:01.0001 1:1 ERROR  NRT:nrt_init  Unable to determine Neuron Driver version.", 2.0)
+    error = translator.feed(
+        "[rank0]:2024-Jan-04 10:00:01.0001 1:1 ERROR  NRT:nrt_init  Unable to determine Neuron Driver version.", 2.0
+    )
     assert [e.source for e in error] == ["runtime"]  # always-on profiles do not wait for detection
-    events = translator.feed("LOG Thu Jan  4 10:05:00 2024 - (0, 6) step_loss : 2.0 learning_rate : 1.5e-04 throughput : 9.0 seq/s", 3.0)
+    events = translator.feed(
+        "LOG Thu Jan  4 10:05:00 2024 - (0, 6) step_loss : 2.0 learning_rate : 1.5e-04 throughput : 9.0 seq/s", 3.0
+    )
     assert translator.profile_name == "nxd"
     assert [type(e).__name__ for e in events] == ["Checkpoint", "Step"]
 
@@ -226,7 +255,7 @@ def test_a_matched_line_whose_values_cannot_be_valid_raises_for_the_caller_to_co
 
 def test_a_user_profile_from_a_file_reads_its_format(tmp_path):
     path = tmp_path / "profiles.toml"
-    path.write_text(r'''
+    path.write_text(r"""
 [[profile]]
 name = "mytrainer"
 detect = ['^\[mytrainer\] ']
@@ -244,13 +273,15 @@ emit = [{ event = "step" }]
 [[profile.rules]]
 pattern = 'writing checkpoint (?P<tag>\S+)'
 emit = [{ event = "checkpoint", action = "save", state = "begin", blocking = false }]
-''')
+""")
     profiles = profile_registry(load_profile_file(path, profile_registry()))
     translator = LogTranslator("run", profiles)
     events = []
-    for text in ["[mytrainer] 2025-05-05T10:00:00 iter 3 loss 1.25 0.5s/iter",
-                 "[mytrainer] 2025-05-05T10:00:01 writing checkpoint ckpt-step_3",
-                 "[2025-05-05 10:00:02.000: I neuronx_distributed/trainer/checkpoint.py:964] loading checkpoint done"]:
+    for text in [
+        "[mytrainer] 2025-05-05T10:00:00 iter 3 loss 1.25 0.5s/iter",
+        "[mytrainer] 2025-05-05T10:00:01 writing checkpoint ckpt-step_3",
+        "[2025-05-05 10:00:02.000: I neuronx_distributed/trainer/checkpoint.py:964] loading checkpoint done",
+    ]:
         events += translator.feed(text, 1.0)
     assert translator.profile_name == "mytrainer"
     step, save, load = events
@@ -259,21 +290,34 @@ emit = [{ event = "checkpoint", action = "save", state = "begin", blocking = fal
     assert (load.action, load.state) == ("load", "end")
 
 
-@pytest.mark.parametrize("body, message", [
-    ("[[profile]\nname = 1", "not valid TOML"),
-    ("[[profile]]\nname = 'x'\nrules = [{ pattern = '(' }]", "bad regular expression"),
-    ("[[profile]]\nname = 'x'\nrules = [{ pattern = '(?P<speed>\\d+)', emit = [{ event = 'step' }] }]", "unknown group"),
-    ("[[profile]]\nname = 'x'\nrules = [{ pattern = 'a', emit = [{ event = 'stepp' }] }]", "rules.0.emit.0.event"),
-    ("[[profile]]\nname = 'x'\nrules = [{ pattern = 'a', emit = [{ event = 'checkpoint', action = 'save', state = 'start' }] }]",
-     "cannot be valid"),
-    ("[[profile]]\nname = 'x'\nrules = [{ pattern = '(?P<step>\\d+)', emit = [{ event = 'step', colour = 'red' }] }]",
-     "emit field(s) ['colour']"),
-    ("[[profile]]\nname = 'x'\ninclude = ['nope']", "includes unknown profile 'nope'"),
-    ("[[profile]]\nname = 'x'\nrules = [{ pattern = '(?P<failed_ts>\\S+)', emit = [{ event = 'error' }] }]", "time_formats"),
-    ("[[profile]]\nname = 'Bad Name'", "profile.0.name"),
-    ("[[profile]]\nname = 'x'\n[[profile]]\nname = 'x'", "defined twice"),
-    ("[something]\nname = 'x'", "expected only [[profile]] tables"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("[[profile]\nname = 1", "not valid TOML"),
+        ("[[profile]]\nname = 'x'\nrules = [{ pattern = '(' }]", "bad regular expression"),
+        (
+            "[[profile]]\nname = 'x'\nrules = [{ pattern = '(?P<speed>\\d+)', emit = [{ event = 'step' }] }]",
+            "unknown group",
+        ),
+        ("[[profile]]\nname = 'x'\nrules = [{ pattern = 'a', emit = [{ event = 'stepp' }] }]", "rules.0.emit.0.event"),
+        (
+            "[[profile]]\nname = 'x'\nrules = [{ pattern = 'a', emit = [{ event = 'checkpoint', action = 'save', state = 'start' }] }]",
+            "cannot be valid",
+        ),
+        (
+            "[[profile]]\nname = 'x'\nrules = [{ pattern = '(?P<step>\\d+)', emit = [{ event = 'step', colour = 'red' }] }]",
+            "emit field(s) ['colour']",
+        ),
+        ("[[profile]]\nname = 'x'\ninclude = ['nope']", "includes unknown profile 'nope'"),
+        (
+            "[[profile]]\nname = 'x'\nrules = [{ pattern = '(?P<failed_ts>\\S+)', emit = [{ event = 'error' }] }]",
+            "time_formats",
+        ),
+        ("[[profile]]\nname = 'Bad Name'", "profile.0.name"),
+        ("[[profile]]\nname = 'x'\n[[profile]]\nname = 'x'", "defined twice"),
+        ("[something]\nname = 'x'", "expected only [[profile]] tables"),
+    ],
+)
 def test_a_bad_user_profile_file_is_refused_with_a_message_saying_where(tmp_path, body, message):
     path = tmp_path / "bad.toml"
     path.write_text(body)
@@ -288,5 +332,6 @@ def test_every_builtin_profile_names_its_source():
 
 def test_builtin_profiles_pass_the_checks_a_user_profile_file_gets():
     from trnwatch.collectors.log_profiles import check_profile
+
     for profile in PROFILES.values():
         check_profile(profile, PROFILES)

@@ -26,14 +26,19 @@ def realworld(name: str) -> str:
 
 
 def test_every_documented_group_is_read_from_a_trn3_lnc2_report():
-    rt = R.runtime(48213, "llama3-pretrain-rank0", [0, 1], util={0: 88.37, 1: 86.9}, executions=R.executions(), physical_key="v4d")
+    rt = R.runtime(
+        48213, "llama3-pretrain-rank0", [0, 1], util={0: 88.37, 1: 86.9}, executions=R.executions(), physical_key="v4d"
+    )
     r = parse_report(R.line(R.report([rt])))
     entry = r.neuron_runtime_data[0]
     counters = entry.report.neuroncore_counters.neuroncores_in_use
     assert counters[0].neuroncore_utilization == 88.37
     assert counters[1].physical == {"nc_v4.2": counters[1].v4d["nc_v4.2"], "nc_v4.3": counters[1].v4d["nc_v4.3"]}
     assert entry.report.execution_stats.latency_stats.total_latency["p99"] == 0.604
-    assert entry.report.memory_used.neuron_runtime_used_bytes.usage_breakdown.neuroncore_memory_usage[1]["tensors"] == R.GIB
+    assert (
+        entry.report.memory_used.neuron_runtime_used_bytes.usage_breakdown.neuroncore_memory_usage[1]["tensors"]
+        == R.GIB
+    )
     assert entry.report.memory_used.loaded_models[0].subgraphs["sg_00"].neuron_device_index == 0
     assert entry.report.neuron_runtime_vcpu_usage.vcpu_usage.user == 6.42
     assert r.system_data.neuron_hw_counters.neuron_devices[1].neuron_device_index == 1
@@ -46,7 +51,10 @@ def test_every_documented_group_is_read_from_a_trn3_lnc2_report():
 def test_trn2_lnc2_reports_its_per_physical_split_under_v3d():
     rt = R.runtime(1, "t", [0], util={0: 50.0}, physical_key="v3d")
     r = parse_report(R.line(R.report([rt], hardware=R.hardware_trn2())))
-    assert set(r.neuron_runtime_data[0].report.neuroncore_counters.neuroncores_in_use[0].physical) == {"nc_v3.0", "nc_v3.1"}
+    assert set(r.neuron_runtime_data[0].report.neuroncore_counters.neuroncores_in_use[0].physical) == {
+        "nc_v3.0",
+        "nc_v3.1",
+    }
     assert r.neuron_hardware_info.neuron_device_type == "trainium2"
 
 
@@ -58,22 +66,49 @@ def test_lnc1_reports_have_eight_cores_per_chip_and_no_physical_split():
 
 
 def test_effective_flops_integer_utilisation_and_unknown_fields_are_accepted():
-    text = R.line({"neuron_runtime_data": [{"pid": 3, "report": {"neuroncore_counters": {
-        "neuroncores_in_use": {"0": {"neuroncore_utilization": 100, "effective_flops": 123, "future_field": [1, 2]}},
-        "period": 1.0, "error": ""}}}], "brand_new_group": {"x": 1}})
+    text = R.line(
+        {
+            "neuron_runtime_data": [
+                {
+                    "pid": 3,
+                    "report": {
+                        "neuroncore_counters": {
+                            "neuroncores_in_use": {
+                                "0": {"neuroncore_utilization": 100, "effective_flops": 123, "future_field": [1, 2]}
+                            },
+                            "period": 1.0,
+                            "error": "",
+                        }
+                    },
+                }
+            ],
+            "brand_new_group": {"x": 1},
+        }
+    )
     core = parse_report(text).neuron_runtime_data[0].report.neuroncore_counters.neuroncores_in_use[0]
     assert core.neuroncore_utilization == 100.0 and core.effective_flops == 123
 
 
 def test_missing_and_null_groups_are_tolerated():
-    r = parse_report('{"neuron_runtime_data": null, "system_data": null, "instance_info": {}, "neuron_hardware_info": null}')
+    r = parse_report(
+        '{"neuron_runtime_data": null, "system_data": null, "instance_info": {}, "neuron_hardware_info": null}'
+    )
     assert r.neuron_runtime_data is None and r.system_data is None
     assert parse_report("{}").instance_info is None
 
 
-@pytest.mark.parametrize("name", ["nm-wandb-trn1-1.json", "nm-wandb-trn1-2.json", "nm-wandb-trn1-3.json",
-                                  "nm-allsmi-trn1-1.json", "nm-inf1kr-1.json", "nm-inf1kr-2.json",
-                                  "nm-cwat-dummy-edited-1.json"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "nm-wandb-trn1-1.json",
+        "nm-wandb-trn1-2.json",
+        "nm-wandb-trn1-3.json",
+        "nm-allsmi-trn1-1.json",
+        "nm-inf1kr-1.json",
+        "nm-inf1kr-2.json",
+        "nm-cwat-dummy-edited-1.json",
+    ],
+)
 def test_every_real_capture_parses(name):
     r = parse_report(realworld(name))
     assert r.instance_info.instance_id.startswith("i-")
@@ -110,22 +145,53 @@ BAD_LINES = {
     "a JSON string": ('"neuron"', "not-object"),
     "JSON null": ("null", "not-object"),
     "pid as string": (_mutated(["neuron_runtime_data", 0, "pid"], "1234"), "schema"),
-    "utilisation as string": (_mutated(["neuron_runtime_data", 0, "report", "neuroncore_counters", "neuroncores_in_use", "0",
-                                        "neuroncore_utilization"], "88.3"), "schema"),
+    "utilisation as string": (
+        _mutated(
+            [
+                "neuron_runtime_data",
+                0,
+                "report",
+                "neuroncore_counters",
+                "neuroncores_in_use",
+                "0",
+                "neuroncore_utilization",
+            ],
+            "88.3",
+        ),
+        "schema",
+    ),
     "count as float": (_mutated(["system_data", "memory_info", "memory_used_bytes"], 5.0), "schema"),
     "device count as bool": (_mutated(["neuron_hardware_info", "neuron_device_count"], True), "schema"),
-    "core index not a number": (_mutated(["neuron_runtime_data", 0, "report", "neuroncore_counters", "neuroncores_in_use"],
-                                         {"core0": {"neuroncore_utilization": 1.0}}), "schema"),
+    "core index not a number": (
+        _mutated(
+            ["neuron_runtime_data", 0, "report", "neuroncore_counters", "neuroncores_in_use"],
+            {"core0": {"neuroncore_utilization": 1.0}},
+        ),
+        "schema",
+    ),
     "runtime list is an object": (_mutated(["neuron_runtime_data"], {"pid": 1}), "schema"),
     # NaN and Infinity are not JSON (RFC 8259), whatever some encoders write.
-    "NaN utilisation": (R.line(GOOD).replace('"neuroncore_utilization":50.0', '"neuroncore_utilization":NaN'), "not-json"),
-    "Infinity bytes": (_mutated(["system_data", "memory_info", "memory_used_bytes"], 7).replace(
-        '"memory_used_bytes":7', '"memory_used_bytes":Infinity'), "not-json"),
+    "NaN utilisation": (
+        R.line(GOOD).replace('"neuroncore_utilization":50.0', '"neuroncore_utilization":NaN'),
+        "not-json",
+    ),
+    "Infinity bytes": (
+        _mutated(["system_data", "memory_info", "memory_used_bytes"], 7).replace(
+            '"memory_used_bytes":7', '"memory_used_bytes":Infinity'
+        ),
+        "not-json",
+    ),
     "nesting deeper than the decoder goes": (R.line(GOOD)[:-1] + ',"x":' + "[" * 5000 + "]" * 5000 + "}", "not-json"),
-    "an integer of 5000 digits": (_mutated(["system_data", "memory_info", "memory_used_bytes"], 7).replace(
-        '"memory_used_bytes":7', '"memory_used_bytes":' + "9" * 5000), "schema"),
-    "device index missing": (_mutated(["system_data", "neuron_hw_counters", "neuron_devices", 0], {"mem_ecc_corrected": 1}),
-                             "schema"),
+    "an integer of 5000 digits": (
+        _mutated(["system_data", "memory_info", "memory_used_bytes"], 7).replace(
+            '"memory_used_bytes":7', '"memory_used_bytes":' + "9" * 5000
+        ),
+        "schema",
+    ),
+    "device index missing": (
+        _mutated(["system_data", "neuron_hw_counters", "neuron_devices", 0], {"mem_ecc_corrected": 1}),
+        "schema",
+    ),
     "group is a number": (_mutated(["system_data", "vcpu_usage"], 7), "schema"),
 }
 
@@ -146,7 +212,15 @@ def test_oversize_line_is_rejected_before_parsing():
 
 # --- bounds: a value past its bound costs that value, not the report (issue 9.1, 9.2, 9.9) --------
 
-UTIL_0 = ["neuron_runtime_data", 0, "report", "neuroncore_counters", "neuroncores_in_use", "0", "neuroncore_utilization"]
+UTIL_0 = [
+    "neuron_runtime_data",
+    0,
+    "report",
+    "neuroncore_counters",
+    "neuroncores_in_use",
+    "0",
+    "neuroncore_utilization",
+]
 
 
 def _fields(text):
@@ -197,13 +271,23 @@ def test_cores_per_chip_of_400_digits_is_rejected():
 
 
 def test_a_core_memory_value_past_its_bound_makes_that_core_unknown_not_smaller():
-    path = ["neuron_runtime_data", 0, "report", "memory_used", "neuron_runtime_used_bytes", "usage_breakdown",
-            "neuroncore_memory_usage", "0", "tensors"]
+    path = [
+        "neuron_runtime_data",
+        0,
+        "report",
+        "memory_used",
+        "neuron_runtime_used_bytes",
+        "usage_breakdown",
+        "neuroncore_memory_usage",
+        "0",
+        "tensors",
+    ]
     report, fields = _fields(_mutated(path, -1))
     usage = report.neuron_runtime_data[0].report.memory_used.neuron_runtime_used_bytes.usage_breakdown
     assert usage.neuroncore_memory_usage == {0: None}
-    assert fields == {"neuron_runtime_data[].report.memory_used.neuron_runtime_used_bytes.usage_breakdown"
-                      ".neuroncore_memory_usage{}{}"}
+    assert fields == {
+        "neuron_runtime_data[].report.memory_used.neuron_runtime_used_bytes.usage_breakdown.neuroncore_memory_usage{}{}"
+    }
 
 
 def test_a_core_index_past_the_host_limit_rejects_that_runtime_group_map():
@@ -218,6 +302,7 @@ def test_a_core_index_past_the_host_limit_rejects_that_runtime_group_map():
 
 def test_more_runtimes_than_any_host_runs_reject_the_runtime_list():
     from trnwatch.collectors.limits import MAX_RUNTIMES_PER_REPORT
+
     obj = json.loads(R.line(GOOD))
     obj["neuron_runtime_data"] = [{"pid": i, "neuron_runtime_tag": "t"} for i in range(MAX_RUNTIMES_PER_REPORT + 1)]
     report, fields = _fields(R.line(obj))
@@ -232,7 +317,9 @@ def test_a_tag_longer_than_neuron_process_tag_allows_is_rejected():
 
 
 def test_a_required_field_past_its_bound_takes_its_object_and_the_list_goes_null():
-    report, fields = _fields(_mutated(["system_data", "neuron_hw_counters", "neuron_devices", 0, "neuron_device_index"], 64))
+    report, fields = _fields(
+        _mutated(["system_data", "neuron_hw_counters", "neuron_devices", 0, "neuron_device_index"], 64)
+    )
     assert fields == {"system_data.neuron_hw_counters.neuron_devices[].neuron_device_index"}
     assert report.system_data.neuron_hw_counters.neuron_devices is None
     assert report.system_data.memory_info is not None
@@ -240,6 +327,7 @@ def test_a_required_field_past_its_bound_takes_its_object_and_the_list_goes_null
 
 def test_report_schema_states_the_bounds():
     from trnwatch.collectors.neuron_monitor import report_json_schema
+
     schema = report_json_schema()
     hw = schema["$defs"]["HardwareInfo"]["properties"]["neuron_device_count"]
     assert {"type": "integer", "minimum": 0, "maximum": 64} in hw["anyOf"]

@@ -95,7 +95,10 @@ def test_receipt_places_fall_back_to_the_default_folder_then_the_current_directo
     monkeypatch.chdir(tmp_path)
     asked = tmp_path / "asked.json"
     assert receipt_places(asked, "trnwatch-x-live.json") == [
-        asked, tmp_path / "state" / "trnwatch" / "receipts" / "trnwatch-x-live.json", tmp_path / "trnwatch-x-live.json"]
+        asked,
+        tmp_path / "state" / "trnwatch" / "receipts" / "trnwatch-x-live.json",
+        tmp_path / "trnwatch-x-live.json",
+    ]
 
 
 def test_clean_drops_every_control_and_bidi_character():

@@ -65,7 +65,12 @@ def test_real_scrape_with_three_digit_exponents_and_per_core_memory():
     assert report.system_data.memory_info.memory_total_bytes == 532523487232
     per_core = report.neuron_runtime_data[0].report.memory_used.neuron_runtime_used_bytes.usage_breakdown
     assert per_core.neuroncore_memory_usage[0] == {
-        "constants": 0, "model_code": 100752896, "model_shared_scratchpad": 0, "runtime_memory": 0, "tensors": 6315872}
+        "constants": 0,
+        "model_code": 100752896,
+        "model_shared_scratchpad": 0,
+        "runtime_memory": 0,
+        "tensors": 6315872,
+    }
 
 
 def test_idle_real_scrape_has_no_runtime():
@@ -98,9 +103,14 @@ def _vendor_text(reports: list[dict]) -> str:
 
     for report in reports:
         ii = report["instance_info"]
-        inst = {"instance_name": ii["instance_name"], "instance_id": ii["instance_id"], "instance_type": ii["instance_type"],
-                "availability_zone": ii["instance_availability_zone"], "region": ii["instance_region"],
-                "subnet_id": ii["subnet_id"]}
+        inst = {
+            "instance_name": ii["instance_name"],
+            "instance_id": ii["instance_id"],
+            "instance_type": ii["instance_type"],
+            "availability_zone": ii["instance_availability_zone"],
+            "region": ii["instance_region"],
+            "subnet_id": ii["subnet_id"],
+        }
         if not report["neuron_runtime_data"]:
             for m in made.values():
                 m.clear()
@@ -119,47 +129,82 @@ def _vendor_text(reports: list[dict]) -> str:
                         g.labels(**lab, percentile=k).set(v)
                 elif group == "memory_used":
                     used = data["neuron_runtime_used_bytes"]
-                    g = metric(Gauge, "neuron_runtime_memory_used_bytes", "Runtime memory used bytes", [*lab, "memory_location"])
+                    g = metric(
+                        Gauge,
+                        "neuron_runtime_memory_used_bytes",
+                        "Runtime memory used bytes",
+                        [*lab, "memory_location"],
+                    )
                     for loc in ("host", "neuron_device"):
                         g.labels(**lab, memory_location=loc).set(used[loc])
                     for cat in ("constants", "model_code", "model_shared_scratchpad", "runtime_memory", "tensors"):
-                        g = metric(Gauge, f"neuroncore_memory_usage_{cat}", f"NeuronCore memory utilization for {cat}",
-                                   [*lab, "neuroncore", "memory_location"])
+                        g = metric(
+                            Gauge,
+                            f"neuroncore_memory_usage_{cat}",
+                            f"NeuronCore memory utilization for {cat}",
+                            [*lab, "neuroncore", "memory_location"],
+                        )
                         for core, usage in used["usage_breakdown"]["neuroncore_memory_usage"].items():
                             g.labels(**lab, neuroncore=int(core), memory_location=None).set(usage[cat])
                 elif group == "neuron_runtime_vcpu_usage":
-                    g = metric(Gauge, "neuron_runtime_vcpu_usage_ratio", "Runtime vCPU utilization ratio", [*lab, "usage_type"])
+                    g = metric(
+                        Gauge, "neuron_runtime_vcpu_usage_ratio", "Runtime vCPU utilization ratio", [*lab, "usage_type"]
+                    )
                     for k in ("user", "system"):
                         g.labels(**lab, usage_type=k).set(data["vcpu_usage"][k] / 100.0)
                 elif group == "neuroncore_counters":
-                    g = metric(Gauge, "neuroncore_utilization_ratio", "NeuronCore utilization ratio", [*lab, "neuroncore"])
+                    g = metric(
+                        Gauge, "neuroncore_utilization_ratio", "NeuronCore utilization ratio", [*lab, "neuroncore"]
+                    )
                     for core, c in data["neuroncores_in_use"].items():
                         g.labels(**lab, neuroncore=int(core)).set(c["neuroncore_utilization"] / 100.0)
         for group, data in (report["system_data"] or {}).items():
             if group == "memory_info":
                 for kind, prefix in (("memory", "system_memory"), ("swap", "system_swap")):
                     for stat in ("total_bytes", "used_bytes"):
-                        metric(Gauge, f"{prefix}_{stat}", f"System {kind} {stat} bytes", inst).labels(**inst).set(data[f"{kind}_{stat}"])
+                        metric(Gauge, f"{prefix}_{stat}", f"System {kind} {stat} bytes", inst).labels(**inst).set(
+                            data[f"{kind}_{stat}"]
+                        )
             elif group == "neuron_hw_counters":
-                c = metric(Counter, "hardware_ecc_events_total", "Hardware ecc events total", [*inst, "event_type", "neuron_device_index"])
+                c = metric(
+                    Counter,
+                    "hardware_ecc_events_total",
+                    "Hardware ecc events total",
+                    [*inst, "event_type", "neuron_device_index"],
+                )
                 for dev in data["neuron_devices"]:
-                    for event in ("mem_ecc_corrected", "mem_ecc_uncorrected", "sram_ecc_corrected", "sram_ecc_uncorrected"):
-                        c.labels(**inst, event_type=event, neuron_device_index=dev["neuron_device_index"]).inc(dev[event])
+                    for event in (
+                        "mem_ecc_corrected",
+                        "mem_ecc_uncorrected",
+                        "sram_ecc_corrected",
+                        "sram_ecc_uncorrected",
+                    ):
+                        c.labels(**inst, event_type=event, neuron_device_index=dev["neuron_device_index"]).inc(
+                            dev[event]
+                        )
             elif group == "vcpu_usage":
-                metric(Gauge, "system_vcpu_count", "System vCPU count", inst).labels(**inst).set(len(data["usage_data"]))
+                metric(Gauge, "system_vcpu_count", "System vCPU count", inst).labels(**inst).set(
+                    len(data["usage_data"])
+                )
                 g = metric(Gauge, "system_vcpu_usage_ratio", "System CPU utilization ratio", [*inst, "usage_type"])
                 avg = data["average_usage"]
                 g.labels(**inst, usage_type="user").set(min(avg["user"] + avg["nice"], 100.0) / 100.0)
                 g.labels(**inst, usage_type="system").set(
-                    min(avg["system"] + avg["io_wait"] + avg["irq"] + avg["soft_irq"], 100.0) / 100.0)
+                    min(avg["system"] + avg["io_wait"] + avg["irq"] + avg["soft_irq"], 100.0) / 100.0
+                )
         if "instance" not in made:
             made["instance"] = Info("instance", "EC2 instance information", registry=registry)
             made["instance"].info(inst)
             hw = report["neuron_hardware_info"]
             made["neuron_hardware"] = Info("neuron_hardware", "Neuron Hardware Information", registry=registry)
-            made["neuron_hardware"].info({"neuron_device_count": str(hw["neuron_device_count"]),
-                                          "neuroncore_per_device_count": str(hw["neuroncore_per_device_count"]),
-                                          "neuron_device_memory_size": str(hw["neuron_device_memory_size"]), **inst})
+            made["neuron_hardware"].info(
+                {
+                    "neuron_device_count": str(hw["neuron_device_count"]),
+                    "neuroncore_per_device_count": str(hw["neuroncore_per_device_count"]),
+                    "neuron_device_memory_size": str(hw["neuron_device_memory_size"]),
+                    **inst,
+                }
+            )
     return generate_latest(registry).decode()
 
 
@@ -168,7 +213,11 @@ def _without_created_times(text: str) -> str:
 
 
 def _without_simulator_mark(text: str) -> str:
-    return re.sub(r"# HELP trnwatch_simulator_info.*\n# TYPE trnwatch_simulator_info gauge\ntrnwatch_simulator_info\{.*\n", "", text)
+    return re.sub(
+        r"# HELP trnwatch_simulator_info.*\n# TYPE trnwatch_simulator_info gauge\ntrnwatch_simulator_info\{.*\n",
+        "",
+        text,
+    )
 
 
 def test_simulator_exporter_writes_what_prometheus_client_writes_for_the_vendor_script():
@@ -237,8 +286,9 @@ def test_a_bad_host_in_a_scrape_is_rejected_alone():
 
 
 UTIL_FIELD = "neuron_runtime_data[].report.neuroncore_counters.neuroncores_in_use{}.neuroncore_utilization"
-CORE_MEMORY_FIELD = ("neuron_runtime_data[].report.memory_used.neuron_runtime_used_bytes.usage_breakdown"
-                     ".neuroncore_memory_usage{}{}")
+CORE_MEMORY_FIELD = (
+    "neuron_runtime_data[].report.memory_used.neuron_runtime_used_bytes.usage_breakdown.neuroncore_memory_usage{}{}"
+)
 
 
 def _as_promql_line(body: str) -> str:
@@ -253,7 +303,9 @@ def test_one_out_of_range_value_rejects_that_field_only_as_on_stdin(kind):
     # memory (chip 2) once discarded the whole host report. Now each value goes alone, counted
     # under the field a neuron-monitor line names for it, with the same figures as that line gives.
     report = SimHost(GEN2, 0, 0, "healthy", 1.0).report(25)
-    report["neuron_runtime_data"][0]["report"]["neuroncore_counters"]["neuroncores_in_use"]["1"]["neuroncore_utilization"] = 100.01
+    report["neuron_runtime_data"][0]["report"]["neuroncore_counters"]["neuroncores_in_use"]["1"][
+        "neuroncore_utilization"
+    ] = 100.01
     memory = report["neuron_runtime_data"][2]["report"]["memory_used"]["neuron_runtime_used_bytes"]
     memory["usage_breakdown"]["neuroncore_memory_usage"]["9"]["tensors"] = -5
     stdin = Ledger("live")
@@ -279,24 +331,34 @@ def test_one_out_of_range_value_rejects_that_field_only_as_on_stdin(kind):
 
 
 def test_a_value_beyond_a_float_is_a_removed_field():
-    body = re.sub(r'(neuroncore_utilization_ratio\{[^}]*\}) \S+', r"\1 1" + "0" * 5000, _gen2_body(), count=1)
+    body = re.sub(r"(neuroncore_utilization_ratio\{[^}]*\}) \S+", r"\1 1" + "0" * 5000, _gen2_body(), count=1)
     ledger = Ledger("live")
     ledger.ingest(Line("exp", "prometheus", 1000.0, scrape_line(body)))  # float('1000...') is inf
     stats = ledger.sources["exp"]
     assert not stats.rejected and stats.rejected_fields == {UTIL_FIELD: 1} and len(ledger.hosts) == 1
 
 
-@pytest.mark.parametrize("kind, text, reason", [
-    ("prometheus", "not json", "not-json"),
-    ("prometheus", "[1, 2]", "not-object"),
-    ("prometheus", json.dumps({"body": 5}), "schema"),
-    ("prometheus", json.dumps({"body": 'neuroncore_utilization_ratio{instance_id="i-1" 0.5\n'}), "not-exposition"),
-    ("promql", json.dumps({"instance_id": "i-1", "samples": [["neuroncore_utilization_ratio", {"neuroncore": 1}, "2"]]}),
-     "schema"),
-    ("promql", json.dumps({"instance_id": "i-1", "samples": [["instance_info", {"instance_type": 5}, "1"]]}), "schema"),
-    ("promql", json.dumps({"instance_id": "i-1", "samples": [["x", {}]]}), "schema"),
-    ("promql", json.dumps({"samples": []}), "schema"),
-])
+@pytest.mark.parametrize(
+    "kind, text, reason",
+    [
+        ("prometheus", "not json", "not-json"),
+        ("prometheus", "[1, 2]", "not-object"),
+        ("prometheus", json.dumps({"body": 5}), "schema"),
+        ("prometheus", json.dumps({"body": 'neuroncore_utilization_ratio{instance_id="i-1" 0.5\n'}), "not-exposition"),
+        (
+            "promql",
+            json.dumps({"instance_id": "i-1", "samples": [["neuroncore_utilization_ratio", {"neuroncore": 1}, "2"]]}),
+            "schema",
+        ),
+        (
+            "promql",
+            json.dumps({"instance_id": "i-1", "samples": [["instance_info", {"instance_type": 5}, "1"]]}),
+            "schema",
+        ),
+        ("promql", json.dumps({"instance_id": "i-1", "samples": [["x", {}]]}), "schema"),
+        ("promql", json.dumps({"samples": []}), "schema"),
+    ],
+)
 def test_unusable_prometheus_lines_are_counted_by_reason(kind, text, reason):
     ledger = Ledger("live")
     ledger.ingest(Line("src", kind, 1000.0, text))
@@ -307,24 +369,61 @@ def test_unusable_prometheus_lines_are_counted_by_reason(kind, text, reason):
 
 
 def _answer(rows: list[tuple[dict, str]]) -> bytes:
-    return json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
-        {"metric": labels, "value": [1000.0, value]} for labels, value in rows]}}).encode()
+    return json.dumps(
+        {
+            "status": "success",
+            "data": {
+                "resultType": "vector",
+                "result": [{"metric": labels, "value": [1000.0, value]} for labels, value in rows],
+            },
+        }
+    ).encode()
 
 
 def test_server_answers_become_one_line_per_host_with_ecc_detail_only_where_needed():
-    hw = {"__name__": "neuron_hardware_info", "instance_id": "i-a", "instance_type": "trn3pds.16xlarge",
-          "neuron_device_count": "2", "neuroncore_per_device_count": "4", "neuron_device_memory_size": "154618822656",
-          "job": "neuron", "instance": "10.0.0.5:8000"}
+    hw = {
+        "__name__": "neuron_hardware_info",
+        "instance_id": "i-a",
+        "instance_type": "trn3pds.16xlarge",
+        "neuron_device_count": "2",
+        "neuroncore_per_device_count": "4",
+        "neuron_device_memory_size": "154618822656",
+        "job": "neuron",
+        "instance": "10.0.0.5:8000",
+    }
     answers = [
         (None, _answer([(hw, "1"), ({**hw, "instance_id": "i-b"}, "1")])),
-        ("neuroncore_utilization_ratio", _answer([({"instance_id": "i-a", "runtime_tag": "r0", "neuroncore": "1"}, "0.5"),
-                                                  ({"instance_id": "i-a", "runtime_tag": "r1", "neuroncore": "4"}, "1")])),
-        ("neuroncore_memory_usage_total", _answer([({"instance_id": "i-a", "runtime_tag": "r0", "neuroncore": "1"}, "1000"),
-                                                   ({"instance_id": "i-a", "runtime_tag": "r1", "neuroncore": "4"}, "2e3")])),
-        ("hardware_ecc_events_total", _answer([({"instance_id": "i-a", "neuron_device_index": "0"}, "0"),
-                                               ({"instance_id": "i-a", "neuron_device_index": "1"}, "3")])),
-        ("hardware_ecc_events_total", _answer([({"instance_id": "i-a", "neuron_device_index": "1",
-                                                 "event_type": "mem_ecc_corrected"}, "3")])),
+        (
+            "neuroncore_utilization_ratio",
+            _answer(
+                [
+                    ({"instance_id": "i-a", "runtime_tag": "r0", "neuroncore": "1"}, "0.5"),
+                    ({"instance_id": "i-a", "runtime_tag": "r1", "neuroncore": "4"}, "1"),
+                ]
+            ),
+        ),
+        (
+            "neuroncore_memory_usage_total",
+            _answer(
+                [
+                    ({"instance_id": "i-a", "runtime_tag": "r0", "neuroncore": "1"}, "1000"),
+                    ({"instance_id": "i-a", "runtime_tag": "r1", "neuroncore": "4"}, "2e3"),
+                ]
+            ),
+        ),
+        (
+            "hardware_ecc_events_total",
+            _answer(
+                [
+                    ({"instance_id": "i-a", "neuron_device_index": "0"}, "0"),
+                    ({"instance_id": "i-a", "neuron_device_index": "1"}, "3"),
+                ]
+            ),
+        ),
+        (
+            "hardware_ecc_events_total",
+            _answer([({"instance_id": "i-a", "neuron_device_index": "1", "event_type": "mem_ecc_corrected"}, "3")]),
+        ),
         ("system_memory_total_bytes", _answer([({"instance_id": "i-a"}, "1e12"), ({}, "5")])),
     ]
     lines = host_lines(answers, 5.0, 1000.0)
@@ -337,8 +436,9 @@ def test_server_answers_become_one_line_per_host_with_ecc_detail_only_where_need
     assert [c.util_pct for c in a.chips] == [12.5, 25.0]
     assert [c.hbm_bytes for c in a.chips] == [1000, 2000]
     assert a.chips[0].hbm_by_category_bytes == {"total": 1000}
-    assert a.chips[0].ecc.totals() == dict.fromkeys(["mem_ecc_corrected", "mem_ecc_uncorrected",
-                                                     "sram_ecc_corrected", "sram_ecc_uncorrected"], 0)
+    assert a.chips[0].ecc.totals() == dict.fromkeys(
+        ["mem_ecc_corrected", "mem_ecc_uncorrected", "sram_ecc_corrected", "sram_ecc_uncorrected"], 0
+    )
     assert a.chips[1].ecc.series["mem_ecc_corrected"].last == 3
     assert a.memory_total_bytes == 10**12 and a.period_s == 5.0
     assert [(c.util_pct, c.hbm_bytes) for c in b.chips] == [(0.0, 0), (0.0, 0)]  # no runtime series: idle
@@ -347,8 +447,10 @@ def test_server_answers_become_one_line_per_host_with_ecc_detail_only_where_need
 
 
 def test_prometheus_layout_decoded_row_by_row_equals_a_whole_decode():
-    rows = [({"instance_id": f"i-{i % 3}", "runtime_tag": 'tag "quoted", {braced}', "neuroncore": str(i)}, f"0.{i}")
-            for i in range(10)]
+    rows = [
+        ({"instance_id": f"i-{i % 3}", "runtime_tag": 'tag "quoted", {braced}', "neuroncore": str(i)}, f"0.{i}")
+        for i in range(10)
+    ]
     spaced = _answer(rows)  # json.dumps' default separators: decoded whole
     compact = json.dumps(json.loads(spaced), separators=(",", ":")).encode()  # Prometheus' own layout
     assert compact.startswith(b'{"status":"success","data":{"resultType":"vector","result":[')
@@ -361,9 +463,13 @@ def test_prometheus_layout_decoded_row_by_row_equals_a_whole_decode():
 
 def test_failed_query_answer_is_an_error_not_data():
     from trnwatch.collectors.prometheus_http import FetchError
+
     with pytest.raises(FetchError, match="bad_data: parse error"):
-        host_lines([(None, json.dumps({"status": "error", "errorType": "bad_data", "error": "parse error"}).encode())],
-                   1.0, 0.0)
+        host_lines(
+            [(None, json.dumps({"status": "error", "errorType": "bad_data", "error": "parse error"}).encode())],
+            1.0,
+            0.0,
+        )
     with pytest.raises(FetchError, match="unreadable"):
         host_lines([(None, b"<html>")], 1.0, 0.0)
     with pytest.raises(FetchError, match="unreadable"):  # cut short in Prometheus' own layout
@@ -379,28 +485,33 @@ def test_query_url_keeps_a_path_prefix_and_encodes_the_query():
 # --- URLs and tokens from outside ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("url, message", [
-    ("file:///etc/passwd", "only http:// and https://"),
-    ("javascript:alert(1)", "only http:// and https://"),
-    ("ftp://prom:21/", "only http:// and https://"),
-    ("prom:9090", "only http:// and https://"),
-    ("http://user:secret@prom:9090", "carries credentials"),
-    ("http://token@prom:9090", "carries credentials"),
-    ("http:///api", "has no host"),
-    ("http://:9090", "has no host"),
-    ("http://prom:99999/", "cannot be read"),
-    ("http://prom:9090/ metrics", "whitespace"),
-    ("http://prom:9090/\nHost: evil", "whitespace"),
-    ("http://prom:9090/#frag", "fragment"),
-    ("", "empty"),
-])
+@pytest.mark.parametrize(
+    "url, message",
+    [
+        ("file:///etc/passwd", "only http:// and https://"),
+        ("javascript:alert(1)", "only http:// and https://"),
+        ("ftp://prom:21/", "only http:// and https://"),
+        ("prom:9090", "only http:// and https://"),
+        ("http://user:secret@prom:9090", "carries credentials"),
+        ("http://token@prom:9090", "carries credentials"),
+        ("http:///api", "has no host"),
+        ("http://:9090", "has no host"),
+        ("http://prom:99999/", "cannot be read"),
+        ("http://prom:9090/ metrics", "whitespace"),
+        ("http://prom:9090/\nHost: evil", "whitespace"),
+        ("http://prom:9090/#frag", "fragment"),
+        ("", "empty"),
+    ],
+)
 def test_hostile_urls_are_refused(url, message):
     with pytest.raises(UrlError, match=message) as refused:
         check_url(url)
     assert "secret" not in str(refused.value)
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1:9090", "https://prom.internal/prometheus", "http://[::1]:8000/metrics"])
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:9090", "https://prom.internal/prometheus", "http://[::1]:8000/metrics"]
+)
 def test_ordinary_urls_pass(url):
     assert check_url(url) == url
 
@@ -427,12 +538,18 @@ def test_token_from_file_or_environment_and_never_in_errors(tmp_path):
         load_token(path, {})
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--scrape", "file:///etc/passwd"], "only http:// and https://"),
-    (["--prometheus", "http://admin:hunter2@prom:9090"], "carries credentials"),
-    (["--prometheus", "javascript:alert(1)"], "only http:// and https://"),
-    (["--scrape", "http://ok:8000/metrics", "--ssh-config", "/dev/null"], "--ssh-config and --remote-command go with"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--scrape", "file:///etc/passwd"], "only http:// and https://"),
+        (["--prometheus", "http://admin:hunter2@prom:9090"], "carries credentials"),
+        (["--prometheus", "javascript:alert(1)"], "only http:// and https://"),
+        (
+            ["--scrape", "http://ok:8000/metrics", "--ssh-config", "/dev/null"],
+            "--ssh-config and --remote-command go with",
+        ),
+    ],
+)
 def test_cli_refuses_bad_prometheus_options(tmp_path, capsys, argv, message):
     status = main(["watch", *argv, "--headless", "--duration", "1", "--receipt", str(tmp_path / "r.json")])
     assert status == 2
@@ -460,11 +577,14 @@ def test_a_scrape_line_starting_with_a_brace_is_a_counted_rejection_and_the_sour
     assert stats.reports == 1 and len(ledger.hosts) == 1
 
 
-@pytest.mark.parametrize("kind, text", [
-    ("promql", "[" * 5000),
-    ("promql", '{"instance_id": "i-1", "samples": ' + "[" * 5000 + "]" * 5000 + "}"),
-    ("prometheus", '{"body": ' + "[" * 5000 + "}"),
-])
+@pytest.mark.parametrize(
+    "kind, text",
+    [
+        ("promql", "[" * 5000),
+        ("promql", '{"instance_id": "i-1", "samples": ' + "[" * 5000 + "]" * 5000 + "}"),
+        ("prometheus", '{"body": ' + "[" * 5000 + "}"),
+    ],
+)
 def test_deeply_nested_json_is_a_counted_rejection_not_a_recursion_error(kind, text):
     ledger = Ledger("live")
     ledger.ingest(Line("src", kind, 1000.0, text))
@@ -473,20 +593,24 @@ def test_deeply_nested_json_is_a_counted_rejection_not_a_recursion_error(kind, t
 
 def test_deeply_nested_server_answer_is_unreadable_not_a_recursion_error():
     from trnwatch.collectors.prometheus_sources import AnswerUnreadable
+
     with pytest.raises(AnswerUnreadable, match="RecursionError"):
         host_lines([(None, b"[" * 5000)], 1.0, 0.0)
     with pytest.raises(AnswerUnreadable):  # in Prometheus' own layout, decoded row by row
         host_lines([(None, b'{"status":"success","data":{"resultType":"vector","result":[' + b"[" * 5000)], 1.0, 0.0)
 
 
-@pytest.mark.parametrize("label, value", [
-    ("neuron_device_count", "1000000"),
-    ("neuron_device_count", "18446744073709551616"),
-    ("neuroncore_per_device_count", "9" * 400),
-    ("neuroncore_per_device_count", "0"),
-    ("neuron_device_memory_size", "9" * 5000),
-    ("neuron_device_count", "\u00b2"),  # a digit to str.isdigit, not to int()
-])
+@pytest.mark.parametrize(
+    "label, value",
+    [
+        ("neuron_device_count", "1000000"),
+        ("neuron_device_count", "18446744073709551616"),
+        ("neuroncore_per_device_count", "9" * 400),
+        ("neuroncore_per_device_count", "0"),
+        ("neuron_device_memory_size", "9" * 5000),
+        ("neuron_device_count", "\u00b2"),  # a digit to str.isdigit, not to int()
+    ],
+)
 def test_hardware_counts_from_labels_are_bounded(label, value):
     body = re.sub(rf'{label}="[^"]*"', f'{label}="{value}"', _gen2_body())
     ledger = Ledger("live")
@@ -496,11 +620,14 @@ def test_hardware_counts_from_labels_are_bounded(label, value):
     assert label in stats.last_rejection
 
 
-@pytest.mark.parametrize("pattern, replacement, reason", [
-    (r'neuroncore="15"', 'neuroncore="2048"', "schema"),
-    (r'neuron_device_index="3"', 'neuron_device_index="64"', "schema"),
-    (r'(neuroncore_utilization_ratio\{[^}]*\}) \S+', r"\1 1" + "0" * 400, "not-exposition"),  # beyond a float
-])
+@pytest.mark.parametrize(
+    "pattern, replacement, reason",
+    [
+        (r'neuroncore="15"', 'neuroncore="2048"', "schema"),
+        (r'neuron_device_index="3"', 'neuron_device_index="64"', "schema"),
+        (r"(neuroncore_utilization_ratio\{[^}]*\}) \S+", r"\1 1" + "0" * 400, "not-exposition"),  # beyond a float
+    ],
+)
 def test_indices_and_values_from_input_are_bounded(pattern, replacement, reason):
     body = re.sub(pattern, replacement, _gen2_body(), count=1)
     assert body != _gen2_body()
@@ -511,6 +638,7 @@ def test_indices_and_values_from_input_are_bounded(pattern, replacement, reason)
 
 def test_scrapes_become_typed_records_that_declare_their_counters():
     from trnwatch.collectors.prometheus import ExporterReport
+
     (report,) = parse_prometheus_line("prometheus", scrape_line(_gen2_body()))
     assert type(report) is ExporterReport and report.declared_counters
     assert not Report.declared_counters  # neuron-monitor's own reports declare nothing
@@ -570,6 +698,7 @@ def test_a_repeated_scrape_between_exporter_updates_changes_no_judgement():
 
 def test_receipt_says_how_many_samples_had_stale_gauges(tmp_path):
     from trnwatch.ledger.receipt import build_receipt
+
     *_, (_, _, host) = _hang_side_by_side(range(26, 36))
     ledger = Ledger("live")
     ledger.hosts[host.host_id] = host
@@ -584,8 +713,12 @@ def test_a_bad_count_removes_its_counter_map_only_as_on_stdin():
     report["neuron_runtime_data"][0]["report"]["execution_stats"]["error_summary"]["generic"] = -1
     stdin = Ledger("live")
     stdin.ingest(Line("nm", "neuron-monitor", 1000.0, json.dumps(report)))
-    body = re.sub(r'(execution_errors_total\{[^}]*error_type="generic"[^}]*runtime_tag="llama3-pretrain-rank0"[^}]*\}) \S+',
-                  r"\1 -1.0", _gen2_body(), count=1)
+    body = re.sub(
+        r'(execution_errors_total\{[^}]*error_type="generic"[^}]*runtime_tag="llama3-pretrain-rank0"[^}]*\}) \S+',
+        r"\1 -1.0",
+        _gen2_body(),
+        count=1,
+    )
     assert body != _gen2_body()
     ledger = Ledger("live")
     ledger.ingest(Line("exp", "prometheus", 1000.0, scrape_line(body)))
@@ -597,4 +730,6 @@ def test_a_bad_count_removes_its_counter_map_only_as_on_stdin():
         totals = {r.tag: r.executions.totals() for r in host.runtimes.values()}
         assert not any(k.startswith("error.") for k in totals["llama3-pretrain-rank0"])
         assert any(k.startswith("status.") for k in totals["llama3-pretrain-rank0"])
-        assert all(any(k.startswith("error.") for k in t) for tag, t in totals.items() if tag != "llama3-pretrain-rank0")
+        assert all(
+            any(k.startswith("error.") for k in t) for tag, t in totals.items() if tag != "llama3-pretrain-rank0"
+        )

@@ -11,10 +11,19 @@ GIB = 1 << 30
 
 
 def feed(ledger: Ledger, instance_id: str, t: float, util: float = 80.0, tensors: int = GIB, ecc: int = 0) -> None:
-    runtime = R.runtime(1, "rank", [0, 1, 2, 3], util={c: util for c in range(4)},
-                        memory={c: R.core_memory(tensors=tensors) for c in range(4)})
-    report = R.report([runtime], hardware=R.hardware_trn3(chips=2), system_data=R.system(chips=2, ecc={0: ecc}),
-                      instance_info=R.instance(instance_id=instance_id))
+    runtime = R.runtime(
+        1,
+        "rank",
+        [0, 1, 2, 3],
+        util={c: util for c in range(4)},
+        memory={c: R.core_memory(tensors=tensors) for c in range(4)},
+    )
+    report = R.report(
+        [runtime],
+        hardware=R.hardware_trn3(chips=2),
+        system_data=R.system(chips=2, ecc={0: ecc}),
+        instance_info=R.instance(instance_id=instance_id),
+    )
     ledger.ingest(Line(instance_id, "neuron-monitor", t, R.line(report)))
 
 
@@ -44,7 +53,13 @@ def test_ultraserver_with_no_host_reporting_still_has_a_row():
     ledger = Ledger("live", ultraservers={"trn3-001": "us-down", "trn3-002": "us-down"})
     cluster = ledger.rollup_cluster(0.0)
     (row,) = cluster.ultraservers
-    assert (row.ultraserver, row.hosts_total, row.hosts_fresh, row.chips, row.util_mean_pct) == ("us-down", 2, 0, 0, None)
+    assert (row.ultraserver, row.hosts_total, row.hosts_fresh, row.chips, row.util_mean_pct) == (
+        "us-down",
+        2,
+        0,
+        0,
+        None,
+    )
     assert cluster.unplaced is None and cluster.hbm_capacity_bytes == 0
 
 
@@ -53,4 +68,10 @@ def test_reported_ultraserver_ids_form_rows_without_configuration():
     report = R.report([], hardware=R.hardware_trn3(chips=4), instance_info=R.instance("i-1", ultraserver_id="us-0abc"))
     ledger.ingest(Line("h1", "neuron-monitor", 5.0, R.line(report)))
     (row,) = ledger.rollup_cluster(5.0).ultraservers
-    assert (row.ultraserver, row.hosts_fresh, row.chips, row.util_mean_pct, row.hbm_used_bytes) == ("us-0abc", 1, 4, 0.0, 0)
+    assert (row.ultraserver, row.hosts_fresh, row.chips, row.util_mean_pct, row.hbm_used_bytes) == (
+        "us-0abc",
+        1,
+        4,
+        0.0,
+        0,
+    )

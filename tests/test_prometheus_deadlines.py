@@ -48,7 +48,7 @@ class DripServer:
                 if self.stop.wait(1.0):
                     return
                 try:
-                    conn.sendall(ANSWER[i:i + 1])
+                    conn.sendall(ANSWER[i : i + 1])
                 except OSError:
                     self.closed_by_peer.set()
                     return
@@ -97,8 +97,19 @@ def test_a_cancelled_request_ends_its_thread(drip):
 
 
 def _watch(drip: DripServer, tmp_path, duration: str | None) -> subprocess.Popen:
-    argv = [sys.executable, "-m", "trnwatch", "watch", "--scrape", drip.url, "--period", "1", "--headless",
-            "--receipt", str(tmp_path / "r.json")]
+    argv = [
+        sys.executable,
+        "-m",
+        "trnwatch",
+        "watch",
+        "--scrape",
+        drip.url,
+        "--period",
+        "1",
+        "--headless",
+        "--receipt",
+        str(tmp_path / "r.json"),
+    ]
     if duration is not None:
         argv += ["--duration", duration]
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}

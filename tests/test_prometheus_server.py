@@ -32,8 +32,12 @@ HOSTS = [SimHost(get_topology("trn3-gen2-us"), h, 0, "ecc", 1.0) for h in (5, 6,
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory):
     exporter = FleetExporter(HOSTS, TickClock(1.0, frozen_tick=TICK)).start()
-    server = LocalPrometheus.start(tmp_path_factory.mktemp("prometheus"), f"127.0.0.1:{exporter.port}",
-                                   [exporter.path(i) for i in range(len(HOSTS))], interval_s=1.0)
+    server = LocalPrometheus.start(
+        tmp_path_factory.mktemp("prometheus"),
+        f"127.0.0.1:{exporter.port}",
+        [exporter.path(i) for i in range(len(HOSTS))],
+        interval_s=1.0,
+    )
     try:
         server.wait_for("count(neuroncore_utilization_ratio)", 4 * 16, 120)
         server.wait_for("count(neuron_hardware_info)", 4, 120)
@@ -59,8 +63,10 @@ def test_server_mode_reports_the_same_chip_figures_as_the_hosts_own_streams(prom
 
     async def two_answers_per_host() -> str:  # not a --duration: a loaded machine answers later
         task = asyncio.create_task(session.run())
-        await until(lambda: len(ledger.hosts) == 4 and all(h.reports >= 2 for h in ledger.hosts.values()),
-                    "two answers for each of the 4 hosts")
+        await until(
+            lambda: len(ledger.hosts) == 4 and all(h.reports >= 2 for h in ledger.hosts.values()),
+            "two answers for each of the 4 hosts",
+        )
         session.stop("quit")
         return await task
 
@@ -88,15 +94,33 @@ def test_server_mode_reports_the_same_chip_figures_as_the_hosts_own_streams(prom
 def test_cli_server_mode_receipt_and_replay(prometheus, tmp_path):
     receipt, recording = tmp_path / "r.json", tmp_path / "s.trnrec"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trnwatch", "watch", "--prometheus", prometheus.url, "--period", "0.5", "--headless",
-         "--receipt", str(receipt), "--record", str(recording)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "trnwatch",
+            "watch",
+            "--prometheus",
+            prometheus.url,
+            "--period",
+            "0.5",
+            "--headless",
+            "--receipt",
+            str(receipt),
+            "--record",
+            str(recording),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     stderr: list[str] = []
     threading.Thread(target=lambda: stderr.extend(proc.stderr), daemon=True).start()
     try:  # ended by Ctrl-C once it said so and recorded every host twice (not by a --duration)
-        wait_until(lambda: "trnwatch: 1 of 1 up\n" in stderr and len(recorded_lines(recording)) >= 2 * len(HOSTS),
-                   "1 of 1 up and two answers per host recorded", detail=lambda: "".join(stderr))
+        wait_until(
+            lambda: "trnwatch: 1 of 1 up\n" in stderr and len(recorded_lines(recording)) >= 2 * len(HOSTS),
+            "1 of 1 up and two answers per host recorded",
+            detail=lambda: "".join(stderr),
+        )
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=120)
     finally:
@@ -110,7 +134,11 @@ def test_cli_server_mode_receipt_and_replay(prometheus, tmp_path):
     want = {(h.host_id, c.index): c.hbm_bytes for h in direct.hosts.values() for c in h.chips}
     assert {(c["host"], c["device"]): c["hbm_peak_bytes"] for c in doc["chips"]} == want
     replayed = tmp_path / "replayed.json"
-    again = subprocess.run([sys.executable, "-m", "trnwatch", "replay", str(recording), "--headless",
-                            "--receipt", str(replayed)], capture_output=True, text=True, timeout=60)
+    again = subprocess.run(
+        [sys.executable, "-m", "trnwatch", "replay", str(recording), "--headless", "--receipt", str(replayed)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert again.returncode == 0, again.stderr
     assert json.loads(replayed.read_text())["chips"] == doc["chips"]

@@ -32,7 +32,9 @@ GEN2 = get_topology("trn3-gen2-us")
 
 
 def test_scraped_hosts_flow_while_dead_endpoints_are_lost_and_retried():
-    healthy = FleetExporter([SimHost(GEN2, h, 0, "healthy", 0.25) for h in range(3)], TickClock(0.25, start_tick=20)).start()
+    healthy = FleetExporter(
+        [SimHost(GEN2, h, 0, "healthy", 0.25) for h in range(3)], TickClock(0.25, start_tick=20)
+    ).start()
     # Host 7 of the host-loss scenario goes silent at tick 45: its endpoint starts answering 503,
     # 4 s after it starts (16 ticks), time enough for a loaded machine to scrape it first.
     losing = FleetExporter([SimHost(GEN2, 7, 0, "host-loss", 0.25)], TickClock(0.25, start_tick=29)).start()
@@ -41,7 +43,9 @@ def test_scraped_hosts_flow_while_dead_endpoints_are_lost_and_retried():
     urls = [healthy.url(i) for i in range(3)] + [losing.url(0), refused, missing]
     ledger = Ledger("live")
     backoff = Backoff(first_s=0.2, max_s=0.4)
-    session = Session(ledger, [SourceSpec(u, "prometheus", lambda u=u: scrape_lines(u, 0.25, None, backoff)) for u in urls])
+    session = Session(
+        ledger, [SourceSpec(u, "prometheus", lambda u=u: scrape_lines(u, 0.25, None, backoff)) for u in urls]
+    )
 
     def link_error(url: str) -> str:
         stats = ledger.sources.get(url)
@@ -52,11 +56,18 @@ def test_scraped_hosts_flow_while_dead_endpoints_are_lost_and_retried():
         # A starved scrape can time out and retry; what is checked is that healthy hosts flow
         # (connected with 6 reports each) while the dead endpoints are lost, all at one moment.
         healthy_up = all(u in stats for u in urls[:3]) and all(
-            state == "connected" for u, state in ledger.source_states(time.time()).items() if u in urls[:3])
-        return (healthy_up and all(u in stats for u in urls) and all(stats[u].reports >= 6 for u in urls[:3])
-                and stats[losing.url(0)].reports >= 1 and "HTTP 503" in link_error(losing.url(0))
-                and stats[losing.url(0)].connects >= 2 and stats[refused].connects >= 2
-                and "HTTP 404" in link_error(missing))
+            state == "connected" for u, state in ledger.source_states(time.time()).items() if u in urls[:3]
+        )
+        return (
+            healthy_up
+            and all(u in stats for u in urls)
+            and all(stats[u].reports >= 6 for u in urls[:3])
+            and stats[losing.url(0)].reports >= 1
+            and "HTTP 503" in link_error(losing.url(0))
+            and stats[losing.url(0)].connects >= 2
+            and stats[refused].connects >= 2
+            and "HTTP 404" in link_error(missing)
+        )
 
     async def run() -> str:
         task = asyncio.create_task(session.run())
@@ -96,9 +107,18 @@ class _FakePrometheus(BaseHTTPRequestHandler):
         else:
             rows = []
             if "neuron_hardware_info" in self.path:
-                rows = [{"metric": {"__name__": "neuron_hardware_info", "instance_id": "i-tok", "neuron_device_count": "1",
-                                    "neuroncore_per_device_count": "4", "neuron_device_memory_size": "1024"},
-                         "value": [0, "1"]}]
+                rows = [
+                    {
+                        "metric": {
+                            "__name__": "neuron_hardware_info",
+                            "instance_id": "i-tok",
+                            "neuron_device_count": "1",
+                            "neuroncore_per_device_count": "4",
+                            "neuron_device_memory_size": "1024",
+                        },
+                        "value": [0, "1"],
+                    }
+                ]
             body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": rows}}).encode()
             self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
@@ -121,10 +141,24 @@ def test_bearer_token_is_sent_but_never_written_anywhere(tmp_path):
     env.pop("TRNWATCH_PROMETHEUS_TOKEN", None)
     try:
         result = run_until_said(
-            [sys.executable, "-m", "trnwatch", "watch", "--prometheus", f"http://127.0.0.1:{server.server_port}",
-             "--prometheus-token-file", str(token_file), "--period", "0.3", "--headless",
-             "--record", str(home / "session.trnrec")],
-            ["<token>", "1 of 1 up"], cwd=tmp_path, env=env,
+            [
+                sys.executable,
+                "-m",
+                "trnwatch",
+                "watch",
+                "--prometheus",
+                f"http://127.0.0.1:{server.server_port}",
+                "--prometheus-token-file",
+                str(token_file),
+                "--period",
+                "0.3",
+                "--headless",
+                "--record",
+                str(home / "session.trnrec"),
+            ],
+            ["<token>", "1 of 1 up"],
+            cwd=tmp_path,
+            env=env,
         )
     finally:
         server.shutdown()
@@ -145,13 +179,28 @@ def test_bearer_token_is_sent_but_never_written_anywhere(tmp_path):
 
 
 def test_cli_scrapes_urls_from_a_file(tmp_path):
-    exporter = FleetExporter([SimHost(GEN2, h, 1, "healthy", 0.3) for h in range(2)], TickClock(0.3, start_tick=20)).start()
+    exporter = FleetExporter(
+        [SimHost(GEN2, h, 1, "healthy", 0.3) for h in range(2)], TickClock(0.3, start_tick=20)
+    ).start()
     urls = tmp_path / "exporters"
     urls.write_text(f"# two hosts\n{exporter.url(0)}\n{exporter.url(1)}  # second\n")
     try:
         result = run_until_said(
-            [sys.executable, "-m", "trnwatch", "watch", "--scrape-file", str(urls), "--period", "0.3", "--headless",
-             "--receipt", str(tmp_path / "r.json")], ["2 of 2 up"])
+            [
+                sys.executable,
+                "-m",
+                "trnwatch",
+                "watch",
+                "--scrape-file",
+                str(urls),
+                "--period",
+                "0.3",
+                "--headless",
+                "--receipt",
+                str(tmp_path / "r.json"),
+            ],
+            ["2 of 2 up"],
+        )
     finally:
         exporter.close()
     assert result.returncode == 0, result.stderr
@@ -171,17 +220,41 @@ def _get(url: str) -> bytes | None:
 
 def test_sim_serves_the_exporter_format_until_its_host_is_lost(tmp_path):
     config = tmp_path / "monitor.json"
-    config.write_text(json.dumps({"period": "200ms", "neuron_runtimes": [{"metrics": [{"type": "neuroncore_counters"},
-                                  {"type": "memory_used"}]}], "system_metrics": [{"type": "memory_info"}]}))
+    config.write_text(
+        json.dumps(
+            {
+                "period": "200ms",
+                "neuron_runtimes": [{"metrics": [{"type": "neuroncore_counters"}, {"type": "memory_used"}]}],
+                "system_metrics": [{"type": "memory_info"}],
+            }
+        )
+    )
     port = free_port()
     # Host 7 is the host-loss scenario's lost host: silent from tick 45 (9 s at 200 ms, time enough
     # for a loaded machine to start the process and answer once before the host is lost).
-    proc = subprocess.Popen([sys.executable, "-m", "trnwatch", "sim", "-c", str(config), "--host", "7",
-                             "--scenario", "host-loss", "--serve-prometheus", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "trnwatch",
+            "sim",
+            "-c",
+            str(config),
+            "--host",
+            "7",
+            "--scenario",
+            "host-loss",
+            "--serve-prometheus",
+            str(port),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
-        body = wait_until(lambda: _get(f"http://127.0.0.1:{port}/metrics") or proc.poll() is not None,
-                          "a /metrics answer")
+        body = wait_until(
+            lambda: _get(f"http://127.0.0.1:{port}/metrics") or proc.poll() is not None, "a /metrics answer"
+        )
         assert body is not True, f"the simulator ended before answering: {proc.stderr.read()}"
         out, err = proc.communicate(timeout=120)
     finally:

@@ -19,8 +19,12 @@ CAPTURES = ("prom-inf1kr-idle.txt", "prom-inf1kr-running.txt", "prom-otel-trn1n-
 
 def reference(body: str, wanted: tuple[str, ...] = READ_PREFIXES) -> list:
     """prometheus_client's samples of the wanted families, as (name, labels, value)."""
-    return [(s.name, s.labels, s.value) for family in text_string_to_metric_families(body) for s in family.samples
-            if s.name.startswith(wanted) and not s.name.endswith("_created")]
+    return [
+        (s.name, s.labels, s.value)
+        for family in text_string_to_metric_families(body)
+        for s in family.samples
+        if s.name.startswith(wanted) and not s.name.endswith("_created")
+    ]
 
 
 def simulator_body(topology: str, scenario: str, ticks: range) -> str:
@@ -40,12 +44,15 @@ def test_real_captures_give_exactly_prometheus_clients_samples(name):
     assert samples(body, everything) == reference(body, everything)
 
 
-@pytest.mark.parametrize("topology, scenario, ticks", [
-    ("trn3-gen2-us", "healthy", range(24, 26)),
-    ("trn3-gen2-us", "hang", range(26, 34)),
-    ("trn3-gen1-us", "ecc", range(48, 53)),
-    ("trn2.48xlarge", "healthy", range(30, 32)),
-])
+@pytest.mark.parametrize(
+    "topology, scenario, ticks",
+    [
+        ("trn3-gen2-us", "healthy", range(24, 26)),
+        ("trn3-gen2-us", "hang", range(26, 34)),
+        ("trn3-gen1-us", "ecc", range(48, 53)),
+        ("trn2.48xlarge", "healthy", range(30, 32)),
+    ],
+)
 def test_simulator_bodies_give_exactly_prometheus_clients_samples(topology, scenario, ticks):
     body = simulator_body(topology, scenario, ticks)
     got = scrape_samples(body)
@@ -53,34 +60,47 @@ def test_simulator_bodies_give_exactly_prometheus_clients_samples(topology, scen
 
 
 def test_counter_families_and_stray_samples_follow_prometheus_clients_rules():
-    body = "\n".join([
-        "# TYPE neuron_a counter",  # a counter named without _total: its samples get it
-        'neuron_a{x="1"} 3',
-        "# HELP neuron_b doc with \"quotes\" and\ttabs",
-        "# TYPE neuron_b gauge",
-        "neuron_b 1e3",
-        "python_other 5",  # not of family neuron_b: an untyped family of its own ...
-        'neuron_b{y="a\\"b\\\\c\\nd\\t"} +Inf 1700000000000',  # ... so this one is too
-        "   ",
-        "# some comment",
-        'neuron_c{z="},{"} -0.5',
-        "neuron_d\t7",
-    ]) + "\n"
+    body = (
+        "\n".join(
+            [
+                "# TYPE neuron_a counter",  # a counter named without _total: its samples get it
+                'neuron_a{x="1"} 3',
+                '# HELP neuron_b doc with "quotes" and\ttabs',
+                "# TYPE neuron_b gauge",
+                "neuron_b 1e3",
+                "python_other 5",  # not of family neuron_b: an untyped family of its own ...
+                'neuron_b{y="a\\"b\\\\c\\nd\\t"} +Inf 1700000000000',  # ... so this one is too
+                "   ",
+                "# some comment",
+                'neuron_c{z="},{"} -0.5',
+                "neuron_d\t7",
+            ]
+        )
+        + "\n"
+    )
     assert samples(body, ("neuron_",)) == reference(body, ("neuron_",))
-    assert [name for name, _, _ in samples(body, ("neuron_",))] == ["neuron_a_total", "neuron_b", "neuron_b", "neuron_c",
-                                                                    "neuron_d"]
+    assert [name for name, _, _ in samples(body, ("neuron_",))] == [
+        "neuron_a_total",
+        "neuron_b",
+        "neuron_b",
+        "neuron_c",
+        "neuron_d",
+    ]
 
 
-@pytest.mark.parametrize("line", [
-    '{__name__="neuroncore_utilization_ratio",instance_id="i-1"} 0.5',  # issue 9.2: a line starting with "{"
-    'neuroncore_utilization_ratio{instance_id="i-1" 0.5',
-    'neuroncore_utilization_ratio{instance_id="i-1",instance_id="i-2"} 0.5',
-    "neuroncore_utilization_ratio 1_000",
-    "neuroncore_utilization_ratio",
-    "neuroncore_utilization_ratio 1 x",
-    "# TYPE neuron-bad gauge",
-    "# TYPE neuron_x",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{__name__="neuroncore_utilization_ratio",instance_id="i-1"} 0.5',  # issue 9.2: a line starting with "{"
+        'neuroncore_utilization_ratio{instance_id="i-1" 0.5',
+        'neuroncore_utilization_ratio{instance_id="i-1",instance_id="i-2"} 0.5',
+        "neuroncore_utilization_ratio 1_000",
+        "neuroncore_utilization_ratio",
+        "neuroncore_utilization_ratio 1 x",
+        "# TYPE neuron-bad gauge",
+        "# TYPE neuron_x",
+    ],
+)
 def test_malformed_lines_are_refused_with_a_reason(line):
     with pytest.raises(ExpositionError):
         samples(f"# HELP x y\n{line}\n", READ_PREFIXES)
@@ -99,9 +119,9 @@ def _mutations(body: str, rng: random.Random, count: int):
             if op == 0:
                 line = line[:at] + rng.choice(alphabet) + line[at:]
             elif op == 1:
-                line = line[:at] + line[at + 1:]
+                line = line[:at] + line[at + 1 :]
             else:
-                line = line[:at] + rng.choice(alphabet) * rng.randint(1, 3) + line[at + 2:]
+                line = line[:at] + rng.choice(alphabet) * rng.randint(1, 3) + line[at + 2 :]
             mutated[i] = line
         yield "\n".join(mutated)
 

@@ -16,8 +16,22 @@ DEMO_SECONDS = 26
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     path = tmp_path_factory.mktemp("demo") / "demo.json"
-    subprocess.run([sys.executable, "-m", "trnwatch", "demo", "--headless", "--duration", str(DEMO_SECONDS),
-                    "--receipt", str(path)], check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trnwatch",
+            "demo",
+            "--headless",
+            "--duration",
+            str(DEMO_SECONDS),
+            "--receipt",
+            str(path),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     return path
 
 
@@ -26,8 +40,12 @@ def test_demo_receipt_has_every_field_of_the_contract(demo):
     r = json.loads(demo.read_text())
     b = r["boundary"]
     assert {k for k in BOUNDARY_FIELDS if b[k] is None} == set()
-    assert (b["scope"], b["ranks"], b["ultraservers"], b["fabric"]) == ("job", r["job"]["ranks"]["world_size"], 1,
-                                                                       "NeuronSwitch-v1")
+    assert (b["scope"], b["ranks"], b["ultraservers"], b["fabric"]) == (
+        "job",
+        r["job"]["ranks"]["world_size"],
+        1,
+        "NeuronSwitch-v1",
+    )
     seg = r["segments"]
     assert seg["cold_compile"]["seconds"] > 0 and seg["cold_compile"]["cache_hits"] == 0
     steady = seg["steady"]
@@ -53,7 +71,13 @@ def test_demo_markdown_leads_with_the_headline_and_links_its_svg(demo):
     svg = demo.with_suffix(".svg")
     assert "None" not in md
     head = md.split("## Boundary")[0]
-    for words in ("Verdict: STEADY", "Steady throughput:", "Goodput:", "Evidence: simulated", "Boundary**: the whole job"):
+    for words in (
+        "Verdict: STEADY",
+        "Steady throughput:",
+        "Goodput:",
+        "Evidence: simulated",
+        "Boundary**: the whole job",
+    ):
         assert words in head
     assert f"]({svg.name})" in md
     assert md.index("## Job") < md.index("## Sources")

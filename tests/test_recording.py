@@ -157,8 +157,9 @@ def test_not_a_recording_is_a_clear_error(tmp_path):
 
 def test_rotation_by_size_keeps_the_newest_parts_and_replays_them_as_one(tmp_path):
     folder = tmp_path / "rec"
-    recorder = Recorder.to_folder(folder, "live", {}, rotation=Rotation(max_bytes=8_000, retain=3),
-                                  known_hosts=lambda: ["i-0synthetic0000001"])
+    recorder = Recorder.to_folder(
+        folder, "live", {}, rotation=Rotation(max_bytes=8_000, retain=3), known_hosts=lambda: ["i-0synthetic0000001"]
+    )
     items = list(synthetic_items(120))
     for item in items:
         recorder.write(item)
@@ -170,7 +171,7 @@ def test_rotation_by_size_keeps_the_newest_parts_and_replays_them_as_one(tmp_pat
     got = list(recording.items())
     lines = [i for i in got if isinstance(i, Line)]
     # the retained parts hold the last lines, in order, with none missing
-    assert lines == [i for i in items if isinstance(i, Line)][-len(lines):]
+    assert lines == [i for i in items if isinstance(i, Line)][-len(lines) :]
     # each part says its sources: a replay of the retained parts still registers the source first
     assert isinstance(got[0], SourceEvent) and got[0].event == "open" and got[-1].event == "end"
     info = describe(recording)
@@ -200,8 +201,12 @@ def test_recording_files_are_0600_and_new_folders_0700_whatever_the_umask(tmp_pa
     finally:
         os.umask(old)
     mode = lambda p: stat.S_IMODE(p.stat().st_mode)  # noqa: E731
-    files = [tmp_path / "a" / "b" / "r.trnrec", tmp_path / "a" / "b" / "r.trnrec.idx", *recorder.files,
-             index_path(recorder.files[0])]
+    files = [
+        tmp_path / "a" / "b" / "r.trnrec",
+        tmp_path / "a" / "b" / "r.trnrec.idx",
+        *recorder.files,
+        index_path(recorder.files[0]),
+    ]
     assert [mode(p) for p in files] == [0o600] * len(files)
     assert [mode(p) for p in (tmp_path / "a", tmp_path / "a" / "b", tmp_path / "set")] == [0o700] * 3
 
@@ -217,6 +222,7 @@ class _Clock:
 def test_frames_are_fsynced_within_the_documented_interval_and_on_close(tmp_path, monkeypatch):
     # Defect: the recorder never fsynced, so a power loss could lose any amount of a recording.
     from trnwatch.collectors import recording as recording_module
+
     synced = []
     real_fsync = os.fsync
 
@@ -249,10 +255,14 @@ def test_frames_are_fsynced_within_the_documented_interval_and_on_close(tmp_path
 
 def test_a_rotated_set_syncs_each_part_on_close_and_the_folder_on_each_new_part(tmp_path, monkeypatch):
     from trnwatch.collectors import recording as recording_module
+
     synced = []
     real_fsync = os.fsync
-    monkeypatch.setattr(recording_module.os, "fsync",
-                        lambda fd: (synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))), real_fsync(fd)))
+    monkeypatch.setattr(
+        recording_module.os,
+        "fsync",
+        lambda fd: (synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))), real_fsync(fd)),
+    )
     folder = tmp_path / "set"
     recorder = Recorder.to_folder(folder, "live", {}, rotation=Rotation(max_bytes=8_000, retain=2), monotonic=_Clock())
     for item in synthetic_items(20):
@@ -268,6 +278,7 @@ def test_what_was_cut_is_read_back_by_another_process_after_a_sigkill_of_the_rec
     import signal
     import subprocess
     import sys
+
     path = tmp_path / "r.trnrec"
     child = f"""
 import sys
@@ -283,8 +294,13 @@ recorder.write(items[6])  # one more report, in the frame still being collected
 print("flushed", flush=True)
 sys.stdin.read()  # wait to be killed
 """
-    proc = subprocess.Popen([sys.executable, "-c", child], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                            cwd=os.path.dirname(os.path.dirname(__file__)))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", child],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=os.path.dirname(os.path.dirname(__file__)),
+    )
     try:
         assert proc.stdout.readline() == "flushed\n"
         proc.send_signal(signal.SIGKILL)

@@ -18,8 +18,13 @@ from tests.test_cli import SIM, TRNWATCH, figures, load_receipt, run
 
 
 def sim_lines(count: int, host: int = 2) -> list[str]:
-    out = subprocess.run(SIM + ["--no-wait", "--count", str(count), "--host", str(host)],
-                         capture_output=True, text=True, timeout=60, check=True).stdout
+    out = subprocess.run(
+        SIM + ["--no-wait", "--count", str(count), "--host", str(host)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     return out.splitlines()
 
 
@@ -43,8 +48,10 @@ def recorded_lines(path: Path) -> int:
 
 def test_v1_and_v2_recordings_replay_to_the_live_receipt(tmp_path):
     rec, live = tmp_path / "s.trnrec", tmp_path / "live.json"
-    result = run(["watch", "--stdin", "--headless", "--record", str(rec), "--receipt", str(live)],
-                 input="\n".join(sim_lines(12)) + "\n")
+    result = run(
+        ["watch", "--stdin", "--headless", "--record", str(rec), "--receipt", str(live)],
+        input="\n".join(sim_lines(12)) + "\n",
+    )
     assert result.returncode == 0, result.stderr
     v1 = tmp_path / "s-v1.trnrec"
     write_v1(v1, read_all(rec)[0], evidence="simulated")  # the same entries in the first format
@@ -63,12 +70,15 @@ def test_v1_and_v2_recordings_replay_to_the_live_receipt(tmp_path):
 def test_sigkill_loses_at_most_the_frame_being_collected(tmp_path):
     rec = tmp_path / "s.trnrec"
     lines = sim_lines(7)
-    proc = subprocess.Popen(TRNWATCH + ["watch", "--stdin", "--headless", "--record", str(rec), "--receipt",
-                                        str(tmp_path / "never.json")], stdin=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        TRNWATCH + ["watch", "--stdin", "--headless", "--record", str(rec), "--receipt", str(tmp_path / "never.json")],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         sent = 0
         for batch in (3, 2):
-            for line in lines[sent:sent + batch]:
+            for line in lines[sent : sent + batch]:
                 proc.stdin.write(line.encode() + b"\n")
             proc.stdin.flush()
             sent += batch
@@ -96,12 +106,17 @@ def test_sigkill_loses_at_most_the_frame_being_collected(tmp_path):
 @pytest.mark.parametrize("signum, rotate", [(signal.SIGTERM, "20K"), (signal.SIGHUP, "1s")])
 def test_record_rotates_keeps_retain_files_and_ends_cleanly_on_a_signal(tmp_path, signum, rotate):
     folder = tmp_path / "rec"
-    proc = subprocess.Popen(TRNWATCH + ["record", str(folder), "--stdin", "--rotate", rotate, "--retain", "2"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        TRNWATCH + ["record", str(folder), "--stdin", "--rotate", rotate, "--retain", "2"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     lines = sim_lines(300)
     try:
         for batch in range(60):  # 5 reports every 0.3 s (input pacing) until four files were made
-            proc.stdin.write("".join(line + "\n" for line in lines[5 * batch:5 * batch + 5]))
+            proc.stdin.write("".join(line + "\n" for line in lines[5 * batch : 5 * batch + 5]))
             proc.stdin.flush()
             if _parts_made(folder) >= 4:
                 break
@@ -140,8 +155,10 @@ def test_a_full_disk_stops_only_the_recording(tmp_path):
     healthy folder; 200 reports do not fit."""
     receipt = tmp_path / "r.json"
     with tmpfs(tmp_path / "small", size_kib=16) as small:
-        result = run(["watch", "--stdin", "--headless", "--record", str(small / "r.trnrec"), "--receipt", str(receipt)],
-                     input="\n".join(sim_lines(200)) + "\n")
+        result = run(
+            ["watch", "--stdin", "--headless", "--record", str(small / "r.trnrec"), "--receipt", str(receipt)],
+            input="\n".join(sim_lines(200)) + "\n",
+        )
         items, recording = read_all(small / "r.trnrec")
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("recording stopped") == 1 and "no space left on the device" in result.stderr
@@ -162,6 +179,7 @@ def test_a_recording_that_stops_is_said_on_the_screen(tmp_path):
     from trnwatch.session import Session, SourceSpec
     from trnwatch.tui.app import TrnwatchApp
     from tests.test_tui_app import drive, screen_text, wait_until
+
     reports = sim_lines(60)
 
     async def lines():
@@ -188,8 +206,11 @@ def test_a_recording_that_stops_is_said_on_the_screen(tmp_path):
 def test_replay_window_and_info_from_the_command_line(tmp_path):
     rec = tmp_path / "s.trnrec"
     lines = sim_lines(6)
-    proc = subprocess.Popen(TRNWATCH + ["watch", "--stdin", "--headless", "--record", str(rec), "--receipt",
-                                        str(tmp_path / "live.json")], stdin=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        TRNWATCH + ["watch", "--stdin", "--headless", "--record", str(rec), "--receipt", str(tmp_path / "live.json")],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     for i, line in enumerate(lines):  # three frames of two reports, each frame written before the next
         proc.stdin.write(line.encode() + b"\n")
         proc.stdin.flush()
@@ -202,8 +223,17 @@ def test_replay_window_and_info_from_the_command_line(tmp_path):
     assert proc.wait(timeout=30) == 0
     items = [i for i in read_all(rec)[0] if isinstance(i, Line)]
     t0, t_cut = items[0].received_s, items[4].received_s
-    result = run(["replay", str(rec), "--headless", "--from", f"{t_cut - t0 - 0.001:.3f}", "--receipt",
-                  str(tmp_path / "tail.json")])
+    result = run(
+        [
+            "replay",
+            str(rec),
+            "--headless",
+            "--from",
+            f"{t_cut - t0 - 0.001:.3f}",
+            "--receipt",
+            str(tmp_path / "tail.json"),
+        ]
+    )
     assert result.returncode == 0, result.stderr
     tail = load_receipt(tmp_path / "tail.json")
     assert tail["sources"][0]["reports"] == 2 and tail["window"]["start"] == t_cut
@@ -213,7 +243,10 @@ def test_replay_window_and_info_from_the_command_line(tmp_path):
     assert load_receipt(tmp_path / "head.json")["sources"][0]["reports"] == 4
     info = run(["replay", str(rec), "--info"])
     assert info.returncode == 0, info.stderr
-    assert "trnwatch.recording/2" in info.stdout and "evidence:    simulated (1 source(s) marked by the simulator)" in info.stdout
+    assert (
+        "trnwatch.recording/2" in info.stdout
+        and "evidence:    simulated (1 source(s) marked by the simulator)" in info.stdout
+    )
     assert "sources:     1 (1 neuron-monitor): stdin" in info.stdout and "hosts:       1: " in info.stdout
     assert "compression" in info.stdout
     bad = run(["replay", str(rec), "--from", "noon"])
@@ -222,6 +255,7 @@ def test_replay_window_and_info_from_the_command_line(tmp_path):
 
 def test_rotate_takes_a_size_or_an_age_and_refuses_anything_else():
     from trnwatch.cli import build_parser
+
     parse = lambda *a: build_parser().parse_args(["record", "d", "--stdin", *a])  # noqa: E731
     assert parse("--rotate", "512M", "--rotate", "6h").rotate == [("bytes", 512 << 20), ("s", 6 * 3600.0)]
     assert parse("--rotate", "1GiB").rotate == [("bytes", 1 << 30)]
@@ -247,8 +281,10 @@ def test_simulated_data_piped_to_watch_is_recorded_and_replayed_as_simulated_nev
     # Defect: the header stored the session's mode, so `watch --stdin` fed by the simulator was
     # recorded as live, and its replay's receipt said "the recorded session was live".
     rec, live = tmp_path / "s.trnrec", tmp_path / "live.json"
-    result = run(["watch", "--stdin", "--headless", "--record", str(rec), "--receipt", str(live)],
-                 input="\n".join(sim_lines(6)) + "\n")
+    result = run(
+        ["watch", "--stdin", "--headless", "--record", str(rec), "--receipt", str(live)],
+        input="\n".join(sim_lines(6)) + "\n",
+    )
     assert result.returncode == 0, result.stderr
     assert load_receipt(live)["evidence"] == "simulated"
     items, recording = read_all(rec)
@@ -264,9 +300,12 @@ def test_simulated_data_piped_to_watch_is_recorded_and_replayed_as_simulated_nev
 
 def test_unmarked_data_piped_to_watch_is_recorded_and_replayed_as_live(tmp_path):
     from tests.recordings import small_report_line
+
     rec = tmp_path / "s.trnrec"
-    result = run(["watch", "--stdin", "--headless", "--record", str(rec), "--receipt", str(tmp_path / "live.json")],
-                 input="\n".join([small_report_line()] * 3) + "\n")
+    result = run(
+        ["watch", "--stdin", "--headless", "--record", str(rec), "--receipt", str(tmp_path / "live.json")],
+        input="\n".join([small_report_line()] * 3) + "\n",
+    )
     assert result.returncode == 0, result.stderr
     assert load_receipt(tmp_path / "live.json")["evidence"] == "live"
     info, replayed = _replay_evidence(tmp_path, rec)

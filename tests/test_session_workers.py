@@ -47,8 +47,12 @@ def slow_drip():
 
 def test_a_slow_drip_scrape_target_does_not_hold_the_exit_and_ctrl_c_prints_no_traceback(slow_drip, tmp_path):
     url = f"http://127.0.0.1:{slow_drip.server_address[1]}/metrics"
-    proc = subprocess.Popen(TRNWATCH + ["watch", "--scrape", url, "--headless", "--receipt", str(tmp_path / "r.json")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        TRNWATCH + ["watch", "--scrape", url, "--headless", "--receipt", str(tmp_path / "r.json")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert slow_drip.requests.wait(120), "the scrape worker never reached the slow-drip target"
         proc.send_signal(signal.SIGTERM)  # the session ends while the worker is stuck in its read

@@ -40,70 +40,143 @@ _LATENCY = dict.fromkeys(("p0", "p1", "p25", "p50", "p75", "p99", "p100"))
 _HOST_BYTES = dict.fromkeys(("application_memory", "constants", "dma_buffers", "tensors"))
 _VCPU = dict.fromkeys(("user", "nice", "system", "idle", "io_wait", "irq", "soft_irq"))
 DOCUMENTED = {
-    "neuron_runtime_data": [{
-        "pid": None, "address": None, "neuron_runtime_tag": None, "error": None,
-        "report": {
-            "neuroncore_counters": {**_GROUP, "neuroncores_in_use": {"<n>": {
-                "neuroncore_utilization": None, "flops": None, "<vNd>": {"<nc>": {"neuroncore_utilization": None}},
-            }}},
-            "execution_stats": {
-                **_GROUP,
-                "error_summary": dict.fromkeys(("generic", "numerical", "transient", "model", "runtime", "hardware")),
-                "execution_summary": dict.fromkeys((
-                    "completed", "completed_with_err", "completed_with_num_err", "timed_out", "incorrect_input",
-                    "failed_to_queue",
-                )),
-                "latency_stats": {"total_latency": _LATENCY, "device_latency": _LATENCY},
-            },
-            "memory_used": {
-                **_GROUP,
-                "neuron_runtime_used_bytes": {
-                    "host": None, "neuron_device": None,
-                    "usage_breakdown": {
-                        "host": _HOST_BYTES,
-                        "neuroncore_memory_usage": {"<n>": dict.fromkeys((
-                            "constants", "model_code", "model_shared_scratchpad", "runtime_memory", "tensors",
-                        ))},
+    "neuron_runtime_data": [
+        {
+            "pid": None,
+            "address": None,
+            "neuron_runtime_tag": None,
+            "error": None,
+            "report": {
+                "neuroncore_counters": {
+                    **_GROUP,
+                    "neuroncores_in_use": {
+                        "<n>": {
+                            "neuroncore_utilization": None,
+                            "flops": None,
+                            "<vNd>": {"<nc>": {"neuroncore_utilization": None}},
+                        }
                     },
                 },
-                "loaded_models": [{
-                    "name": None, "uuid": None, "model_id": None, "is_running": None,
-                    "subgraphs": {"<sg>": {
-                        "memory_used_bytes": {
-                            "host": None, "neuron_device": None,
-                            "usage_breakdown": {
-                                "host": _HOST_BYTES,
-                                "neuron_device": dict.fromkeys(
-                                    ("constants", "model_code", "runtime_memory", "tensors")
-                                ),
+                "execution_stats": {
+                    **_GROUP,
+                    "error_summary": dict.fromkeys(
+                        ("generic", "numerical", "transient", "model", "runtime", "hardware")
+                    ),
+                    "execution_summary": dict.fromkeys(
+                        (
+                            "completed",
+                            "completed_with_err",
+                            "completed_with_num_err",
+                            "timed_out",
+                            "incorrect_input",
+                            "failed_to_queue",
+                        )
+                    ),
+                    "latency_stats": {"total_latency": _LATENCY, "device_latency": _LATENCY},
+                },
+                "memory_used": {
+                    **_GROUP,
+                    "neuron_runtime_used_bytes": {
+                        "host": None,
+                        "neuron_device": None,
+                        "usage_breakdown": {
+                            "host": _HOST_BYTES,
+                            "neuroncore_memory_usage": {
+                                "<n>": dict.fromkeys(
+                                    (
+                                        "constants",
+                                        "model_code",
+                                        "model_shared_scratchpad",
+                                        "runtime_memory",
+                                        "tensors",
+                                    )
+                                )
                             },
                         },
-                        "neuroncore_index": None, "neuron_device_index": None,
-                    }},
-                }],
+                    },
+                    "loaded_models": [
+                        {
+                            "name": None,
+                            "uuid": None,
+                            "model_id": None,
+                            "is_running": None,
+                            "subgraphs": {
+                                "<sg>": {
+                                    "memory_used_bytes": {
+                                        "host": None,
+                                        "neuron_device": None,
+                                        "usage_breakdown": {
+                                            "host": _HOST_BYTES,
+                                            "neuron_device": dict.fromkeys(
+                                                ("constants", "model_code", "runtime_memory", "tensors")
+                                            ),
+                                        },
+                                    },
+                                    "neuroncore_index": None,
+                                    "neuron_device_index": None,
+                                }
+                            },
+                        }
+                    ],
+                },
+                "neuron_runtime_vcpu_usage": {**_GROUP, "vcpu_usage": dict.fromkeys(("user", "system"))},
             },
-            "neuron_runtime_vcpu_usage": {**_GROUP, "vcpu_usage": dict.fromkeys(("user", "system"))},
-        },
-    }],
+        }
+    ],
     "system_data": {
-        "neuron_hw_counters": {**_GROUP, "neuron_devices": [dict.fromkeys((
-            "neuron_device_index", "mem_ecc_corrected", "mem_ecc_uncorrected", "sram_ecc_corrected",
-            "sram_ecc_uncorrected",
-        ))]},
+        "neuron_hw_counters": {
+            **_GROUP,
+            "neuron_devices": [
+                dict.fromkeys(
+                    (
+                        "neuron_device_index",
+                        "mem_ecc_corrected",
+                        "mem_ecc_uncorrected",
+                        "sram_ecc_corrected",
+                        "sram_ecc_uncorrected",
+                    )
+                )
+            ],
+        },
         "vcpu_usage": {**_GROUP, "average_usage": _VCPU, "usage_data": {"<n>": _VCPU}, "context_switch_count": None},
-        "memory_info": {**_GROUP, **dict.fromkeys((
-            "memory_total_bytes", "memory_used_bytes", "swap_total_bytes", "swap_used_bytes",
-        ))},
+        "memory_info": {
+            **_GROUP,
+            **dict.fromkeys(
+                (
+                    "memory_total_bytes",
+                    "memory_used_bytes",
+                    "swap_total_bytes",
+                    "swap_used_bytes",
+                )
+            ),
+        },
     },
-    "instance_info": dict.fromkeys((
-        "instance_name", "instance_id", "instance_type", "instance_availability_zone",
-        "instance_availability_zone_id", "instance_region", "ami_id", "subnet_id", "error",
-        "ultraserver_id",  # AWS CloudWatch-agent fixtures; undocumented
-    )),
-    "neuron_hardware_info": dict.fromkeys((
-        "neuron_device_type", "neuron_device_version", "neuroncore_version", "neuron_device_count",
-        "neuron_device_memory_size", "neuroncore_per_device_count", "logical_neuroncore_config", "error",
-    )),
+    "instance_info": dict.fromkeys(
+        (
+            "instance_name",
+            "instance_id",
+            "instance_type",
+            "instance_availability_zone",
+            "instance_availability_zone_id",
+            "instance_region",
+            "ami_id",
+            "subnet_id",
+            "error",
+            "ultraserver_id",  # AWS CloudWatch-agent fixtures; undocumented
+        )
+    ),
+    "neuron_hardware_info": dict.fromkeys(
+        (
+            "neuron_device_type",
+            "neuron_device_version",
+            "neuroncore_version",
+            "neuron_device_count",
+            "neuron_device_memory_size",
+            "neuroncore_per_device_count",
+            "logical_neuroncore_config",
+            "error",
+        )
+    ),
 }
 # The one key that is not neuron-monitor's: the simulator labels its reports as simulated.
 SIMULATOR_MARK = {"trnwatch_simulator": dict.fromkeys(("topology", "host", "seed", "scenario"))}
@@ -175,7 +248,9 @@ def run_sim(*args: str, timeout_s: float = 30) -> subprocess.CompletedProcess:
 def popen_sim(*args: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "trnwatch.workloads.sim", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -190,7 +265,10 @@ def test_topologies_have_published_shapes():
     assert get_topology("trn2-us").chips == 64
     trn2 = get_topology("trn2.48xlarge")
     assert (trn2.chips, trn2.device_type, trn2.neuroncore_version, trn2.hbm_bytes_per_chip) == (
-        16, "trainium2", "v3d", 103079215104
+        16,
+        "trainium2",
+        "v3d",
+        103079215104,
     )
     assert (trn2.host_vcpus, trn2.host_memory_bytes) == (192, 2048 << 30)
 
@@ -277,13 +355,19 @@ def test_real_captures_use_only_documented_keys_and_simulator_covers_them():
 
 def test_hardware_info_describes_the_topology():
     assert SimHost(GEN2, 0, 0, "healthy").report(0)["neuron_hardware_info"] == {
-        "neuron_device_type": "trainium3", "neuroncore_version": "v4d", "neuron_device_count": 4,
-        "neuron_device_memory_size": 154618822656, "neuroncore_per_device_count": 4,
-        "logical_neuroncore_config": 2, "error": "",
+        "neuron_device_type": "trainium3",
+        "neuroncore_version": "v4d",
+        "neuron_device_count": 4,
+        "neuron_device_memory_size": 154618822656,
+        "neuroncore_per_device_count": 4,
+        "logical_neuroncore_config": 2,
+        "error": "",
     }
     lnc1 = SimHost(get_topology("trn3-gen2-us", lnc=1), 0, 0, "healthy").report(0)["neuron_hardware_info"]
     assert (lnc1["neuroncore_per_device_count"], lnc1["neuroncore_version"], lnc1["logical_neuroncore_config"]) == (
-        8, "v4", 1
+        8,
+        "v4",
+        1,
     )
     trn2 = SimHost(get_topology("trn2.48xlarge"), 0, 0, "healthy").report(0)
     assert trn2["neuron_hardware_info"]["neuron_device_count"] == 16
@@ -421,8 +505,10 @@ def test_hbm_leak_grows_one_chips_tensors_by_exactly_64_mib_per_tick():
             assert emitted_chip_hbm_bytes(leaking[chip]) == emitted_chip_hbm_bytes(normal[chip])
         peak_bytes = max(peak_bytes, emitted_chip_hbm_bytes(leaking[FAULT_CHIP]))
     expected_peak = chip_hbm_bytes(GEN2, "healthy", 5, FAULT_HOST, FAULT_CHIP, 99) + 80 * LEAK_BYTES_PER_TICK
-    assert peak_bytes == expected_peak == max(
-        chip_hbm_bytes(GEN2, "hbm-leak", 5, FAULT_HOST, FAULT_CHIP, t) for t in range(100)
+    assert (
+        peak_bytes
+        == expected_peak
+        == max(chip_hbm_bytes(GEN2, "hbm-leak", 5, FAULT_HOST, FAULT_CHIP, t) for t in range(100))
     )
 
 
@@ -520,21 +606,36 @@ def test_parse_duration_reads_go_style_durations():
 
 
 def test_config_innermost_period_wins_and_base_period_is_the_shortest():
-    config = parse_config({
-        "period": "1s",
-        "neuron_runtimes": [{"tag_filter": "^llama3-pretrain-.*", "metrics": [
-            {"type": "neuroncore_counters"}, {"type": "memory_used"},
-            {"type": "neuron_runtime_vcpu_usage"}, {"type": "execution_stats", "period": "2s"},
-        ]}],
-        "system_metrics": [
-            {"type": "vcpu_usage"}, {"type": "memory_info", "period": "5s"},
-            {"type": "neuron_hw_counters", "period": "10s"},
-        ],
-    })
+    config = parse_config(
+        {
+            "period": "1s",
+            "neuron_runtimes": [
+                {
+                    "tag_filter": "^llama3-pretrain-.*",
+                    "metrics": [
+                        {"type": "neuroncore_counters"},
+                        {"type": "memory_used"},
+                        {"type": "neuron_runtime_vcpu_usage"},
+                        {"type": "execution_stats", "period": "2s"},
+                    ],
+                }
+            ],
+            "system_metrics": [
+                {"type": "vcpu_usage"},
+                {"type": "memory_info", "period": "5s"},
+                {"type": "neuron_hw_counters", "period": "10s"},
+            ],
+        }
+    )
     assert config.period_s == 1.0
     assert config.group_periods_s == {
-        "neuroncore_counters": 1.0, "memory_used": 1.0, "neuron_runtime_vcpu_usage": 1.0, "execution_stats": 2.0,
-        "vcpu_usage": 1.0, "memory_info": 5.0, "neuron_hw_counters": 10.0,
+        "neuroncore_counters": 1.0,
+        "memory_used": 1.0,
+        "neuron_runtime_vcpu_usage": 1.0,
+        "execution_stats": 2.0,
+        "vcpu_usage": 1.0,
+        "memory_info": 5.0,
+        "neuron_hw_counters": 10.0,
     }
     assert config.ignored == ("tag_filter",)
     assert default_config().period_s == 5.0 and set(default_config().group_periods_s) == set(ALL_GROUPS)
@@ -560,11 +661,15 @@ def test_drop_in_writes_count_reports_with_all_groups_every_5s_by_default():
 
 def test_drop_in_honours_config_periods_and_groups(tmp_path):
     config = tmp_path / "monitor.json"
-    config.write_text(json.dumps({
-        "period": "500ms",
-        "neuron_runtimes": [{"metrics": [{"type": "neuroncore_counters"}]}],
-        "system_metrics": [{"type": "memory_info", "period": "2s"}],
-    }))
+    config.write_text(
+        json.dumps(
+            {
+                "period": "500ms",
+                "neuron_runtimes": [{"metrics": [{"type": "neuroncore_counters"}]}],
+                "system_metrics": [{"type": "memory_info", "period": "2s"}],
+            }
+        )
+    )
     done = run_sim("-c", str(config), "--count", "5", "--no-wait", "--lnc", "1")
     assert done.returncode == 0, done.stderr
     reports = [json.loads(line) for line in done.stdout.splitlines()]
@@ -585,6 +690,7 @@ def test_drop_in_keeps_the_period_on_a_schedule_so_building_reports_adds_no_drif
     from types import SimpleNamespace
 
     from trnwatch.workloads.sim import cli as sim_cli
+
     clock = SimpleNamespace(now_s=1000.0)
 
     def sleep(seconds: float) -> None:
@@ -645,7 +751,8 @@ def test_drop_in_verbose_logs_go_to_stderr_only():
     done = run_sim("--verbose", "3", "--count", "2", "--no-wait", "--topology", "trn2.48xlarge")
     assert done.returncode == 0
     assert [json.loads(line)["neuron_hardware_info"]["neuron_device_type"] for line in done.stdout.splitlines()] == [
-        "trainium2", "trainium2"
+        "trainium2",
+        "trainium2",
     ]
     assert "trn2.48xlarge host 0" in done.stderr and "tick 1:" in done.stderr
 

@@ -20,7 +20,9 @@ def diagnose_after(tmp_path, scenario, ticks):
     for tick in range(ticks):
         writer.write_tick(tick, T0 + tick)
     writer.close()
-    events = [parse_job_line(line) for f in sorted(tmp_path.glob("rank-*.jsonl")) for line in f.read_text().splitlines()]
+    events = [
+        parse_job_line(line) for f in sorted(tmp_path.glob("rank-*.jsonl")) for line in f.read_text().splitlines()
+    ]
     job = JobLedger()
     for event in sorted(events, key=lambda e: e.ts):
         job.ingest(event, event.ts)
@@ -48,7 +50,11 @@ def test_straggler_is_the_fault_site_rank(tmp_path):
     host, chip = fault_site(TOPOLOGY)
     assert diagnosis.verdict == "slow"
     (suspect,) = diagnosis.suspects
-    assert (suspect.rank, suspect.host, suspect.chip) == (job_rank(TOPOLOGY, host, chip, 0), hosts[host].instance_name, chip)
+    assert (suspect.rank, suspect.host, suspect.chip) == (
+        job_rank(TOPOLOGY, host, chip, 0),
+        hosts[host].instance_name,
+        chip,
+    )
 
 
 def test_hang_is_late_then_stalled_and_names_the_fault_site_rank(tmp_path):

@@ -52,8 +52,13 @@ def test_every_line_kind_a_source_kind_yields_has_a_decoder():
 
 
 # Malformed JSON, JSON that is no object, an object of the wrong shape for every kind, bytes.
-BAD_TEXTS = ["{not json", "[1, 2]", '{"neuron_runtime_data": "none", "event": 7, "body": 1, "profile": []}',
-             "\x00\x01garbage", "1e999"]
+BAD_TEXTS = [
+    "{not json",
+    "[1, 2]",
+    '{"neuron_runtime_data": "none", "event": 7, "body": 1, "profile": []}',
+    "\x00\x01garbage",
+    "1e999",
+]
 
 
 @pytest.mark.parametrize("line_kind", sorted(DECODERS))
@@ -107,6 +112,7 @@ def test_the_ledger_folds_records_not_text():
 
 def _chosen(argv: list[str], monkeypatch, neuron_monitor: str | None = None) -> sources.Chosen:
     from trnwatch.collectors import streams
+
     monkeypatch.setattr(streams, "find_neuron_monitor", lambda: neuron_monitor)
     args = build_parser().parse_args(argv)
     return sources.build(args, keys_fd=lambda: 0)
@@ -119,8 +125,9 @@ def test_the_device_kind_is_the_one_asked_for_else_the_local_neuron_monitor(monk
     chosen = _chosen(["watch", "--label", "me"], monkeypatch, neuron_monitor="/bin/true")
     assert [k.name for k in chosen.kinds] == ["neuron-monitor"]
     assert [s.source_id for s in chosen.built.sources] == ["me"]
-    chosen = _chosen(["watch", "--scrape", "http://127.0.0.1:1/metrics", "--scrape", "http://127.0.0.1:1/metrics"],
-                     monkeypatch)
+    chosen = _chosen(
+        ["watch", "--scrape", "http://127.0.0.1:1/metrics", "--scrape", "http://127.0.0.1:1/metrics"], monkeypatch
+    )
     assert chosen.remote and [s.kind for s in chosen.built.sources] == ["prometheus"]  # duplicates dropped
 
 

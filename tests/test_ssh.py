@@ -46,10 +46,13 @@ def test_lost_host_reconnects_while_the_others_keep_flowing(sshd):
     names = [alias(0), alias(1), alias(2), "trn-dead"]
     ledger = Ledger("live")
     backoff = Backoff(first_s=0.4, max_s=1.0)
-    session = Session(ledger, [
-        SourceSpec(n, "neuron-monitor", lambda n=n: ssh_host_lines(HostEntry(n, n), options, PERIOD_S, backoff))
-        for n in names
-    ])
+    session = Session(
+        ledger,
+        [
+            SourceSpec(n, "neuron-monitor", lambda n=n: ssh_host_lines(HostEntry(n, n), options, PERIOD_S, backoff))
+            for n in names
+        ],
+    )
 
     def reports(name):
         stats = ledger.sources.get(name)  # registered once the session task has started
@@ -91,15 +94,35 @@ def _read_stderr(proc: subprocess.Popen, lines: list[str]) -> None:
 
 def test_receipt_of_36_hosts_over_ssh_is_one_ultraserver_with_the_gap_on_the_lost_host(sshd, tmp_path):
     hosts_file = tmp_path / "hosts"
-    hosts_file.write_text("# 36 aliases of one simulated Trn3 Gen2 UltraServer\n"
-                          + "".join(f"{alias(i)} us-test rack-{i:02d}\n" for i in range(36)))
+    hosts_file.write_text(
+        "# 36 aliases of one simulated Trn3 Gen2 UltraServer\n"
+        + "".join(f"{alias(i)} us-test rack-{i:02d}\n" for i in range(36))
+    )
     receipt = tmp_path / "receipt.json"
     recording = tmp_path / "session.trnrec"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trnwatch", "watch", "--hosts-file", str(hosts_file), "--ssh-config", str(sshd.ssh_config),
-         "--remote-command", SIM_REMOTE_COMMAND, "--period", "0.5", "--headless",
-         "--receipt", str(receipt), "--record", str(recording)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "trnwatch",
+            "watch",
+            "--hosts-file",
+            str(hosts_file),
+            "--ssh-config",
+            str(sshd.ssh_config),
+            "--remote-command",
+            SIM_REMOTE_COMMAND,
+            "--period",
+            "0.5",
+            "--headless",
+            "--receipt",
+            str(receipt),
+            "--record",
+            str(recording),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     lines: list[str] = []
     reader = threading.Thread(target=_read_stderr, args=(proc, lines), daemon=True)
@@ -137,8 +160,12 @@ def test_receipt_of_36_hosts_over_ssh_is_one_ultraserver_with_the_gap_on_the_los
     assert {h["ultraserver_from"] for h in doc["hosts"]} == {"config"}
     # The recording replays to the same figures, the reconnection included.
     replayed = tmp_path / "replayed.json"
-    result = subprocess.run([sys.executable, "-m", "trnwatch", "replay", str(recording), "--headless",
-                             "--receipt", str(replayed)], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "trnwatch", "replay", str(recording), "--headless", "--receipt", str(replayed)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     again = json.loads(replayed.read_text())
     assert again["sources"] == doc["sources"] and again["ultraservers"] == doc["ultraservers"]
@@ -148,8 +175,21 @@ def test_receipt_of_36_hosts_over_ssh_is_one_ultraserver_with_the_gap_on_the_los
 def test_sshd_fixture_runs_one_simulator_per_connection(sshd):
     """The fixture itself: an alias reaches the server and plays its host (guards the other tests)."""
     result = subprocess.run(
-        ["ssh", "-F", str(sshd.ssh_config), "-o", "BatchMode=yes", "-T", "--", alias(5), SIM_REMOTE_COMMAND + " --count 1"],
-        input='{"period": "100ms", "system_metrics": [{"type": "memory_info"}]}', capture_output=True, text=True, timeout=20,
+        [
+            "ssh",
+            "-F",
+            str(sshd.ssh_config),
+            "-o",
+            "BatchMode=yes",
+            "-T",
+            "--",
+            alias(5),
+            SIM_REMOTE_COMMAND + " --count 1",
+        ],
+        input='{"period": "100ms", "system_metrics": [{"type": "memory_info"}]}',
+        capture_output=True,
+        text=True,
+        timeout=20,
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["trnwatch_simulator"]["host"] == 5

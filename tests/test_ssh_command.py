@@ -39,13 +39,24 @@ def test_hostile_names_never_become_an_ssh_command_line(name):
         ssh_argv(name, SshOptions())
 
 
-@pytest.mark.parametrize("status, stderr, expected", [
-    (255, "ssh: connect to host 10.0.0.5 port 22: Connection refused", "ssh: connect to host 10.0.0.5 port 22: Connection refused"),
-    (255, "", "ssh exited with status 255 and no message"),
-    (1, "neuron-monitor: command not found", "remote command exited with status 1: neuron-monitor: command not found"),
-    (0, "", "remote command ended"),
-    (-9, "", "ssh was killed by signal 9"),
-])
+@pytest.mark.parametrize(
+    "status, stderr, expected",
+    [
+        (
+            255,
+            "ssh: connect to host 10.0.0.5 port 22: Connection refused",
+            "ssh: connect to host 10.0.0.5 port 22: Connection refused",
+        ),
+        (255, "", "ssh exited with status 255 and no message"),
+        (
+            1,
+            "neuron-monitor: command not found",
+            "remote command exited with status 1: neuron-monitor: command not found",
+        ),
+        (0, "", "remote command ended"),
+        (-9, "", "ssh was killed by signal 9"),
+    ],
+)
 def test_exit_message_uses_the_last_thing_ssh_said(status, stderr, expected):
     assert exit_message(status, stderr).startswith(expected)
 
@@ -71,13 +82,16 @@ def _fake_ssh(tmp_path: Path, body: str) -> str:
 
 def test_one_ssh_run_feeds_the_config_on_stdin_yields_lines_and_ends_with_sshs_error(tmp_path):
     report = R.line(R.report([R.runtime(10, "r", [0], util={0: 50.0})]))
-    fake = _fake_ssh(tmp_path, f"""
-        open({str(tmp_path / 'stdin.json')!r}, 'w').write(sys.stdin.read())
+    fake = _fake_ssh(
+        tmp_path,
+        f"""
+        open({str(tmp_path / "stdin.json")!r}, 'w').write(sys.stdin.read())
         print({report!r}); print({report!r}); sys.stdout.flush()
         print('Warning: Permanently added host', file=sys.stderr)
         print('Permission denied (publickey).', file=sys.stderr)
         sys.exit(255)
-    """)
+    """,
+    )
     config = json.dumps(neuron_monitor_config(0.5)).encode()
 
     async def run():
@@ -95,15 +109,19 @@ def test_one_ssh_run_feeds_the_config_on_stdin_yields_lines_and_ends_with_sshs_e
 
 
 def test_a_failing_host_is_retried_under_the_same_source_id(tmp_path):
-    fake = _fake_ssh(tmp_path, """
+    fake = _fake_ssh(
+        tmp_path,
+        """
         print('ssh: connect to host 10.9.9.9 port 22: No route to host', file=sys.stderr)
         sys.exit(255)
-    """)
+    """,
+    )
 
     async def first_events(n):
         events = []
-        source = ssh_host_lines(HostEntry("10.9.9.9", "rack-a"), SshOptions(executable=fake), 1.0,
-                                Backoff(first_s=0.01, max_s=0.02))
+        source = ssh_host_lines(
+            HostEntry("10.9.9.9", "rack-a"), SshOptions(executable=fake), 1.0, Backoff(first_s=0.01, max_s=0.02)
+        )
         async for item in source:
             events.append(item)
             if len(events) == n:
@@ -142,12 +160,15 @@ def test_ledger_tracks_link_states_and_counts_a_short_outage_as_a_gap():
     assert stats.gaps == 1  # counted once
 
 
-@pytest.mark.parametrize("argv", [
-    ["--hosts", "-oProxyCommand=touch {marker}"],
-    ["--hosts", "good,a;touch {marker}"],
-    ["--hosts", "$(touch {marker})"],
-    ["--hosts-file", "{hostile_file}"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--hosts", "-oProxyCommand=touch {marker}"],
+        ["--hosts", "good,a;touch {marker}"],
+        ["--hosts", "$(touch {marker})"],
+        ["--hosts-file", "{hostile_file}"],
+    ],
+)
 def test_cli_refuses_hostile_hosts_before_running_anything(tmp_path, monkeypatch, capsys, argv):
     marker = tmp_path / "ssh-ran"
     fake = _fake_ssh(tmp_path, f"open({str(marker)!r}, 'w').close()\n")

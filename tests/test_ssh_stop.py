@@ -29,7 +29,9 @@ def alive(pid: int) -> bool:
 def test_a_stubborn_ssh_and_its_children_end_with_the_session(tmp_path):
     report = R.line(R.report([R.runtime(10, "r", [0], util={0: 50.0})]))
     pids = tmp_path / "pids"
-    fake = _fake_ssh(tmp_path, f"""
+    fake = _fake_ssh(
+        tmp_path,
+        f"""
         import os, signal, subprocess, time
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # an ssh stuck in a blocking write
         child = subprocess.Popen(["sleep", "1000"], stderr=sys.stderr)  # holds stderr open
@@ -37,9 +39,12 @@ def test_a_stubborn_ssh_and_its_children_end_with_the_session(tmp_path):
         print({report!r}, flush=True)
         while True:
             time.sleep(1)
-    """)
+    """,
+    )
     ledger = Ledger("live")
-    source = SourceSpec("h1", "neuron-monitor", lambda: ssh_host_lines(HostEntry("h1", "h1"), SshOptions(executable=fake), 1.0))
+    source = SourceSpec(
+        "h1", "neuron-monitor", lambda: ssh_host_lines(HostEntry("h1", "h1"), SshOptions(executable=fake), 1.0)
+    )
     session = Session(ledger, [source])
 
     async def run():

@@ -43,7 +43,11 @@ def test_generated_config_enables_every_group_at_the_period():
     cfg = neuron_monitor_config(0.5)
     assert cfg["period"] == "500ms"
     assert {m["type"] for m in cfg["neuron_runtimes"][0]["metrics"]} == {
-        "neuroncore_counters", "memory_used", "neuron_runtime_vcpu_usage", "execution_stats"}
+        "neuroncore_counters",
+        "memory_used",
+        "neuron_runtime_vcpu_usage",
+        "execution_stats",
+    }
     assert {m["type"] for m in cfg["system_metrics"]} == {"vcpu_usage", "memory_info", "neuron_hw_counters"}
     assert neuron_monitor_config(2)["period"] == "2s"
 

@@ -100,9 +100,26 @@ def test_chip_view_shows_cores_hbm_categories_latency_counters_models_and_histor
     seen = drive(make_app(), keys=("slash", "7", "slash", "2", "enter"), size=(100, 60))
     text = seen.text
     assert "CHIP 7/2" in seen.header
-    for expected in ("core 8", "core 11", "nc_v4.16", "TFLOP/s", "tensors", "constants", "model code", "scratchpad",
-                     "runtime", "144.00 GiB", "Execution latency", "p50", "p99", "ECC", "Loaded models", "×4",
-                     "History", "llama3-pretrain-rank30"):
+    for expected in (
+        "core 8",
+        "core 11",
+        "nc_v4.16",
+        "TFLOP/s",
+        "tensors",
+        "constants",
+        "model code",
+        "scratchpad",
+        "runtime",
+        "144.00 GiB",
+        "Execution latency",
+        "p50",
+        "p99",
+        "ECC",
+        "Loaded models",
+        "×4",
+        "History",
+        "llama3-pretrain-rank30",
+    ):
         assert expected in text, expected
     history = next(line for line in text.splitlines() if line.strip().startswith("util ") and "0-100%" in line)
     assert history.count("█") >= 10  # the straggler chip has been ~100% busy for the whole history
@@ -112,8 +129,16 @@ def test_host_view_lists_chips_cpu_memory_and_processes_and_enter_opens_the_chip
     seen = drive(make_app(), keys=("slash", "7", "enter"))
     assert seen.app.selection.scope == "host"
     text = seen.text
-    for expected in ("trn3pds.16xlarge", "trainium3", "4 chips × 4 cores (LNC 2)", "of 64 vCPU", "memory",
-                     "pid", "llama3-pretrain-rank28", "llama3-pretrain-rank31"):
+    for expected in (
+        "trn3pds.16xlarge",
+        "trainium3",
+        "4 chips × 4 cores (LNC 2)",
+        "of 64 vCPU",
+        "memory",
+        "pid",
+        "llama3-pretrain-rank28",
+        "llama3-pretrain-rank31",
+    ):
         assert expected in text, expected
     assert "CHIP 7/2" in drive(make_app(), keys=("slash", "7", "enter", "down", "down", "enter")).header
 
@@ -145,8 +170,10 @@ def test_jump_to_something_that_does_not_exist_says_so_and_stays():
 
 
 def test_brackets_step_through_hosts_and_chips():
-    assert "HOST 2 sim-trn3-gen2-us-02" in drive(make_app(), keys=("h", "right_square_bracket",
-                                                                   "right_square_bracket")).header
+    assert (
+        "HOST 2 sim-trn3-gen2-us-02"
+        in drive(make_app(), keys=("h", "right_square_bracket", "right_square_bracket")).header
+    )
     # Before chip 0/0 comes the last host's last chip.
     assert "CHIP 35/3" in drive(make_app(), keys=("c", "left_square_bracket")).header
 
@@ -274,9 +301,18 @@ def test_job_view_with_telemetry_shows_verdict_throughput_collectives_and_where_
     seen = drive(make_app(with_job=True), keys=("j",), size=(200, 60))
     text = seen.text
     assert "JOB llama3-70b-run-0042 · 144 ranks on 36 hosts" in seen.header
-    for expected in ("SLOW  rank 30 sim-trn3-gen2-us-07 chip 2 core 8", "straggler rank 30", "8,388,608 tokens/s", "1.00 steps/s", "step time p50 1.00 s",
-                     "all_reduce", "rank 30", "sim-trn3-gen2-us-07 chip 2 core 8", "vs peers' median",
-                     "TP 4 PP 1 DP 36"):
+    for expected in (
+        "SLOW  rank 30 sim-trn3-gen2-us-07 chip 2 core 8",
+        "straggler rank 30",
+        "8,388,608 tokens/s",
+        "1.00 steps/s",
+        "step time p50 1.00 s",
+        "all_reduce",
+        "rank 30",
+        "sim-trn3-gen2-us-07 chip 2 core 8",
+        "vs peers' median",
+        "TP 4 PP 1 DP 36",
+    ):
         assert expected in text, expected
 
 
@@ -324,15 +360,20 @@ def test_session_runs_inside_the_app_and_q_writes_the_receipt(tmp_path):
             await asyncio.sleep(0.05)
         await asyncio.Event().wait()  # a live stream: no EOF
 
-    session = Session(Ledger("simulated"), [SourceSpec(f"sim-host-{h.host_index:02d}", "neuron-monitor",
-                                                       lambda h=h: lines(h)) for h in hosts])
+    session = Session(
+        Ledger("simulated"),
+        [SourceSpec(f"sim-host-{h.host_index:02d}", "neuron-monitor", lambda h=h: lines(h)) for h in hosts],
+    )
     receipt = tmp_path / "r.json"
     app = TrnwatchApp(session.ledger, session=session, receipt_path=receipt, refresh_s=0.1, theme="dark")
 
     async def check(app, pilot):
         status = app.query_one("#status", TextLines)
-        await wait_until(pilot, lambda: all(h.reports == 3 for h in session.ledger.hosts.values())
-                         and len(session.ledger.hosts) == 2, "both hosts' three reports folded")
+        await wait_until(
+            pilot,
+            lambda: all(h.reports == 3 for h in session.ledger.hosts.values()) and len(session.ledger.hosts) == 2,
+            "both hosts' three reports folded",
+        )
         await wait_until(pilot, lambda: "2 sources: 2 connected" in status.lines[0], "the status line repainted")
         await pilot.press("q")
         await app._session_task
@@ -378,8 +419,7 @@ def test_outside_strings_are_shown_as_plain_text_on_screen():
         detail = app.view.query_one(".detail", TextLines)
         styles.extend(seg.style for strip in detail._strips for seg in strip if "[bold red]x[/]" in seg.text)
 
-    seen = drive(TrnwatchApp(ledger, clock=lambda: now_at(25), theme="dark"), keys=("h",), size=(120, 30),
-                 check=check)
+    seen = drive(TrnwatchApp(ledger, clock=lambda: now_at(25), theme="dark"), keys=("h",), size=(120, 30), check=check)
     assert "[bold red]x[/]]52;c;aGVsbG8=[31mred" in seen.screen
     assert "error: [blink]boom[/blink][2J" in seen.screen
     assert "\x1b" not in seen.screen and "\x07" not in seen.screen

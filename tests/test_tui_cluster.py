@@ -29,7 +29,7 @@ def rows(text: str) -> list[str]:
     """The table rows of the cluster view's text: the lines under the column heads."""
     lines = text.splitlines()
     heads = next(i for i, line in enumerate(lines) if line.startswith("UltraServer "))
-    return [line for line in lines[heads + 1:] if line.strip()]
+    return [line for line in lines[heads + 1 :] if line.strip()]
 
 
 def ultraserver_id(seed: int) -> str:
@@ -73,8 +73,11 @@ def test_the_ultraserver_views_brackets_and_the_cluster_selection_are_one_choice
     def check(app, pilot):
         assert app.selection.group == "" == app.view.row_groups[-1]  # the hosts in no UltraServer: last
 
-    drive(make_cluster_app(), keys=("u", "right_square_bracket", "right_square_bracket", "right_square_bracket", "l"),
-          check=check)
+    drive(
+        make_cluster_app(),
+        keys=("u", "right_square_bracket", "right_square_bracket", "right_square_bracket", "l"),
+        check=check,
+    )
 
 
 def test_sort_key_puts_the_idle_then_the_ecc_ultraserver_first():

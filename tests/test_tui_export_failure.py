@@ -24,8 +24,9 @@ def test_an_unwritable_snapshot_folder_stops_only_the_export_and_marks_the_recei
     blocker.write_text("a file where the snapshot folder should be")
     session = Session(Ledger("simulated"), [SourceSpec("sim-host-00", "neuron-monitor", lines)])
     receipt = tmp_path / "r.json"
-    app = TrnwatchApp(session.ledger, session=session, receipt_path=receipt, snapshot_dir=blocker / "snaps",
-                      theme="dark")
+    app = TrnwatchApp(
+        session.ledger, session=session, receipt_path=receipt, snapshot_dir=blocker / "snaps", theme="dark"
+    )
     shown = []
 
     async def main():

@@ -97,8 +97,16 @@ def test_chips_to_look_at_are_the_outliers_in_the_direction_of_the_fault():
     top = chips_to_look_at(ledger, hosts, now_s, [], 5)  # without findings: by utilisation alone
     assert len(top) == 1 and ledger.hosts[top[0].host_id].instance_name == FAULT_SITE and top[0].chip == 2
     assert top[0].why.startswith("busiest: 99% while peers' median is 6")
-    assert chips_to_look_at(scenario_ledger("healthy"), list(scenario_ledger("healthy").hosts.values()),
-                            now_at(SCENARIO_TICKS["healthy"]), [], 5) == []
+    assert (
+        chips_to_look_at(
+            scenario_ledger("healthy"),
+            list(scenario_ledger("healthy").hosts.values()),
+            now_at(SCENARIO_TICKS["healthy"]),
+            [],
+            5,
+        )
+        == []
+    )
 
 
 def test_hbm_leak_is_a_finding_with_its_rate_and_time_to_full_and_the_chip_view_scales_its_sparkline():
@@ -121,8 +129,9 @@ def test_hbm_that_grows_on_every_chip_alike_is_no_leak():
 
     trend = hbm_trend(chip(2 * LEAK_MIN_BYTES_PER_S), 19.5)
     assert trend.samples == 20 and trend.rate_bytes_per_s == pytest.approx(2 * LEAK_MIN_BYTES_PER_S)
-    assert trend.time_to_full_s == pytest.approx(((144 << 30) - (100 << 30) - 19 * trend.rate_bytes_per_s)
-                                                 / trend.rate_bytes_per_s)
+    assert trend.time_to_full_s == pytest.approx(
+        ((144 << 30) - (100 << 30) - 19 * trend.rate_bytes_per_s) / trend.rate_bytes_per_s
+    )
     assert hbm_trend(chip(0.0), 19.5).time_to_full_s is None
     # warmup: every chip allocates as fast: the ledger's rule needs a chip to outgrow its peers
     warm = scenario_ledger("healthy", 18)

@@ -44,8 +44,13 @@ class PtyApp:
             fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
 
         self.proc = subprocess.Popen(
-            TRNWATCH + args, stdin=slave if stdin is None else stdin, stdout=slave, stderr=slave, env=env,
-            preexec_fn=make_controlling if controlling else None, start_new_session=not controlling,
+            TRNWATCH + args,
+            stdin=slave if stdin is None else stdin,
+            stdout=slave,
+            stderr=slave,
+            env=env,
+            preexec_fn=make_controlling if controlling else None,
+            start_new_session=not controlling,
         )
         os.close(slave)
         self.output = bytearray()
@@ -195,9 +200,16 @@ def test_outside_strings_reach_the_terminal_as_plain_text(screen, tmp_path):
 
 
 def test_without_a_terminal_the_screen_says_to_use_headless(tmp_path):
-    no_tty = subprocess.run(TRNWATCH + ["demo", "--duration", "1", "--receipt", str(tmp_path / "r.json")],
-                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, start_new_session=True)
+    no_tty = subprocess.run(
+        TRNWATCH + ["demo", "--duration", "1", "--receipt", str(tmp_path / "r.json")],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        start_new_session=True,
+    )
     assert no_tty.returncode == 2 and "the screen needs a terminal" in no_tty.stderr and "--headless" in no_tty.stderr
-    piped = subprocess.run(TRNWATCH + ["watch", "--stdin"], input="", capture_output=True, text=True, timeout=60,
-                           start_new_session=True)  # no controlling terminal, stderr a pipe: nowhere to take keys from
+    piped = subprocess.run(
+        TRNWATCH + ["watch", "--stdin"], input="", capture_output=True, text=True, timeout=60, start_new_session=True
+    )  # no controlling terminal, stderr a pipe: nowhere to take keys from
     assert piped.returncode == 2 and "--stdin with the screen needs a terminal for keys" in piped.stderr

@@ -27,7 +27,9 @@ def test_snapshot_of_the_demo_prints_every_scope_as_json():
 
 def test_snapshot_of_a_recording_is_judged_at_the_replay_clock(tmp_path):
     recording = tmp_path / "run.trnrec"
-    made = run(["demo", "--headless", "--duration", "2", "--record", str(recording), "--receipt", str(tmp_path / "r.json")])
+    made = run(
+        ["demo", "--headless", "--duration", "2", "--record", str(recording), "--receipt", str(tmp_path / "r.json")]
+    )
     assert made.returncode == 0, made.stderr
     snap = json.loads(run(["snapshot", "--replay", str(recording), "--json"]).stdout)
     receipt = json.loads((tmp_path / "r.json").read_text())

@@ -16,6 +16,8 @@ SIZES = [(80, 24), (200, 60)]
 def colour_terminal(monkeypatch):
     """Snapshots are drawn in colour: NO_COLOR would make Textual filter every colour out."""
     monkeypatch.delenv("NO_COLOR", raising=False)
+
+
 TO_STRAGGLER_CHIP = ("slash", "7", "slash", "2", "enter")
 
 

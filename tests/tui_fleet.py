@@ -52,8 +52,9 @@ def report_lines(scenario: str, first_tick: int, last_tick: int):
     for tick in range(first_tick, last_tick + 1):
         for host in hosts:
             if host.alive(tick):
-                yield Line(host_source_id(host), "neuron-monitor", received_s(tick, host.host_index),
-                           host.report_line(tick))
+                yield Line(
+                    host_source_id(host), "neuron-monitor", received_s(tick, host.host_index), host.report_line(tick)
+                )
 
 
 def new_fleet_ledger(scenario: str = "straggler", last_tick: int = LAST_TICK, mode="simulated") -> Ledger:
@@ -97,8 +98,9 @@ def scenario_lines(scenario: str, last_tick: int):
             continue
         for host in hosts:
             if host.alive(tick):
-                yield Line(host_source_id(host), "neuron-monitor", received_s(tick, host.host_index),
-                           host.report_line(tick))
+                yield Line(
+                    host_source_id(host), "neuron-monitor", received_s(tick, host.host_index), host.report_line(tick)
+                )
 
 
 @functools.cache
@@ -127,8 +129,11 @@ CLUSTER_TICKS = 9  # back to tick 44, the lost host's last report
 
 def cluster_hosts() -> list[SimHost]:
     ultraserver = get_topology("trn3-gen2-us")
-    hosts = [SimHost(ultraserver, h, seed, scenario)
-             for seed, scenario in enumerate(CLUSTER_SCENARIOS) for h in range(ultraserver.hosts)]
+    hosts = [
+        SimHost(ultraserver, h, seed, scenario)
+        for seed, scenario in enumerate(CLUSTER_SCENARIOS)
+        for h in range(ultraserver.hosts)
+    ]
     return hosts + [SimHost(get_topology("trn2.48xlarge"), 0, SEED, "healthy")]  # reports no UltraServer
 
 
@@ -136,8 +141,9 @@ def cluster_line(host: SimHost, tick: int, source_id: str | None = None) -> Line
     """One simulated host's report for `tick`, from a stream of its own (or `source_id`: one
     stream for every host, as Prometheus server mode delivers them)."""
     if source_id is None:
-        source_id = f"sim-us{host.seed}-host-{host.host_index:02d}" if host.topology.is_ultraserver else \
-            host_source_id(host)
+        source_id = (
+            f"sim-us{host.seed}-host-{host.host_index:02d}" if host.topology.is_ultraserver else host_source_id(host)
+        )
     return Line(source_id, "neuron-monitor", received_s(tick, host.host_index), host.report_line(tick))
 
 
@@ -181,8 +187,9 @@ def scale_app(ultraservers: int = 32, tick: int = 25) -> tuple[TrnwatchApp, list
     return TrnwatchApp(ledger, clock=lambda: now_s, theme="dark"), next_refresh
 
 
-async def cluster_view_latency(app: TrnwatchApp, pilot, next_refresh: list[Line], repaints: int = 5,
-                               keys: int = 10) -> dict[str, list]:
+async def cluster_view_latency(
+    app: TrnwatchApp, pilot, next_refresh: list[Line], repaints: int = 5, keys: int = 10
+) -> dict[str, list]:
     """Open the cluster view, then time (ms) `repaints` repaints of it (`render_now`: model,
     lines, dirty regions) and `keys` presses of "down", each from the key event reaching the app
     until the selected row moved (the app repaints in the same handler), while the next refresh
@@ -248,33 +255,84 @@ def job_ledger(last_tick: int = LAST_TICK) -> JobLedger:
     for rank in range(world):
         host, chip = divmod(rank, CHIPS_PER_HOST)
         start = BASE_S + 1
-        lines.append(_event(
-            "run_start", rank, start, world_size=world, host=f"sim-trn3-gen2-us-{host:02d}", pid=40_000 + rank,
-            local_rank=chip, backend="neuron", core=chip * 4, chip=chip,
-            model={"name": "llama3-70b", "params": 70_553_706_496}, precision="bf16", global_batch=1024,
-            micro_batch=1, seq_len=8192, parallel={"tp": 4, "pp": 1, "dp": 36}, versions={"neuronx-cc": "2.21"},
-            restart=0, lnc=2,
-        ))
+        lines.append(
+            _event(
+                "run_start",
+                rank,
+                start,
+                world_size=world,
+                host=f"sim-trn3-gen2-us-{host:02d}",
+                pid=40_000 + rank,
+                local_rank=chip,
+                backend="neuron",
+                core=chip * 4,
+                chip=chip,
+                model={"name": "llama3-70b", "params": 70_553_706_496},
+                precision="bf16",
+                global_batch=1024,
+                micro_batch=1,
+                seq_len=8192,
+                parallel={"tp": 4, "pp": 1, "dp": 36},
+                versions={"neuronx-cc": "2.21"},
+                restart=0,
+                lnc=2,
+            )
+        )
         lines.append(_event("phase", rank, start + 0.5, phase="compile", state="begin", cache="miss"))
         lines.append(_event("phase", rank, BASE_S + 9, phase="compile", state="end", cache="miss"))
         lines.append(_event("phase", rank, BASE_S + 9.5, phase="steady", state="begin"))
         for step in range(1, last_tick - 9):
             end = BASE_S + 9.5 + step
             wait = 0.02 if rank == straggler else 0.35
-            lines.append(_event("collective", rank, end - 0.1, op="all_reduce", bytes=1 << 28,
-                                latency_s=0.38 + (rank % 7) / 1000, wait_s=wait, step=step))
-            lines.append(_event("step", rank, end, step=step, step_time_s=1.0, compute_s=1.0 - wait,
-                                tokens=1024 * 8192, loss=2.5 - step / 100))
-        lines.append(_event("heartbeat", rank, BASE_S + last_tick, step=last_tick - 10, region="forward",
-                            region_since=BASE_S + last_tick - 0.2))
+            lines.append(
+                _event(
+                    "collective",
+                    rank,
+                    end - 0.1,
+                    op="all_reduce",
+                    bytes=1 << 28,
+                    latency_s=0.38 + (rank % 7) / 1000,
+                    wait_s=wait,
+                    step=step,
+                )
+            )
+            lines.append(
+                _event(
+                    "step",
+                    rank,
+                    end,
+                    step=step,
+                    step_time_s=1.0,
+                    compute_s=1.0 - wait,
+                    tokens=1024 * 8192,
+                    loss=2.5 - step / 100,
+                )
+            )
+        lines.append(
+            _event(
+                "heartbeat",
+                rank,
+                BASE_S + last_tick,
+                step=last_tick - 10,
+                region="forward",
+                region_since=BASE_S + last_tick - 0.2,
+            )
+        )
     for text in lines:
         event = parse_job_line(text)
         job.ingest(event, event.ts)
     return job
 
 
-def make_app(scenario: str = "straggler", *, last_tick: int = LAST_TICK, with_job: bool = False,
-             theme: str = "dark", ledger: Ledger | None = None, **kwargs) -> TrnwatchApp:
+def make_app(
+    scenario: str = "straggler",
+    *,
+    last_tick: int = LAST_TICK,
+    with_job: bool = False,
+    theme: str = "dark",
+    ledger: Ledger | None = None,
+    **kwargs,
+) -> TrnwatchApp:
     """The app on a filled ledger and a fixed clock (no session, no wall clock)."""
     ledger = ledger if ledger is not None else fleet_ledger(scenario, last_tick, with_job)
     now_s = now_at(last_tick)

@@ -18,8 +18,13 @@ DEADLINE_S = 120.0
 POLL_S = 0.05
 
 
-def wait_until(condition: Callable[[], T], what: str, timeout_s: float = DEADLINE_S, poll_s: float = POLL_S,
-               detail: Callable[[], str] | None = None) -> T:
+def wait_until(
+    condition: Callable[[], T],
+    what: str,
+    timeout_s: float = DEADLINE_S,
+    poll_s: float = POLL_S,
+    detail: Callable[[], str] | None = None,
+) -> T:
     """Call `condition` until it returns something true and return that; after `timeout_s`, fail
     with "timed out after N s waiting for `what`" and `detail()` if given."""
     deadline = time.monotonic() + timeout_s
@@ -28,8 +33,9 @@ def wait_until(condition: Callable[[], T], what: str, timeout_s: float = DEADLIN
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}"
-                                 + (f": {detail()}" if detail is not None else ""))
+            raise AssertionError(
+                f"timed out after {timeout_s:g} s waiting for {what}" + (f": {detail()}" if detail is not None else "")
+            )
         time.sleep(poll_s)
 
 
@@ -45,8 +51,9 @@ async def until(condition: Callable[[], T], what: str, timeout_s: float = DEADLI
         await asyncio.sleep(poll_s)
 
 
-def run_until_said(command: list[str], needles: list[str], timeout_s: float = DEADLINE_S,
-                   **popen) -> subprocess.CompletedProcess:
+def run_until_said(
+    command: list[str], needles: list[str], timeout_s: float = DEADLINE_S, **popen
+) -> subprocess.CompletedProcess:
     """Run a headless watch until its stderr has said every one of `needles`, then end it with
     Ctrl-C (SIGINT), as a person would: instead of a `--duration` that a loaded machine can
     outrun. Returns the finished process with its whole stdout and stderr."""
@@ -55,8 +62,12 @@ def run_until_said(command: list[str], needles: list[str], timeout_s: float = DE
     reader = threading.Thread(target=lambda: said.extend(proc.stderr), daemon=True)
     reader.start()
     try:
-        wait_until(lambda: all(n in "".join(said) for n in needles) or proc.poll() is not None,
-                   f"{needles} on stderr", timeout_s, detail=lambda: "".join(said)[-2000:])
+        wait_until(
+            lambda: all(n in "".join(said) for n in needles) or proc.poll() is not None,
+            f"{needles} on stderr",
+            timeout_s,
+            detail=lambda: "".join(said)[-2000:],
+        )
         proc.send_signal(signal.SIGINT)
         out = proc.stdout.read()
         proc.wait(timeout=timeout_s)

@@ -36,7 +36,7 @@ AGE_UNITS = {"s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 def _rotate_arg(value: str) -> tuple[str, float]:
     """`--rotate`: ("bytes", N) for a size (K/M/G/T, optionally with B or iB) or ("s", N) for an age."""
     number = value.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-    unit = value[len(number):]
+    unit = value[len(number) :]
     try:
         amount = float(number)
     except ValueError:
@@ -57,24 +57,51 @@ def _retain_arg(value: str) -> int:
 
 def _session_options(p: argparse.ArgumentParser) -> None:
     from trnwatch.sources import positive
+
     p.set_defaults(default_receipt=True)
     g = p.add_argument_group("session")
-    g.add_argument("--headless", action="store_true", help="no screen: collect, then write the receipt and print its path")
-    g.add_argument("--duration", type=positive, metavar="SECONDS", help="stop after this many seconds (default: until EOF or Ctrl-C)")
-    g.add_argument("--receipt", type=Path, metavar="PATH", help="where to write the receipt JSON (Markdown goes beside it as .md)")
-    g.add_argument("--record", type=Path, metavar="PATH", help="record every raw line ingested (trnwatch.recording/2, "
-                   "index in PATH.idx), for `trnwatch replay`")
-    g.add_argument("--ultraservers", type=Path, metavar="FILE",
-                   help="map hosts to UltraServers: lines of '<host id or stream label> <ultraserver id>'")
-    g.add_argument("--refresh", type=positive, default=1.0, metavar="SECONDS", help="screen refresh interval (default 1)")
-    g.add_argument("--theme", default=None, choices=THEME_NAMES, help="screen theme (default dark; mono under NO_COLOR)")
-    g.add_argument("--snapshot-dir", type=Path, metavar="DIR", help="where the screen's export key (e) writes "
-                   "SVG + JSON snapshots (default ./snapshots)")
+    g.add_argument(
+        "--headless", action="store_true", help="no screen: collect, then write the receipt and print its path"
+    )
+    g.add_argument(
+        "--duration",
+        type=positive,
+        metavar="SECONDS",
+        help="stop after this many seconds (default: until EOF or Ctrl-C)",
+    )
+    g.add_argument(
+        "--receipt", type=Path, metavar="PATH", help="where to write the receipt JSON (Markdown goes beside it as .md)"
+    )
+    g.add_argument(
+        "--record",
+        type=Path,
+        metavar="PATH",
+        help="record every raw line ingested (trnwatch.recording/2, index in PATH.idx), for `trnwatch replay`",
+    )
+    g.add_argument(
+        "--ultraservers",
+        type=Path,
+        metavar="FILE",
+        help="map hosts to UltraServers: lines of '<host id or stream label> <ultraserver id>'",
+    )
+    g.add_argument(
+        "--refresh", type=positive, default=1.0, metavar="SECONDS", help="screen refresh interval (default 1)"
+    )
+    g.add_argument(
+        "--theme", default=None, choices=THEME_NAMES, help="screen theme (default dark; mono under NO_COLOR)"
+    )
+    g.add_argument(
+        "--snapshot-dir",
+        type=Path,
+        metavar="DIR",
+        help="where the screen's export key (e) writes SVG + JSON snapshots (default ./snapshots)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     from trnwatch import sources
     from trnwatch.sources import non_negative, positive
+
     parser = argparse.ArgumentParser(
         prog="trnwatch",
         description="Live monitor for training runs on AWS Trainium3 UltraServers: per-chip HBM and NeuronCore "
@@ -85,51 +112,78 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"trnwatch {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    watch = sub.add_parser("watch", help="watch neuron-monitor streams (local child process or stdin)",
-                           description="Watch a live neuron-monitor stream. With no source option, runs the local "
-                           "neuron-monitor (PATH or /opt/aws/neuron/bin) with a generated config.")
+    watch = sub.add_parser(
+        "watch",
+        help="watch neuron-monitor streams (local child process or stdin)",
+        description="Watch a live neuron-monitor stream. With no source option, runs the local "
+        "neuron-monitor (PATH or /opt/aws/neuron/bin) with a generated config.",
+    )
     sources.add_options(watch, "watch")
     _session_options(watch)
 
-    record = sub.add_parser("record", help="headless recorder for long runs: every source of `watch`, no screen",
-                            description="Record every line the sources of `watch` deliver into a folder of "
-                            "trnwatch.recording/2 files, rotated by size or age, until SIGTERM, SIGHUP, Ctrl-C or "
-                            "--duration. No screen, and no receipt unless --receipt is given. `trnwatch replay DIR` "
-                            "replays the folder as one recording.")
+    record = sub.add_parser(
+        "record",
+        help="headless recorder for long runs: every source of `watch`, no screen",
+        description="Record every line the sources of `watch` deliver into a folder of "
+        "trnwatch.recording/2 files, rotated by size or age, until SIGTERM, SIGHUP, Ctrl-C or "
+        "--duration. No screen, and no receipt unless --receipt is given. `trnwatch replay DIR` "
+        "replays the folder as one recording.",
+    )
     record.add_argument("folder", type=Path, metavar="DIR", help="where the recording files go (created 0700)")
     sources.add_options(record, "record")
     rec = record.add_argument_group("recording")
-    rec.add_argument("--rotate", type=_rotate_arg, action="append", default=[], metavar="SIZE|AGE",
-                     help="start the next file after SIZE bytes (K, M, G, T: powers of 1024, e.g. 1G) or AGE "
-                     "(s, m, h, d, e.g. 6h); repeat to give both")
-    rec.add_argument("--retain", type=_retain_arg, metavar="N", help="keep at most N recording files in DIR (oldest deleted)")
+    rec.add_argument(
+        "--rotate",
+        type=_rotate_arg,
+        action="append",
+        default=[],
+        metavar="SIZE|AGE",
+        help="start the next file after SIZE bytes (K, M, G, T: powers of 1024, e.g. 1G) or AGE "
+        "(s, m, h, d, e.g. 6h); repeat to give both",
+    )
+    rec.add_argument(
+        "--retain", type=_retain_arg, metavar="N", help="keep at most N recording files in DIR (oldest deleted)"
+    )
     rec.add_argument("--duration", type=positive, metavar="SECONDS", help="stop after this many seconds")
     rec.add_argument("--receipt", type=Path, metavar="PATH", help="also write a receipt at the end")
     rec.add_argument("--ultraservers", type=Path, metavar="FILE", help="host -> UltraServer map, as for `watch`")
     record.set_defaults(headless=True, record=None, default_receipt=False, snapshot_dir=None)
 
-    replay = sub.add_parser("replay", help="replay a recording to the same figures and receipt",
-                            description="Replay a recording made with --record. Figures and receipt match the recorded "
-                            "session; the receipt's evidence is 'replayed'.")
+    replay = sub.add_parser(
+        "replay",
+        help="replay a recording to the same figures and receipt",
+        description="Replay a recording made with --record. Figures and receipt match the recorded "
+        "session; the receipt's evidence is 'replayed'.",
+    )
     sources.add_options(replay, "replay")
     _session_options(replay)
 
-    demo = sub.add_parser("demo", help="the whole simulated Trn3 UltraServer through the live parsing path",
-                          description="Simulated Trn3 Gen2 UltraServer: 36 hosts x 4 chips, each host's reports rendered "
-                          "to JSON text and parsed exactly like a live stream. Everything it shows is labelled SIMULATED.")
+    demo = sub.add_parser(
+        "demo",
+        help="the whole simulated Trn3 UltraServer through the live parsing path",
+        description="Simulated Trn3 Gen2 UltraServer: 36 hosts x 4 chips, each host's reports rendered "
+        "to JSON text and parsed exactly like a live stream. Everything it shows is labelled SIMULATED.",
+    )
     sources.add_options(demo, "demo")
     _session_options(demo)
 
-    sim = sub.add_parser("sim", help="the simulator as a drop-in neuron-monitor (reports on stdout)",
-                         description="A drop-in neuron-monitor for one simulated host: accepts -c CONFIG and --verbose "
-                         "like the real one, writes one JSON report per line.")
+    sim = sub.add_parser(
+        "sim",
+        help="the simulator as a drop-in neuron-monitor (reports on stdout)",
+        description="A drop-in neuron-monitor for one simulated host: accepts -c CONFIG and --verbose "
+        "like the real one, writes one JSON report per line.",
+    )
     from trnwatch.workloads.sim import cli as sim_cli
+
     sim_cli.add_arguments(sim)
 
-    snap = sub.add_parser("snapshot", help="collect briefly, then print every scope as text or JSON (for scripts, tickets)",
-                          description="Collect from a source for --duration (default: three report periods; a recording: "
-                          "to its end), then print a plain-text summary of every scope, or with --json the full "
-                          "snapshot (trnwatch.snapshot/1), the same one the screen's export key writes.")
+    snap = sub.add_parser(
+        "snapshot",
+        help="collect briefly, then print every scope as text or JSON (for scripts, tickets)",
+        description="Collect from a source for --duration (default: three report periods; a recording: "
+        "to its end), then print a plain-text summary of every scope, or with --json the full "
+        "snapshot (trnwatch.snapshot/1), the same one the screen's export key writes.",
+    )
     sources.add_options(snap, "snapshot")
     snap.add_argument("--duration", type=positive, metavar="SECONDS", help="how long to collect before printing")
     snap.add_argument("--ultraservers", type=Path, metavar="FILE", help="host -> UltraServer map, as for `watch`")
@@ -137,24 +191,41 @@ def build_parser() -> argparse.ArgumentParser:
     snap.add_argument("--json", action="store_true", help="print the JSON snapshot instead of the text summary")
     snap.set_defaults(headless=True, record=None, default_receipt=False, snapshot_dir=None)
 
-    compare = sub.add_parser("compare", help="compare two receipts, refusing mismatched boundaries",
-                             description="Compare two receipts figure by figure. The boundary (scope, chips, hosts, "
-                             "UltraServers, ranks, fabric, instance and device type, LNC, versions, model, precision, "
-                             "batch, sequence length, parallelism, evidence) is checked first: any difference refuses "
-                             "the comparison (exit 3). Exit 1 with --fail-if-slower when steady tokens/s fell by more "
-                             "than PCT beyond noise; 0 otherwise.")
+    compare = sub.add_parser(
+        "compare",
+        help="compare two receipts, refusing mismatched boundaries",
+        description="Compare two receipts figure by figure. The boundary (scope, chips, hosts, "
+        "UltraServers, ranks, fabric, instance and device type, LNC, versions, model, precision, "
+        "batch, sequence length, parallelism, evidence) is checked first: any difference refuses "
+        "the comparison (exit 3). Exit 1 with --fail-if-slower when steady tokens/s fell by more "
+        "than PCT beyond noise; 0 otherwise.",
+    )
     compare.add_argument("baseline", type=Path, metavar="BASELINE", help="receipt JSON of the reference run")
     compare.add_argument("candidate", type=Path, metavar="CANDIDATE", help="receipt JSON of the run being judged")
     compare.add_argument("--json", action="store_true", help="print the comparison as JSON instead of Markdown")
-    compare.add_argument("--allow-mismatch", default="", metavar="FIELD[,FIELD]",
-                         help="boundary fields allowed to differ; the output is labelled 'not like for like'")
-    compare.add_argument("--fail-if-slower", type=non_negative, metavar="PCT",
-                         help="exit 1 when steady tokens/s fell by more than PCT percent beyond noise")
+    compare.add_argument(
+        "--allow-mismatch",
+        default="",
+        metavar="FIELD[,FIELD]",
+        help="boundary fields allowed to differ; the output is labelled 'not like for like'",
+    )
+    compare.add_argument(
+        "--fail-if-slower",
+        type=non_negative,
+        metavar="PCT",
+        help="exit 1 when steady tokens/s fell by more than PCT percent beyond noise",
+    )
 
-    schema = sub.add_parser("schema", help="print the JSON Schema of a contract",
-                            description="Print the JSON Schema exported from the model of a versioned contract.")
-    schema.add_argument("contract", choices=["receipt", "job", "neuron-monitor"],
-                        help="receipt: trnwatch.receipt/1; job: trnwatch.job/1; neuron-monitor: a report as trnwatch reads it")
+    schema = sub.add_parser(
+        "schema",
+        help="print the JSON Schema of a contract",
+        description="Print the JSON Schema exported from the model of a versioned contract.",
+    )
+    schema.add_argument(
+        "contract",
+        choices=["receipt", "job", "neuron-monitor"],
+        help="receipt: trnwatch.receipt/1; job: trnwatch.job/1; neuron-monitor: a report as trnwatch reads it",
+    )
     return parser
 
 
@@ -177,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
 def _dispatch(args) -> int:
     if args.command == "sim":
         from trnwatch.workloads.sim import cli as sim_cli
+
         return sim_cli.run(args)
     if args.command == "schema":
         return _print_schema(args.contract)
@@ -201,6 +273,7 @@ def _leave(status: int) -> None:
     and the interpreter would otherwise join that thread at exit, for as long as the read lasts
     (and print a KeyboardInterrupt traceback from threading._shutdown on Ctrl-C)."""
     import threading
+
     if not any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
         return
     for stream in (sys.stdout, sys.stderr):
@@ -218,12 +291,15 @@ class UsageError(Exception):
 def _print_schema(contract: str) -> int:
     if contract == "receipt":
         from trnwatch.ledger.receipt import receipt_json_schema
+
         schema = receipt_json_schema()
     elif contract == "job":
         from trnwatch.collectors.job_events import job_event_json_schema
+
         schema = job_event_json_schema()
     else:
         from trnwatch.collectors.neuron_monitor import report_json_schema
+
         schema = report_json_schema()
     error = _emit(json.dumps(schema, indent=2))
     return 0 if error in (None, "the reader closed the pipe") else 1  # `| head` is a normal end
@@ -252,8 +328,11 @@ def _run_compare(args) -> int:
             _say(json.dumps(result.to_json(), indent=2))
         print(compare.refusal_message(result), file=sys.stderr)
         return 3
-    _say(json.dumps(result.to_json(), indent=2) if args.json
-         else compare.render_markdown(result, str(args.baseline), str(args.candidate)).rstrip("\n"))
+    _say(
+        json.dumps(result.to_json(), indent=2)
+        if args.json
+        else compare.render_markdown(result, str(args.baseline), str(args.candidate)).rstrip("\n")
+    )
     if args.fail_if_slower is not None and compare.slower_beyond(result, args.fail_if_slower):
         print(f"trnwatch: steady tokens/s fell by more than {args.fail_if_slower:g}% beyond noise", file=sys.stderr)
         return 1
@@ -262,6 +341,7 @@ def _run_compare(args) -> int:
 
 def _load_ultraservers(path: Path | None) -> dict[str, str]:
     from trnwatch.collectors.ultraserver_map import UltraServerMapError, load_ultraserver_map
+
     if path is None:
         return {}
     try:
@@ -278,13 +358,20 @@ def _run_session(args) -> int:
     else:
         from trnwatch.tui.app import run_app
         from trnwatch.tui.terminal import NoTerminal
+
         try:
-            reason, path = run_app(session, refresh_s=args.refresh, theme=args.theme, receipt_path=args.receipt,
-                                   snapshot_dir=args.snapshot_dir)
+            reason, path = run_app(
+                session,
+                refresh_s=args.refresh,
+                theme=args.theme,
+                receipt_path=args.receipt,
+                snapshot_dir=args.snapshot_dir,
+            )
         except NoTerminal as exc:
             raise UsageError(str(exc)) from None
         if args.as_process:
             from trnwatch.session import hold_exit_signals
+
             hold_exit_signals()
     _report_receipt(session, path)
     nothing_valid = _say_if_nothing_valid(session)
@@ -295,6 +382,7 @@ def _run_session(args) -> int:
 def _write_receipt(session, path: Path | None) -> Path | None:
     """The session's receipt, or None when no place took it (the notes say why)."""
     from trnwatch.output import OutputError
+
     try:
         return session.write_receipt(path)
     except OutputError:
@@ -332,8 +420,10 @@ def _run_record(args) -> int:
     session, _ = _make_session(args)
     reason = asyncio.run(_headless(session, RECORD_PROGRESS_EVERY_S, args.as_process))
     rec = session.recorder
-    _say(f"recorded {rec.frames} frames, {rec.bytes_written} bytes in {len(rec.files)} file(s) in {args.folder}"
-         + (f"; stopped: {rec.error}" if rec.error else ""))
+    _say(
+        f"recorded {rec.frames} frames, {rec.bytes_written} bytes in {len(rec.files)} file(s) in {args.folder}"
+        + (f"; stopped: {rec.error}" if rec.error else "")
+    )
     path = _write_receipt(session, args.receipt) if args.receipt is not None else None
     _report_receipt(session, path)
     return 1 if reason == "error" or rec.error or (args.receipt is not None and path is None) else 0
@@ -345,6 +435,7 @@ RECORD_PROGRESS_EVERY_S = 300.0  # a recorder runs for days: a progress line eve
 def _print_recording_info(path: Path) -> int:
     from trnwatch.collectors.recording import RecordingError
     from trnwatch.collectors.recording_reader import Recording, describe
+
     try:
         recording = Recording(path)
         info = describe(recording)
@@ -361,22 +452,26 @@ def _print_recording_info(path: Path) -> int:
         return ", ".join(items[:limit]) + (f", ... ({len(items) - limit} more)" if len(items) > limit else "")
 
     kinds = Counter(info.sources.values())
-    span = (f"{iso(info.span[0])} .. {iso(info.span[1])} ({info.span[1] - info.span[0]:.1f} s)"
-            if info.span else "empty")
+    span = f"{iso(info.span[0])} .. {iso(info.span[1])} ({info.span[1] - info.span[0]:.1f} s)" if info.span else "empty"
     ratio = f"{info.raw_bytes / info.size_bytes:.1f}x" if info.size_bytes else "-"
     lines = [
         f"recording:   {clean(str(path))} ({info.schema}, {info.files} file{'s' if info.files != 1 else ''})",
-        f"evidence:    {info.evidence}" + (f" ({len(info.simulated_sources)} source(s) marked by the simulator)"
-                                         if info.simulated_sources else ""),
+        f"evidence:    {info.evidence}"
+        + (f" ({len(info.simulated_sources)} source(s) marked by the simulator)" if info.simulated_sources else ""),
         f"span:        {span}",
-        f"sources:     {len(info.sources)} (" + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) + ")"
+        f"sources:     {len(info.sources)} ("
+        + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+        + ")"
         + (f": {names(info.sources)}" if info.sources else ""),
-        "hosts:       " + ("not recorded by /1 (replay it to see them)" if info.hosts is None
-                          else f"{len(info.hosts)}" + (f": {names(info.hosts)}" if info.hosts else "")),
-        f"frames:      {info.frames}" + (", skipped: " + ", ".join(f"{n} {r}" for r, n in sorted(info.skipped.items()))
-                                         if info.skipped else ""),
-        f"size:        {info.size_bytes:,} bytes on disk, {info.raw_bytes:,} bytes of entries, "
-        f"compression {ratio}",
+        "hosts:       "
+        + (
+            "not recorded by /1 (replay it to see them)"
+            if info.hosts is None
+            else f"{len(info.hosts)}" + (f": {names(info.hosts)}" if info.hosts else "")
+        ),
+        f"frames:      {info.frames}"
+        + (", skipped: " + ", ".join(f"{n} {r}" for r, n in sorted(info.skipped.items())) if info.skipped else ""),
+        f"size:        {info.size_bytes:,} bytes on disk, {info.raw_bytes:,} bytes of entries, compression {ratio}",
     ]
     _say("\n".join(lines))
     return 0
@@ -388,12 +483,14 @@ SNAPSHOT_PERIODS = 3  # default collection time of `trnwatch snapshot`, in repor
 def _run_snapshot(args) -> int:
     """`trnwatch snapshot`: collect headless from the chosen source, then print every scope."""
     from trnwatch.ledger.snapshot import build_snapshot, render_text, session_now_s, snapshot_json
+
     if args.duration is None and args.recording is None:  # a recording is read to its end
         args = argparse.Namespace(**{**vars(args), "duration": SNAPSHOT_PERIODS * args.period})
     session, _ = _make_session(args)
 
     async def collect():
         from trnwatch.session import hold_exit_signals
+
         session.install_signal_handlers()
         reason = await session.run()
         if args.as_process:
@@ -404,8 +501,9 @@ def _run_snapshot(args) -> int:
     job = session.ledger.job
     wall_s = time.time()
     now_s = session_now_s(session.ledger, wall_s, job)
-    snapshot = build_snapshot(session.ledger, now_s, session.ledger.job_summary(now_s), session.recorded_evidence,
-                              written_at_s=wall_s)
+    snapshot = build_snapshot(
+        session.ledger, now_s, session.ledger.job_summary(now_s), session.recorded_evidence, written_at_s=wall_s
+    )
     error = _emit(snapshot_json(snapshot).rstrip("\n") if args.json else render_text(snapshot).rstrip("\n"))
     if error is not None:
         _warn(f"snapshot not written to stdout: {error}")
@@ -443,6 +541,7 @@ def _say(text: str) -> None:
 def _warn(text: str) -> None:
     """One line on stderr, `trnwatch: ` first; outside strings in it are cleaned."""
     from trnwatch.outside import clean
+
     try:
         print(f"trnwatch: {clean(text)}", file=sys.stderr, flush=True)
     except (OSError, ValueError):
@@ -451,6 +550,7 @@ def _warn(text: str) -> None:
 
 async def _headless(session, progress_every_s: float, as_process: bool):
     from trnwatch.session import hold_exit_signals, link_progress_lines, progress_lines
+
     session.install_signal_handlers()
     reporter = asyncio.create_task(progress_lines(session, progress_every_s))
     links = asyncio.create_task(link_progress_lines(session)) if session.remote_sources else None
@@ -467,6 +567,7 @@ async def _headless(session, progress_every_s: float, as_process: bool):
 
 def _keys_from_terminal() -> int:
     from trnwatch.tui.terminal import NoTerminal, keys_from_terminal
+
     try:
         return keys_from_terminal()
     except NoTerminal as exc:
@@ -478,6 +579,7 @@ def _check_outputs(args) -> None:
     the default receipt folder is not, say at once that the receipt will go to the current
     directory instead (and fail if that is not writable either)."""
     from trnwatch.output import OutputError, check_writable, default_receipt_dir
+
     named = [("--receipt", args.receipt), ("--record", args.record)]
     if args.command == "record":
         named.append(("DIR", args.folder / "trnwatch-probe.trnrec"))
@@ -500,8 +602,10 @@ def _check_outputs(args) -> None:
         try:
             check_writable(Path.cwd() / "receipt.json")
         except (OutputError, OSError) as cwd_exc:
-            raise UsageError(f"no place for the receipt: {exc}; and the current directory: {cwd_exc}. "
-                             "Pass --receipt PATH in a writable folder.") from None
+            raise UsageError(
+                f"no place for the receipt: {exc}; and the current directory: {cwd_exc}. "
+                "Pass --receipt PATH in a writable folder."
+            ) from None
         _warn(f"the default receipt folder cannot be written ({exc}); the receipt will go to the current directory")
 
 
@@ -526,18 +630,39 @@ def _make_session(args):
     ledger = Ledger(chosen.mode, ultraservers, {k: v for k, v in job_rules.items() if v is not None})
     recorder = None
     if args.command == "record":
-        rotation = Rotation(max_bytes=next((int(n) for unit, n in args.rotate if unit == "bytes"), None),
-                            max_age_s=next((n for unit, n in args.rotate if unit == "s"), None), retain=args.retain)
-        recorder = Recorder.to_folder(args.folder, chosen.mode, ultraservers, rotation=rotation,
-                                      known_hosts=lambda: ledger.hosts.keys(),
-                                      simulated_sources=ledger.simulated_source_ids,
-                                      on_file=lambda path: _say(f"recording to {path}"))
+        rotation = Rotation(
+            max_bytes=next((int(n) for unit, n in args.rotate if unit == "bytes"), None),
+            max_age_s=next((n for unit, n in args.rotate if unit == "s"), None),
+            retain=args.retain,
+        )
+        recorder = Recorder.to_folder(
+            args.folder,
+            chosen.mode,
+            ultraservers,
+            rotation=rotation,
+            known_hosts=lambda: ledger.hosts.keys(),
+            simulated_sources=ledger.simulated_source_ids,
+            on_file=lambda path: _say(f"recording to {path}"),
+        )
     elif args.record:
-        recorder = Recorder.to_file(args.record, chosen.mode, ultraservers, known_hosts=lambda: ledger.hosts.keys(),
-                                    simulated_sources=ledger.simulated_source_ids)
+        recorder = Recorder.to_file(
+            args.record,
+            chosen.mode,
+            ultraservers,
+            known_hosts=lambda: ledger.hosts.keys(),
+            simulated_sources=ledger.simulated_source_ids,
+        )
     if recorder is not None and recorder.error is not None:
         raise UsageError(f"cannot record to {args.record or args.folder}: {recorder.error}")
-    session = Session(ledger, chosen.built.sources, recorder, args.duration, chosen.built.recorded_evidence,
-                      background=chosen.built.background, replay=chosen.built.replay, receipt_path=args.receipt,
-                      remote_sources=chosen.remote)
+    session = Session(
+        ledger,
+        chosen.built.sources,
+        recorder,
+        args.duration,
+        chosen.built.recorded_evidence,
+        background=chosen.built.background,
+        replay=chosen.built.replay,
+        receipt_path=args.receipt,
+        remote_sources=chosen.remote,
+    )
     return session, chosen.progress_every_s

@@ -35,31 +35,53 @@ class OptionError(ValueError):
 
 def add_ssh_options(o) -> None:
     """`--hosts`, `--hosts-file` (device sources) and the SSH client's options (`sources.Options`)."""
-    o.exclusive.add_argument("--hosts", nargs="?", const=SLURM_JOB, metavar="HOSTLIST",
-                             help="run neuron-monitor on these hosts over SSH: a Slurm hostlist such as "
-                             "'trn3-[001-036]'; alone, the nodes of the current Slurm job (SLURM_JOB_NODELIST)")
-    o.exclusive.add_argument("--hosts-file", type=Path, metavar="FILE",
-                             help="hosts to watch over SSH, one per line: 'HOST [ULTRASERVER [LABEL]]', # comments")
+    o.exclusive.add_argument(
+        "--hosts",
+        nargs="?",
+        const=SLURM_JOB,
+        metavar="HOSTLIST",
+        help="run neuron-monitor on these hosts over SSH: a Slurm hostlist such as "
+        "'trn3-[001-036]'; alone, the nodes of the current Slurm job (SLURM_JOB_NODELIST)",
+    )
+    o.exclusive.add_argument(
+        "--hosts-file",
+        type=Path,
+        metavar="FILE",
+        help="hosts to watch over SSH, one per line: 'HOST [ULTRASERVER [LABEL]]', # comments",
+    )
     remote = o.group("remote sources")
     remote.add_argument("--ssh-config", type=Path, metavar="FILE", help="ssh client config to use (ssh -F FILE)")
-    remote.add_argument("--remote-command", metavar="COMMAND",
-                        help="command run on each host instead of neuron-monitor; it gets the neuron-monitor config "
-                        "on stdin and must write reports to stdout (default: neuron-monitor -c /dev/stdin)")
+    remote.add_argument(
+        "--remote-command",
+        metavar="COMMAND",
+        help="command run on each host instead of neuron-monitor; it gets the neuron-monitor config "
+        "on stdin and must write reports to stdout (default: neuron-monitor -c /dev/stdin)",
+    )
 
 
 def add_scrape_options(o) -> None:
     """`--scrape`, `--scrape-file`, and the bearer token (shared with `--prometheus`)."""
-    o.exclusive.add_argument("--scrape", action="append", metavar="URL",
-                             help="scrape this neuron-monitor-prometheus exporter /metrics URL every --period (repeatable)")
+    o.exclusive.add_argument(
+        "--scrape",
+        action="append",
+        metavar="URL",
+        help="scrape this neuron-monitor-prometheus exporter /metrics URL every --period (repeatable)",
+    )
     o.exclusive.add_argument("--scrape-file", type=Path, metavar="FILE", help="exporter URLs to scrape, one per line")
     o.group("remote sources").add_argument(
-        "--prometheus-token-file", type=Path, metavar="FILE",
-        help=f"bearer token for --scrape / --prometheus (default: ${TOKEN_ENV} if set)")
+        "--prometheus-token-file",
+        type=Path,
+        metavar="FILE",
+        help=f"bearer token for --scrape / --prometheus (default: ${TOKEN_ENV} if set)",
+    )
 
 
 def add_server_options(o) -> None:
-    o.exclusive.add_argument("--prometheus", metavar="URL",
-                             help="query this Prometheus server's HTTP API for the whole cluster every --period")
+    o.exclusive.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="query this Prometheus server's HTTP API for the whole cluster every --period",
+    )
 
 
 def ssh_requested(args: argparse.Namespace) -> bool:

@@ -157,8 +157,10 @@ class Session:
         if rec is not None and rec.error is not None:
             path = rec.files[-1] if rec.files else rec.target
             if self.output_failed("recording", path, rec.error):
-                self.notice(f"recording stopped: {path}: {rec.error}; monitoring goes on, "
-                            "the receipt says where the recording ends")
+                self.notice(
+                    f"recording stopped: {path}: {rec.error}; monitoring goes on, "
+                    "the receipt says where the recording ends"
+                )
 
     def _apply(self, item: Line | SourceEvent) -> None:
         if self.recorder is not None and self.recorder.error is None:
@@ -218,12 +220,28 @@ class Session:
 
     def receipt(self) -> Receipt:
         rec = self.recorder
-        recording = None if rec is None else RecordingEntry(
-            path=str(rec.target), files=[str(p) for p in rec.files], frames=rec.frames, bytes=rec.bytes_written,
-            error=rec.error, stopped_at=rec.stopped_at_s)
+        recording = (
+            None
+            if rec is None
+            else RecordingEntry(
+                path=str(rec.target),
+                files=[str(p) for p in rec.files],
+                frames=rec.frames,
+                bytes=rec.bytes_written,
+                error=rec.error,
+                stopped_at=rec.stopped_at_s,
+            )
+        )
         replay = self.replay() if self.replay is not None else None
-        return build_receipt(self.ledger, self.exit_reason or "error", self.recorded_evidence, written_at_s=time.time(),
-                             output_failures=self.output_failures, recording=recording, replay=replay)
+        return build_receipt(
+            self.ledger,
+            self.exit_reason or "error",
+            self.recorded_evidence,
+            written_at_s=time.time(),
+            output_failures=self.output_failures,
+            recording=recording,
+            replay=replay,
+        )
 
     def write_receipt(self, path: Path | None) -> Path:
         """Write the receipt (JSON + Markdown beside it) to `path`, or the default folder; when that
@@ -299,8 +317,12 @@ async def progress_lines(session: Session, every_s: float, out=sys.stderr) -> No
         reports = sum(s.reports for s in ledger.sources.values())
         rejected = sum(sum(s.rejected.values()) for s in ledger.sources.values())
         fresh = sum(1 for h in ledger.hosts.values() if ledger.host_fresh(h, now))
-        print(f"trnwatch: {now - session.started_s:.0f} s, {fresh}/{len(ledger.hosts)} hosts reporting, "
-              f"{reports} lines folded, {rejected} rejected", file=out, flush=True)
+        print(
+            f"trnwatch: {now - session.started_s:.0f} s, {fresh}/{len(ledger.hosts)} hosts reporting, "
+            f"{reports} lines folded, {rejected} rejected",
+            file=out,
+            flush=True,
+        )
 
 
 async def link_progress_lines(session: Session, every_s: float = 0.5, out=sys.stderr) -> None:
@@ -318,8 +340,11 @@ async def link_progress_lines(session: Session, every_s: float = 0.5, out=sys.st
             stats = ledger.sources[source_id]
             if state == "lost" and before != "lost":
                 error = stats.link_error or stats.end_error or "no message"
-                print(clean(f"trnwatch: {source_id} lost: {error}" + ("" if stats.ended_s else "; will retry")),
-                      file=out, flush=True)
+                print(
+                    clean(f"trnwatch: {source_id} lost: {error}" + ("" if stats.ended_s else "; will retry")),
+                    file=out,
+                    flush=True,
+                )
             elif state == "connected" and before in ("lost", "reconnecting", "stale"):
                 print(clean(f"trnwatch: {source_id} up again"), file=out, flush=True)
         last_states = states

@@ -56,6 +56,7 @@ def positive_int(value: str) -> int:
 
 def _time_arg(value: str):
     from trnwatch.collectors.recording_reader import TimeArg
+
     try:
         return TimeArg.parse(value)
     except ValueError as exc:
@@ -90,7 +91,9 @@ class Built:
 
     sources: list[SourceSpec]
     ultraservers: dict[str, str] = field(default_factory=dict)  # stream label -> UltraServer (hosts file)
-    background: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)  # workloads beside the sources
+    background: list[Callable[[], Coroutine[Any, Any, None]]] = field(
+        default_factory=list
+    )  # workloads beside the sources
     replay: Callable | None = None  # what a replay read, for the receipt
     recorded_evidence: str | None = None
     notes: list[str] = field(default_factory=list)  # said once on stderr before the session starts
@@ -119,14 +122,19 @@ class SourceKind:
 
 # --- device kinds -----------------------------------------------------------------------------
 
+
 def _stdin_options(o: Options) -> None:
-    help_text = ("read one neuron-monitor stream (one JSON report per line) from stdin until EOF" if o.command != "snapshot"
-                 else "one neuron-monitor stream from stdin (as `watch --stdin`)")
+    help_text = (
+        "read one neuron-monitor stream (one JSON report per line) from stdin until EOF"
+        if o.command != "snapshot"
+        else "one neuron-monitor stream from stdin (as `watch --stdin`)"
+    )
     o.exclusive.add_argument("--stdin", action="store_true", help=help_text)
 
 
 def _stdin_build(args: argparse.Namespace, ctx: Context) -> Built:
     from trnwatch.collectors.streams import stdin_lines
+
     label = args.label or "stdin"
     # With the screen, reports keep coming from the pipe and keys from the terminal (as `less` does).
     fd = 0 if args.headless else ctx.keys_fd()
@@ -134,46 +142,68 @@ def _stdin_build(args: argparse.Namespace, ctx: Context) -> Built:
 
 
 def _neuron_monitor_options(o: Options) -> None:
-    help_text = ("run this executable instead of neuron-monitor, with the same arguments" if o.command != "snapshot"
-                 else "run this executable instead of neuron-monitor")
+    help_text = (
+        "run this executable instead of neuron-monitor, with the same arguments"
+        if o.command != "snapshot"
+        else "run this executable instead of neuron-monitor"
+    )
     o.exclusive.add_argument("--neuron-monitor", metavar="PATH", help=help_text)
 
 
 def _neuron_monitor_build(args: argparse.Namespace, ctx: Context) -> Built:
     from trnwatch.collectors import streams
+
     executable = args.neuron_monitor or streams.find_neuron_monitor()
     if executable is None and ctx.job_requested:
         return Built([], notes=["no neuron-monitor here; watching the job scope only"])
     if executable is None:
-        raise OptionError("neuron-monitor not found on PATH or in /opt/aws/neuron/bin. Install aws-neuronx-tools, "
-                          "pass --neuron-monitor PATH, pipe a stream with --stdin, or try `trnwatch demo`.")
+        raise OptionError(
+            "neuron-monitor not found on PATH or in /opt/aws/neuron/bin. Install aws-neuronx-tools, "
+            "pass --neuron-monitor PATH, pipe a stream with --stdin, or try `trnwatch demo`."
+        )
     label = args.label or "local"
     period_s = args.period
-    return Built([SourceSpec(label, "neuron-monitor", lambda: streams.neuron_monitor_lines(executable, period_s, label))])
+    return Built(
+        [SourceSpec(label, "neuron-monitor", lambda: streams.neuron_monitor_lines(executable, period_s, label))]
+    )
 
 
 def _sim_options(o: Options) -> None:
     from trnwatch.workloads.sim.scenarios import SCENARIOS
     from trnwatch.workloads.sim.topology import TOPOLOGIES
+
     if o.command == "snapshot":
         o.exclusive.add_argument("--demo", action="store_true", help="the simulated UltraServer (as `trnwatch demo`)")
         o.parser.add_argument("--scenario", default="healthy", choices=sorted(SCENARIOS), help="--demo fault scenario")
-        o.parser.add_argument("--topology", default="trn3-gen2-us", choices=sorted(TOPOLOGIES), help="--demo fleet shape")
+        o.parser.add_argument(
+            "--topology", default="trn3-gen2-us", choices=sorted(TOPOLOGIES), help="--demo fleet shape"
+        )
         o.parser.add_argument("--seed", type=int, default=0, help="--demo simulator seed (default 0)")
         o.parser.set_defaults(job_format="job")  # the simulated job as rank files, into --job-dir
         return
     o.parser.set_defaults(demo=True)
-    o.parser.add_argument("--scenario", default="healthy", choices=sorted(SCENARIOS), help="fault scenario (default healthy)")
-    o.parser.add_argument("--topology", default="trn3-gen2-us", choices=sorted(TOPOLOGIES),
-                          help="fleet shape (default trn3-gen2-us)")
+    o.parser.add_argument(
+        "--scenario", default="healthy", choices=sorted(SCENARIOS), help="fault scenario (default healthy)"
+    )
+    o.parser.add_argument(
+        "--topology", default="trn3-gen2-us", choices=sorted(TOPOLOGIES), help="fleet shape (default trn3-gen2-us)"
+    )
     o.parser.add_argument("--seed", type=int, default=0, help="simulator seed (default 0)")
     g = o.group("job telemetry")
-    g.add_argument("--job-dir", type=Path, metavar="DIR",
-                   help="write the simulated job's trnwatch.job/1 rank files (or its log, with --job-format) "
-                   "here (default: a temporary folder)")
-    g.add_argument("--job-format", default="job", choices=JOB_FORMATS,
-                   help="write the simulated job as trnwatch.job/1 rank files (job, the default) or as rank 0's "
-                   "log in that framework's format, read back through the matching log profile")
+    g.add_argument(
+        "--job-dir",
+        type=Path,
+        metavar="DIR",
+        help="write the simulated job's trnwatch.job/1 rank files (or its log, with --job-format) "
+        "here (default: a temporary folder)",
+    )
+    g.add_argument(
+        "--job-format",
+        default="job",
+        choices=JOB_FORMATS,
+        help="write the simulated job as trnwatch.job/1 rank files (job, the default) or as rank 0's "
+        "log in that framework's format, read back through the matching log profile",
+    )
 
 
 def _sim_build(args: argparse.Namespace, ctx: Context) -> Built:
@@ -182,12 +212,18 @@ def _sim_build(args: argparse.Namespace, ctx: Context) -> Built:
     from trnwatch.workloads.sim.fleet import fleet_hosts
     from trnwatch.workloads.sim.source import host_source_id, sim_host_lines
     from trnwatch.workloads.sim.topology import get_topology
+
     period_s = args.period
     hosts = fleet_hosts(get_topology(args.topology), args.seed, args.scenario, period_s)
     start = time.monotonic()
-    specs = [SourceSpec(host_source_id(h), "neuron-monitor",
-                        functools.partial(sim_host_lines, h, period_s, start, period_s * i / len(hosts)))
-             for i, h in enumerate(hosts)]
+    specs = [
+        SourceSpec(
+            host_source_id(h),
+            "neuron-monitor",
+            functools.partial(sim_host_lines, h, period_s, start, period_s * i / len(hosts)),
+        )
+        for i, h in enumerate(hosts)
+    ]
     job_spec, job_writer = _sim_job(hosts, args.job_dir, args.job_format, period_s)
     return Built(specs + [job_spec], background=[job_writer])
 
@@ -216,8 +252,11 @@ def _sim_job(hosts, job_dir: Path | None, job_format: str, period_s: float):
         writer = SimLogWriter(hosts, log, job_format)
         # The profile is detected from the log's first lines, as for a real one; the batch shape
         # is passed as a user would with --global-batch / --seq-len.
-        spec = SourceSpec(f"joblog:{log.name}", "job", lambda: follow_job_log(
-            str(log), profile_registry(), None, run_id(hosts[0]), 0, GLOBAL_BATCH, SEQ_LEN))
+        spec = SourceSpec(
+            f"joblog:{log.name}",
+            "job",
+            lambda: follow_job_log(str(log), profile_registry(), None, run_id(hosts[0]), 0, GLOBAL_BATCH, SEQ_LEN),
+        )
 
     async def write_ticks():
         start = time.monotonic()
@@ -237,27 +276,44 @@ def _sim_job(hosts, job_dir: Path | None, job_format: str, period_s: float):
 
 def _replay_options(o: Options) -> None:
     if o.command == "snapshot":
-        o.exclusive.add_argument("--replay", dest="recording", type=Path, metavar="RECORDING",
-                                 help="a recording made with --record")
+        o.exclusive.add_argument(
+            "--replay", dest="recording", type=Path, metavar="RECORDING", help="a recording made with --record"
+        )
         o.parser.set_defaults(speed=0.0, from_t=None, to_t=None)
         return
     p = o.parser
-    p.add_argument("recording", type=Path, metavar="RECORDING",
-                   help="a recording file (/1 or /2), or a folder of rotated files made by `trnwatch record`")
-    p.add_argument("--speed", type=non_negative, default=None, metavar="X",
-                   help="replay rate: 1 = real time, 0 = as fast as possible (default: 1 with the screen, 0 with --headless)")
-    p.add_argument("--from", dest="from_t", type=_time_arg, metavar="T",
-                   help="start at T: seconds from the recording's start (negative: before its end) or an ISO-8601 "
-                   "time (UTC unless it says); only the frames needed are read")
+    p.add_argument(
+        "recording",
+        type=Path,
+        metavar="RECORDING",
+        help="a recording file (/1 or /2), or a folder of rotated files made by `trnwatch record`",
+    )
+    p.add_argument(
+        "--speed",
+        type=non_negative,
+        default=None,
+        metavar="X",
+        help="replay rate: 1 = real time, 0 = as fast as possible (default: 1 with the screen, 0 with --headless)",
+    )
+    p.add_argument(
+        "--from",
+        dest="from_t",
+        type=_time_arg,
+        metavar="T",
+        help="start at T: seconds from the recording's start (negative: before its end) or an ISO-8601 "
+        "time (UTC unless it says); only the frames needed are read",
+    )
     p.add_argument("--to", dest="to_t", type=_time_arg, metavar="T", help="stop before T (same forms as --from)")
-    p.add_argument("--info", action="store_true",
-                   help="print span, sources, hosts, evidence, size and compression ratio, and exit")
+    p.add_argument(
+        "--info", action="store_true", help="print span, sources, hosts, evidence, size and compression ratio, and exit"
+    )
 
 
 def _replay_build(args: argparse.Namespace, ctx: Context) -> Built:
     from trnwatch.collectors.recording import RecordingError
     from trnwatch.collectors.recording_reader import Recording, describe, replay_lines
     from trnwatch.ledger.receipt import ReplayEntry
+
     try:
         recording = Recording(args.recording)
         from_s, to_s = recording.window(args.from_t, args.to_t)
@@ -268,52 +324,101 @@ def _replay_build(args: argparse.Namespace, ctx: Context) -> Built:
 
     def replayed() -> ReplayEntry:
         stats = recording.stats
-        return ReplayEntry(recording=str(path), schema=recording.schema, window_from=from_s, window_to=to_s,
-                           frames_read=stats.frames_read, frames_skipped=dict(sorted(stats.skipped.items())))
+        return ReplayEntry(
+            recording=str(path),
+            schema=recording.schema,
+            window_from=from_s,
+            window_to=to_s,
+            frames_read=stats.frames_read,
+            frames_skipped=dict(sorted(stats.skipped.items())),
+        )
 
     # The relay carries every recorded source's lines and events; each line keeps its kind, so
     # it is decoded by the decoder it was decoded by live.
     spec = SourceSpec("replay", "neuron-monitor", lambda: replay_lines(recording, speed, from_s, to_s), relay=True)
-    return Built([spec], ultraservers=dict(recording.header.ultraservers), replay=replayed,
-                 recorded_evidence=describe(recording).evidence)  # from the data (catalog marks), not the header's mode
+    return Built(
+        [spec],
+        ultraservers=dict(recording.header.ultraservers),
+        replay=replayed,
+        recorded_evidence=describe(recording).evidence,
+    )  # from the data (catalog marks), not the header's mode
 
 
 STDIN = SourceKind("stdin", ("neuron-monitor",), _stdin_options, lambda a: a.stdin, _stdin_build)
 # The default device kind of watch, record and snapshot: chosen when no other is asked for.
-NEURON_MONITOR = SourceKind("neuron-monitor", ("neuron-monitor",), _neuron_monitor_options,
-                            lambda a: True, _neuron_monitor_build)
+NEURON_MONITOR = SourceKind(
+    "neuron-monitor", ("neuron-monitor",), _neuron_monitor_options, lambda a: True, _neuron_monitor_build
+)
 
 
 def _scaled(build: Callable[[argparse.Namespace], scaleout.ScaleOut]) -> Callable[[argparse.Namespace, Context], Built]:
     def built(args: argparse.Namespace, ctx: Context) -> Built:
         out = build(args)
         return Built(out.sources, ultraservers=out.ultraservers)
+
     return built
 
 
-SSH = SourceKind("ssh", ("neuron-monitor",), scaleout.add_ssh_options, scaleout.ssh_requested,
-                 _scaled(scaleout.ssh_sources), remote=True)
-SCRAPE = SourceKind("scrape", ("prometheus",), scaleout.add_scrape_options, scaleout.scrape_requested,
-                    _scaled(scaleout.scrape_sources), remote=True)
-PROMETHEUS = SourceKind("prometheus", ("promql",), scaleout.add_server_options, lambda a: bool(a.prometheus),
-                        _scaled(scaleout.server_sources), remote=True)
-SIM = SourceKind("sim", ("neuron-monitor", "job", "job-log"), _sim_options, lambda a: a.demo, _sim_build,
-                 mode="simulated", with_job_kinds=False)
-REPLAY = SourceKind("replay", ("neuron-monitor", "prometheus", "promql", "job", "job-log"), _replay_options,
-                    lambda a: a.recording is not None, _replay_build, mode="replayed", progress_every_s=2.0,
-                    with_job_kinds=False)
+SSH = SourceKind(
+    "ssh",
+    ("neuron-monitor",),
+    scaleout.add_ssh_options,
+    scaleout.ssh_requested,
+    _scaled(scaleout.ssh_sources),
+    remote=True,
+)
+SCRAPE = SourceKind(
+    "scrape",
+    ("prometheus",),
+    scaleout.add_scrape_options,
+    scaleout.scrape_requested,
+    _scaled(scaleout.scrape_sources),
+    remote=True,
+)
+PROMETHEUS = SourceKind(
+    "prometheus",
+    ("promql",),
+    scaleout.add_server_options,
+    lambda a: bool(a.prometheus),
+    _scaled(scaleout.server_sources),
+    remote=True,
+)
+SIM = SourceKind(
+    "sim",
+    ("neuron-monitor", "job", "job-log"),
+    _sim_options,
+    lambda a: a.demo,
+    _sim_build,
+    mode="simulated",
+    with_job_kinds=False,
+)
+REPLAY = SourceKind(
+    "replay",
+    ("neuron-monitor", "prometheus", "promql", "job", "job-log"),
+    _replay_options,
+    lambda a: a.recording is not None,
+    _replay_build,
+    mode="replayed",
+    progress_every_s=2.0,
+    with_job_kinds=False,
+)
 
 
 # --- job kinds ----------------------------------------------------------------------------------
 
+
 def _job_dir_options(o: Options) -> None:
     o.group("job telemetry").add_argument(
-        "--job-dir", type=Path, metavar="DIR",
-        help="follow a run directory of trnwatch.job/1 rank files (rank-NNNNN.jsonl), history first")
+        "--job-dir",
+        type=Path,
+        metavar="DIR",
+        help="follow a run directory of trnwatch.job/1 rank files (rank-NNNNN.jsonl), history first",
+    )
 
 
 def _job_dir_build(args: argparse.Namespace, ctx: Context) -> Built:
     from trnwatch.collectors.job_files import follow_run_dir
+
     run_dir = str(args.job_dir)
     # Each rank file is its own source (job:rank-NNNNN.jsonl); the follower only relays them.
     return Built([SourceSpec(f"job-dir:{run_dir}", "job", lambda: follow_run_dir(run_dir), relay=True)])
@@ -321,19 +426,40 @@ def _job_dir_build(args: argparse.Namespace, ctx: Context) -> Built:
 
 def _job_log_options(o: Options) -> None:
     g = o.group("job telemetry")
-    g.add_argument("--job-log", type=Path, metavar="FILE", action="append",
-                   help="follow a training job's own log through a log profile (NxD Core, NxD Training, TorchTitan; "
-                   "Neuron runtime errors and torchrun's failure summary in any log): steps, loss, throughput, "
-                   "compiles, checkpoints, errors. Repeat for one log per rank. No collective latency: that needs "
-                   "the in-job emitter")
-    g.add_argument("--log-profile", metavar="NAME", help="read --job-log with this profile instead of detecting "
-                   "it from the first lines (built-in: nxd, nxdt, torchtitan)")
-    g.add_argument("--log-profile-file", type=Path, metavar="FILE",
-                   help="add log profiles from a TOML file (format: docs/job-telemetry.md)")
-    g.add_argument("--global-batch", type=positive_int, metavar="N",
-                   help="sequences per optimizer step, for passive tokens/s where the log does not say")
-    g.add_argument("--seq-len", type=positive_int, metavar="N",
-                   help="tokens per sequence, for passive tokens/s (with --global-batch, or a log's sequences/s)")
+    g.add_argument(
+        "--job-log",
+        type=Path,
+        metavar="FILE",
+        action="append",
+        help="follow a training job's own log through a log profile (NxD Core, NxD Training, TorchTitan; "
+        "Neuron runtime errors and torchrun's failure summary in any log): steps, loss, throughput, "
+        "compiles, checkpoints, errors. Repeat for one log per rank. No collective latency: that needs "
+        "the in-job emitter",
+    )
+    g.add_argument(
+        "--log-profile",
+        metavar="NAME",
+        help="read --job-log with this profile instead of detecting "
+        "it from the first lines (built-in: nxd, nxdt, torchtitan)",
+    )
+    g.add_argument(
+        "--log-profile-file",
+        type=Path,
+        metavar="FILE",
+        help="add log profiles from a TOML file (format: docs/job-telemetry.md)",
+    )
+    g.add_argument(
+        "--global-batch",
+        type=positive_int,
+        metavar="N",
+        help="sequences per optimizer step, for passive tokens/s where the log does not say",
+    )
+    g.add_argument(
+        "--seq-len",
+        type=positive_int,
+        metavar="N",
+        help="tokens per sequence, for passive tokens/s (with --global-batch, or a log's sequences/s)",
+    )
 
 
 def _job_log_build(args: argparse.Namespace, ctx: Context) -> Built:
@@ -351,9 +477,24 @@ def _job_log_build(args: argparse.Namespace, ctx: Context) -> Built:
         choices = ", ".join(name for name, p in profiles.items() if not p.always)
         raise OptionError(f"unknown log profile {args.log_profile!r}; choose one of: {choices}")
     run, logs = log_sources([str(path) for path in args.job_log])
-    specs = [SourceSpec(log.source_id, "job", functools.partial(
-        follow_job_log, log.path, profiles, args.log_profile, run, log.default_rank, args.global_batch, args.seq_len,
-        source_id=log.source_id)) for log in logs]
+    specs = [
+        SourceSpec(
+            log.source_id,
+            "job",
+            functools.partial(
+                follow_job_log,
+                log.path,
+                profiles,
+                args.log_profile,
+                run,
+                log.default_rank,
+                args.global_batch,
+                args.seq_len,
+                source_id=log.source_id,
+            ),
+        )
+        for log in logs
+    ]
     return Built(specs)
 
 
@@ -362,16 +503,19 @@ def _job_run(args: argparse.Namespace) -> str | None:
     if not args.job_log:
         return None
     from trnwatch.collectors.job_log import log_sources
+
     return log_sources([str(path) for path in args.job_log])[0]
 
 
 def _ckpt_dir_options(o: Options) -> None:
     o.group("job telemetry").add_argument(
-        "--ckpt-dir", type=Path, metavar="DIR", help="watch a checkpoint folder (<tag>/checkpoint, <tag>/done)")
+        "--ckpt-dir", type=Path, metavar="DIR", help="watch a checkpoint folder (<tag>/checkpoint, <tag>/done)"
+    )
 
 
 def _ckpt_dir_build(args: argparse.Namespace, ctx: Context) -> Built:
     from trnwatch.collectors.checkpoints import follow_checkpoint_dir
+
     ckpt = str(args.ckpt_dir)
     run = _job_run(args) or args.ckpt_dir.resolve().name
     return Built([SourceSpec(f"ckpt:{args.ckpt_dir.resolve().name}", "job", lambda: follow_checkpoint_dir(ckpt, run))])
@@ -397,27 +541,48 @@ JOB_KINDS = (JOB_DIR, JOB_LOG, CKPT_DIR)
 def add_options(parser: argparse.ArgumentParser, command: str) -> None:
     """Every option of the command's source kinds, and the options they share."""
     from trnwatch.ledger.job import LATE_AFTER_S, LATE_FACTOR, STALL_AFTER_S, STALL_FACTOR
+
     kinds = COMMAND_KINDS[command]
     options = Options(parser, command)
     for kind in kinds:
         kind.add_options(options)
     if command != "replay":
         help_text = {"demo": "report period per host (default 1)", "snapshot": "report / poll period (default 1)"}
-        parser.add_argument("--period", type=positive, default=1.0, metavar="SECONDS", help=help_text.get(
-            command, "neuron-monitor report period; poll interval of --scrape / --prometheus (default 1)"))
+        parser.add_argument(
+            "--period",
+            type=positive,
+            default=1.0,
+            metavar="SECONDS",
+            help=help_text.get(
+                command, "neuron-monitor report period; poll interval of --scrape / --prometheus (default 1)"
+            ),
+        )
     if STDIN in kinds:
-        parser.add_argument("--label", default=None, help="stream label used as host id when a report has no "
-                            "instance id (default: 'stdin' or 'local')")
+        parser.add_argument(
+            "--label",
+            default=None,
+            help="stream label used as host id when a report has no instance id (default: 'stdin' or 'local')",
+        )
     if command == "replay":
         parser.set_defaults(late_after=None, stall_after=None)  # the default rules (JobLedger)
         return
     g = options.group("job telemetry")
-    g.add_argument("--late-after", type=positive, metavar="S", default=LATE_AFTER_S,
-                   help=f"LATE when no rank completes a step for max({LATE_FACTOR:g} x p99 of recent steady step "
-                   f"times, S) seconds (default {LATE_AFTER_S:g})")
-    g.add_argument("--stall-after", type=positive, metavar="S", default=STALL_AFTER_S,
-                   help=f"STALLED after max({STALL_FACTOR:g} x median recent steady step time, S) seconds "
-                   f"(default {STALL_AFTER_S:g})")
+    g.add_argument(
+        "--late-after",
+        type=positive,
+        metavar="S",
+        default=LATE_AFTER_S,
+        help=f"LATE when no rank completes a step for max({LATE_FACTOR:g} x p99 of recent steady step "
+        f"times, S) seconds (default {LATE_AFTER_S:g})",
+    )
+    g.add_argument(
+        "--stall-after",
+        type=positive,
+        metavar="S",
+        default=STALL_AFTER_S,
+        help=f"STALLED after max({STALL_FACTOR:g} x median recent steady step time, S) seconds "
+        f"(default {STALL_AFTER_S:g})",
+    )
 
 
 @dataclass(frozen=True)
@@ -445,6 +610,8 @@ def build(args: argparse.Namespace, keys_fd: Callable[[], int]) -> Chosen:
         sources=[spec for part in parts for spec in part.sources],
         ultraservers={k: v for part in parts for k, v in part.ultraservers.items()},
         background=[work for part in parts for work in part.background],
-        replay=first.replay, recorded_evidence=first.recorded_evidence,
-        notes=[note for part in parts for note in part.notes])
+        replay=first.replay,
+        recorded_evidence=first.recorded_evidence,
+        notes=[note for part in parts for note in part.notes],
+    )
     return Chosen((device, *jobs), built, device.mode, device.remote, device.progress_every_s)

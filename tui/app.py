@@ -50,14 +50,29 @@ from trnwatch.tui.widgets import TextLines
 
 # Source states other than connected, with the style the status line counts them in, and the
 # order in which one source's trouble is named beside the counts.
-STATE_ROLES = (("stale", "warn"), ("lost", "bad"), ("reconnecting", "warn"), ("connecting", "dim"),
-               ("waiting", "dim"), ("ended", "dim"))
+STATE_ROLES = (
+    ("stale", "warn"),
+    ("lost", "bad"),
+    ("reconnecting", "warn"),
+    ("connecting", "dim"),
+    ("waiting", "dim"),
+    ("ended", "dim"),
+)
 WORST_FIRST = ("lost", "reconnecting", "stale", "connecting", "waiting")
-BADGES = {"live": ("LIVE", "badge-live"), "simulated": ("SIMULATED", "badge-sim"), "replayed": ("REPLAY", "badge-replay")}
+BADGES = {
+    "live": ("LIVE", "badge-live"),
+    "simulated": ("SIMULATED", "badge-sim"),
+    "replayed": ("REPLAY", "badge-replay"),
+}
 # Below WIDE_HEADER_COLS the badges take their short forms, so the scope's boundary keeps its room.
 WIDE_HEADER_COLS = 100
-SHORT_BADGES = {"LIVE": "LIVE", "SIMULATED": "SIM", "REPLAY": "REPLAY", "REPLAY of SIMULATED": "REPLAY/SIM",
-                "REPLAY of LIVE": "REPLAY/LIVE"}
+SHORT_BADGES = {
+    "LIVE": "LIVE",
+    "SIMULATED": "SIM",
+    "REPLAY": "REPLAY",
+    "REPLAY of SIMULATED": "REPLAY/SIM",
+    "REPLAY of LIVE": "REPLAY/LIVE",
+}
 PAUSED = "PAUSED"
 NOTIFY_S = 4.0  # notifications: one short line, gone after this
 
@@ -102,8 +117,11 @@ class TrnwatchApp(App[None]):
         self.recorded_evidence = recorded_evidence
         # A session of job sources only (`watch --job-dir` alone) opens on the job view and says
         # why the device scopes are empty.
-        self.job_only = session is not None and bool(session.sources) and all(
-            spec.kind in ("job", "job-log") for spec in session.sources)
+        self.job_only = (
+            session is not None
+            and bool(session.sources)
+            and all(spec.kind in ("job", "job-log") for spec in session.sources)
+        )
         self.selection = Selection(scope="job" if self.job_only else "ultraserver")
         self.findings: tuple[Finding, ...] = ()
         self.paused = False
@@ -175,14 +193,25 @@ class TrnwatchApp(App[None]):
         if not selection_only:
             self.findings = tuple(current_findings(self.ledger, now_s))
         view = self.view
-        frame = Frame(self.ledger, self.job, now_s, PALETTES[self.theme_name], self.selection,
-                      view.size.width or self.size.width, selection_only, self.findings, self.job_only)
+        frame = Frame(
+            self.ledger,
+            self.job,
+            now_s,
+            PALETTES[self.theme_name],
+            self.selection,
+            view.size.width or self.size.width,
+            selection_only,
+            self.findings,
+            self.job_only,
+        )
         with self.batch_update():
             subject = view.show(frame)
             clock = self._clock(frame)
             self.query_one("#clock-line", TextLines).set_lines([clock])
             self.query_one("#scope-line", TextLines).set_lines([self._scope_line(frame, subject, clock.cell_len)])
-            self.query_one("#fault-line", TextLines).set_lines([fault_line(frame.findings, self.size.width, frame.palette)])
+            self.query_one("#fault-line", TextLines).set_lines(
+                [fault_line(frame.findings, self.size.width, frame.palette)]
+            )
             self.query_one("#status", TextLines).set_lines([self._status(frame)])
 
     def _clock(self, frame: Frame) -> Text:
@@ -200,8 +229,12 @@ class TrnwatchApp(App[None]):
         labels = [BADGES[e][0] for e in ("live", "simulated")] if self.ledger.mode == "live" else [label]
         if narrow:
             label, labels = SHORT_BADGES[label], [SHORT_BADGES[x] for x in labels]
-        clock = styled((units.clock_utc(frame.now_s), pal["text"]), " ", (f" {label} ", pal[role]),
-                       " " * (max(map(len, labels)) - len(label)))
+        clock = styled(
+            (units.clock_utc(frame.now_s), pal["text"]),
+            " ",
+            (f" {label} ", pal[role]),
+            " " * (max(map(len, labels)) - len(label)),
+        )
         clock.append(*((f" {PAUSED} ", pal["badge-paused"]) if self.paused else (" " * (len(PAUSED) + 2), None)))
         return clock
 
@@ -217,8 +250,10 @@ class TrnwatchApp(App[None]):
         pal = frame.palette
         m = sources_model(self.ledger, frame.now_s)
         n = len(m.sources)
-        parts: list = [(f" {n} source{'s' if n != 1 else ''}: ", pal["label"]),
-                       (f"{m.count('connected')} connected", pal["ok"] if m.count("connected") else pal["text"])]
+        parts: list = [
+            (f" {n} source{'s' if n != 1 else ''}: ", pal["label"]),
+            (f"{m.count('connected')} connected", pal["ok"] if m.count("connected") else pal["text"]),
+        ]
         for state, role in STATE_ROLES:
             count = m.count(state)
             if count or state in ("stale", "lost"):
@@ -226,14 +261,25 @@ class TrnwatchApp(App[None]):
         parts.append((f" · {m.rejected} rejected", pal["warn"] if m.rejected else pal["text"]))
         worst = next((s for state in WORST_FIRST for s in m.sources if s.state == state), None)
         if worst is not None:
-            detail = worst.error if worst.state == "lost" else (
-                f"{units.age(worst.age_s)} since last line" if worst.age_s is not None else "no line yet")
-            parts += [("  ", None), outside(worst.source_id, 20, pal["warn"]), (f" {worst.state}: ", pal["warn"]),
-                      outside(detail or "", 40, pal["warn"])]
+            detail = (
+                worst.error
+                if worst.state == "lost"
+                else (f"{units.age(worst.age_s)} since last line" if worst.age_s is not None else "no line yet")
+            )
+            parts += [
+                ("  ", None),
+                outside(worst.source_id, 20, pal["warn"]),
+                (f" {worst.state}: ", pal["warn"]),
+                outside(detail or "", 40, pal["warn"]),
+            ]
         elif m.rejected:
             noisy = max(m.sources, key=lambda s: s.rejected)
-            parts += [("  ", None), outside(noisy.source_id, 20, pal["warn"]), (f" {noisy.rejected} rejected: ", pal["warn"]),
-                      outside(noisy.last_rejection, 40, pal["warn"])]
+            parts += [
+                ("  ", None),
+                outside(noisy.source_id, 20, pal["warn"]),
+                (f" {noisy.rejected} rejected: ", pal["warn"]),
+                outside(noisy.last_rejection, 40, pal["warn"]),
+            ]
         if self._session_done and self.session is not None:
             parts.append(("  session ended (", pal["warn"]))
             parts.append((self.session.exit_reason or "", pal["warn"]))
@@ -293,8 +339,9 @@ class TrnwatchApp(App[None]):
     def open_ultraserver(self, group: str) -> None:
         """Drill down from the cluster to one UltraServer (or to the hosts in none)."""
         if group not in groups(self.ledger):
-            self.notify(f"No host of {clip(group, 40)} has reported yet.", severity="warning", markup=False,
-                        timeout=NOTIFY_S)
+            self.notify(
+                f"No host of {clip(group, 40)} has reported yet.", severity="warning", markup=False, timeout=NOTIFY_S
+            )
             return
         self.selection.group, self.selection.host_id = group, None
         self.action_scope("ultraserver")
@@ -344,8 +391,9 @@ class TrnwatchApp(App[None]):
         elif site.rank is not None or self.findings[0].scope == "job":
             self.action_scope("job")
         else:
-            self.notify(f"{clip(site.source_id or 'the site', 40)} is not a host on screen.", markup=False,
-                        timeout=NOTIFY_S)
+            self.notify(
+                f"{clip(site.source_id or 'the site', 40)} is not a host on screen.", markup=False, timeout=NOTIFY_S
+            )
 
     def action_sort(self) -> None:
         self.selection.sort = SORTS[(SORTS.index(self.selection.sort) + 1) % len(SORTS)]
@@ -378,8 +426,9 @@ class TrnwatchApp(App[None]):
             return
         target = resolve_target(self.ledger, self.selection.group, text)
         if target is None:
-            self.notify(f"No host or chip matches {clip(text, 40)!r}.", severity="warning", markup=False,
-                        timeout=NOTIFY_S)
+            self.notify(
+                f"No host or chip matches {clip(text, 40)!r}.", severity="warning", markup=False, timeout=NOTIFY_S
+            )
             return
         host_id, chip = target
         self.selection.host_id, self.selection.chip = host_id, chip or 0
@@ -391,8 +440,9 @@ class TrnwatchApp(App[None]):
         cannot take them stops only the export: said on screen, marked in the receipt."""
         now_s = self.now_s()
         recorded = self.ledger.recorded_evidence(self.recorded_evidence)
-        snapshot = build_snapshot(self.ledger, now_s, self.ledger.job_summary(now_s), recorded,
-                                  written_at_s=time.time())
+        snapshot = build_snapshot(
+            self.ledger, now_s, self.ledger.job_summary(now_s), recorded, written_at_s=time.time()
+        )
         svg = self.export_screenshot(title=f"trnwatch {self.selection.scope}")
         try:
             self.last_export = write_snapshot(self.snapshot_dir, now_s, self.selection.scope, svg, snapshot)
@@ -401,8 +451,7 @@ class TrnwatchApp(App[None]):
                 self.session.output_failed("snapshot", self.snapshot_dir, str(exc))
             reason = str(exc)  # its end says why (the path comes first): keep the end on one line
             reason = reason if len(reason) <= 70 else "…" + reason[-69:]
-            self.notify(f"Snapshot not written: {clip(reason, 70)}", severity="error", markup=False,
-                        timeout=NOTIFY_S)
+            self.notify(f"Snapshot not written: {clip(reason, 70)}", severity="error", markup=False, timeout=NOTIFY_S)
             return None
         self.notify(f"Snapshot written: {self.last_export[0].name} (+ .json)", markup=False, timeout=NOTIFY_S)
         return self.last_export
@@ -411,7 +460,9 @@ class TrnwatchApp(App[None]):
         """The command palette: every action the keys have, by name."""
         commands = [
             SystemCommand("Cluster view", "every UltraServer as a row", lambda: self.action_scope("cluster")),
-            SystemCommand("UltraServer view", "every chip of the UltraServer", lambda: self.action_scope("ultraserver")),
+            SystemCommand(
+                "UltraServer view", "every chip of the UltraServer", lambda: self.action_scope("ultraserver")
+            ),
             SystemCommand("Host view", "the selected host", lambda: self.action_scope("host")),
             SystemCommand("Chip view", "the selected chip", lambda: self.action_scope("chip")),
             SystemCommand("Job view", "job telemetry", lambda: self.action_scope("job")),
@@ -423,8 +474,10 @@ class TrnwatchApp(App[None]):
             SystemCommand("Keys", "the key map", self.action_help),
             SystemCommand("Quit", "write the receipt and quit", lambda: self.request_exit("quit")),
         ]
-        commands += [SystemCommand(f"Theme: {name}", "screen colours", lambda name=name: self.set_theme(name))
-                     for name in THEME_NAMES]
+        commands += [
+            SystemCommand(f"Theme: {name}", "screen colours", lambda name=name: self.set_theme(name))
+            for name in THEME_NAMES
+        ]
         return commands
 
 
@@ -442,8 +495,14 @@ def run_app(
     """
     require_terminal()
     app = TrnwatchApp(
-        session.ledger, session=session, refresh_s=refresh_s, theme=theme, snapshot_dir=snapshot_dir,
-        receipt_path=receipt_path, recorded_evidence=session.recorded_evidence, driver_class=TrnwatchDriver,
+        session.ledger,
+        session=session,
+        refresh_s=refresh_s,
+        theme=theme,
+        snapshot_dir=snapshot_dir,
+        receipt_path=receipt_path,
+        recorded_evidence=session.recorded_evidence,
+        driver_class=TrnwatchDriver,
     )
 
     async def main() -> None:

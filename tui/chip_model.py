@@ -50,8 +50,11 @@ class ChipModel:
 
 
 def _categories(chip: ChipState) -> tuple[tuple[str, int], ...]:
-    known = [(label, chip.hbm_by_category_bytes[key]) for key, label in HBM_CATEGORIES.items()
-             if key in chip.hbm_by_category_bytes]
+    known = [
+        (label, chip.hbm_by_category_bytes[key])
+        for key, label in HBM_CATEGORIES.items()
+        if key in chip.hbm_by_category_bytes
+    ]
     other = sorted((k, v) for k, v in chip.hbm_by_category_bytes.items() if k not in HBM_CATEGORIES)
     return tuple(known + other)
 
@@ -68,12 +71,15 @@ def chip_model(ledger: Ledger, now_s: float, host_id: str, index: int) -> ChipMo
     cores = []
     for core in range(index * per, (index + 1) * per):
         state = chip.cores.get(core)
-        cores.append(CoreLine(
-            core, state is not None,
-            state.util_pct if state else (0.0 if chip.util_at_s is not None else None),
-            state.flops if state else None,
-            tuple(sorted(state.physical_util_pct.items())) if state else (),
-        ))
+        cores.append(
+            CoreLine(
+                core,
+                state is not None,
+                state.util_pct if state else (0.0 if chip.util_at_s is not None else None),
+                state.flops if state else None,
+                tuple(sorted(state.physical_util_pct.items())) if state else (),
+            )
+        )
     on_chip = [r for r in host_m.runtimes if index in r.chips]
     rt_states = [host.runtimes[(r.pid, r.tag)] for r in on_chip]
     errors: dict[str, int | None] = {}
@@ -90,12 +96,17 @@ def chip_model(ledger: Ledger, now_s: float, host_id: str, index: int) -> ChipMo
                 counts[0] += 1
                 counts[1] += 1 if m.is_running else 0
     return ChipModel(
-        host=host_m.row, cell=host_m.row.chips[index],
-        util_mean_pct=chip.util_mean_pct, util_max_pct=chip.util_max_pct, hbm_peak_bytes=chip.hbm_peak_bytes,
+        host=host_m.row,
+        cell=host_m.row.chips[index],
+        util_mean_pct=chip.util_mean_pct,
+        util_max_pct=chip.util_max_pct,
+        hbm_peak_bytes=chip.hbm_peak_bytes,
         util_age_s=None if chip.util_at_s is None else max(0.0, now_s - chip.util_at_s),
         hbm_age_s=None if chip.hbm_at_s is None else max(0.0, now_s - chip.hbm_at_s),
-        cores=tuple(cores), hbm_by_category=_categories(chip),
-        ecc_totals=tuple(sorted(chip.ecc.totals().items())), ecc_reading=chip.ecc.reading,
+        cores=tuple(cores),
+        hbm_by_category=_categories(chip),
+        ecc_totals=tuple(sorted(chip.ecc.totals().items())),
+        ecc_reading=chip.ecc.reading,
         runtimes=tuple(on_chip),
         latency_s=tuple((rt.tag, tuple(rt.total_latency_s.items())) for rt in rt_states if rt.total_latency_s),
         execution_errors=tuple(sorted(errors.items())),

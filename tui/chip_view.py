@@ -43,10 +43,17 @@ class ChipView(ScopeView):
         m = chip_model(frame.ledger, frame.now_s, sel.host_id, sel.chip) if sel.host_id else None
         self.model = m
         if m is None:
-            return Screenful(styled(("CHIP", pal["scope"])), [styled((
-                "No chip selected: pick one in the UltraServer view (u) or jump with /.", pal["warn"]))], [])
-        subject = styled(("CHIP ", pal["scope"]), (f"{m.host.number}/{m.cell.index} ", pal["title"]),
-                         ("· 1 chip of host ", pal["text"]), outside(m.host.name or m.host.host_id, 28, pal["text"]))
+            return Screenful(
+                styled(("CHIP", pal["scope"])),
+                [styled(("No chip selected: pick one in the UltraServer view (u) or jump with /.", pal["warn"]))],
+                [],
+            )
+        subject = styled(
+            ("CHIP ", pal["scope"]),
+            (f"{m.host.number}/{m.cell.index} ", pal["title"]),
+            ("· 1 chip of host ", pal["text"]),
+            outside(m.host.name or m.host.host_id, 28, pal["text"]),
+        )
         return Screenful(subject, self._summary(m, frame), self._detail(m, frame))
 
     def _summary(self, m: ChipModel, frame: Frame) -> list[Text]:
@@ -54,21 +61,36 @@ class ChipView(ScopeView):
         c = m.cell
         state = m.host.state
         fresh = state == "fresh"
-        freshness = (f"host {state}, last report {units.age(m.host.age_s)} ago",
-                     pal["dim"] if fresh else (pal["bad"] if state == "lost" else pal["warn"]))
+        freshness = (
+            f"host {state}, last report {units.age(m.host.age_s)} ago",
+            pal["dim"] if fresh else (pal["bad"] if state == "lost" else pal["warn"]),
+        )
         ecc_style = pal["bad"] if c.ecc_events else pal["text"]
         full = hbm_high(c.hbm_pct)
         return [
-            styled(("Chip ", pal["label"]), (f"{c.index}", pal["title"]), (" of host ", pal["label"]),
-                   (f"{m.host.number} ", pal["title"]), outside(m.host.name or "", 28, pal["text"]), " ",
-                   outside(m.host.host_id, 24, pal["dim"])),
-            styled(("util ", pal["label"]), (units.pct(c.util_pct), pal["text"]),
-                   (f" (mean {units.pct(m.util_mean_pct)}, max {units.pct(m.util_max_pct)})", pal["dim"]),
-                   ("  HBM ", pal["label"]), (units.used_of(c.hbm_bytes, c.hbm_capacity_bytes),
-                                             pal["hbm-full"] if full else pal["text"])),
-            styled(("ECC events ", pal["label"]), (f"{c.ecc_events}" + ("?" if c.ecc_undecided else ""), ecc_style),
-                   (f" ({c.ecc_uncorrected} UNCORRECTED)" if c.ecc_uncorrected else "", pal["bad"] + Style(reverse=True)),
-                   ("  ", None), freshness),
+            styled(
+                ("Chip ", pal["label"]),
+                (f"{c.index}", pal["title"]),
+                (" of host ", pal["label"]),
+                (f"{m.host.number} ", pal["title"]),
+                outside(m.host.name or "", 28, pal["text"]),
+                " ",
+                outside(m.host.host_id, 24, pal["dim"]),
+            ),
+            styled(
+                ("util ", pal["label"]),
+                (units.pct(c.util_pct), pal["text"]),
+                (f" (mean {units.pct(m.util_mean_pct)}, max {units.pct(m.util_max_pct)})", pal["dim"]),
+                ("  HBM ", pal["label"]),
+                (units.used_of(c.hbm_bytes, c.hbm_capacity_bytes), pal["hbm-full"] if full else pal["text"]),
+            ),
+            styled(
+                ("ECC events ", pal["label"]),
+                (f"{c.ecc_events}" + ("?" if c.ecc_undecided else ""), ecc_style),
+                (f" ({c.ecc_uncorrected} UNCORRECTED)" if c.ecc_uncorrected else "", pal["bad"] + Style(reverse=True)),
+                ("  ", None),
+                freshness,
+            ),
         ]
 
     def _detail(self, m: ChipModel, frame: Frame) -> list[Text]:
@@ -81,13 +103,18 @@ class ChipView(ScopeView):
             out.append(styled(("  core topology not reported", pal["dim"])))
         for core in m.cores:
             physical = "  ".join(f"{name} {pct:.1f}%" for name, pct in core.physical_util_pct)
-            out.append(styled(
-                (f"  core {core.index:<3} ", pal["label"]),
-                (util_glyph(core.util_pct) + " ", pal.heat[level(core.util_pct or 0.0, 100.0, len(pal.heat))]),
-                (f"{units.pct(core.util_pct):>6}", pal["text"]),
-                (f"  {units.flops(core.flops):>14}" if core.in_use else "  idle (not listed)", pal["text"] if core.in_use else pal["dim"]),
-                (f"  {physical}" if physical else "", pal["dim"]),
-            ))
+            out.append(
+                styled(
+                    (f"  core {core.index:<3} ", pal["label"]),
+                    (util_glyph(core.util_pct) + " ", pal.heat[level(core.util_pct or 0.0, 100.0, len(pal.heat))]),
+                    (f"{units.pct(core.util_pct):>6}", pal["text"]),
+                    (
+                        f"  {units.flops(core.flops):>14}" if core.in_use else "  idle (not listed)",
+                        pal["text"] if core.in_use else pal["dim"],
+                    ),
+                    (f"  {physical}" if physical else "", pal["dim"]),
+                )
+            )
 
         out += [Text(), styled(("HBM by category", title), (" against the chip's capacity", pal["dim"]))]
         capacity = m.cell.hbm_capacity_bytes
@@ -95,39 +122,73 @@ class ChipView(ScopeView):
             out.append(styled(("  no memory breakdown reported", pal["dim"])))
         for name, n_bytes in m.hbm_by_category:
             share = n_bytes / capacity if capacity else 0.0
-            out.append(styled((f"  {outside(name, 12)[0]:<12} ", pal["label"]),
-                              (_bar(share, BAR_COLS) if capacity else "", pal.hbm[4]),
-                              (f" {units.gib(n_bytes):>10}", pal["text"]),
-                              (f" {units.pct(share * 100) if capacity else 'capacity unknown':>7}", pal["dim"])))
-        out.append(styled((f"  {'total':<12} ", pal["label"]),
-                          (units.used_of(m.cell.hbm_bytes, capacity), pal["text"]),
-                          (f"  peak {units.gib(m.hbm_peak_bytes)}", pal["dim"])))
+            out.append(
+                styled(
+                    (f"  {outside(name, 12)[0]:<12} ", pal["label"]),
+                    (_bar(share, BAR_COLS) if capacity else "", pal.hbm[4]),
+                    (f" {units.gib(n_bytes):>10}", pal["text"]),
+                    (f" {units.pct(share * 100) if capacity else 'capacity unknown':>7}", pal["dim"]),
+                )
+            )
+        out.append(
+            styled(
+                (f"  {'total':<12} ", pal["label"]),
+                (units.used_of(m.cell.hbm_bytes, capacity), pal["text"]),
+                (f"  peak {units.gib(m.hbm_peak_bytes)}", pal["dim"]),
+            )
+        )
 
         period_s = m.period_s or 1.0
         cols = max(10, min(60, frame.width - 24))
-        out += [Text(), styled(("History", title),
-                               (f" (last {cols} reports, newest right; blank = report missing)", pal["dim"]))]
+        out += [
+            Text(),
+            styled(("History", title), (f" (last {cols} reports, newest right; blank = report missing)", pal["dim"])),
+        ]
         util_hist = [(t, u) for t, u, _ in m.history]
         hbm_hist = [(t, None if b is None else float(b)) for t, _, b in m.history]
-        out.append(styled(("  util ", pal["label"]), (sparkline(util_hist, frame.now_s, period_s, cols, 100.0), pal.heat[5]),
-                          ("  0-100%", pal["dim"])))
+        out.append(
+            styled(
+                ("  util ", pal["label"]),
+                (sparkline(util_hist, frame.now_s, period_s, cols, 100.0), pal.heat[5]),
+                ("  0-100%", pal["dim"]),
+            )
+        )
         hbm_range = shown_range(hbm_hist, frame.now_s, period_s, cols)
         if hbm_range is None:
-            out.append(styled(("  HBM  ", pal["label"]), (sparkline(hbm_hist, frame.now_s, period_s, cols, 0.0), pal.hbm[5]),
-                              ("  n/a", pal["dim"])))
+            out.append(
+                styled(
+                    ("  HBM  ", pal["label"]),
+                    (sparkline(hbm_hist, frame.now_s, period_s, cols, 0.0), pal.hbm[5]),
+                    ("  n/a", pal["dim"]),
+                )
+            )
         else:
             # Scaled to what it shows, so 85 -> 92% is a climb, not a flat line; the range says so.
             low, high = hbm_range
-            out.append(styled(("  HBM  ", pal["label"]),
-                              (sparkline(hbm_hist, frame.now_s, period_s, cols, high, low), pal.hbm[5]),
-                              (f"  {_hbm_range_text(low, high, capacity)}", pal["dim"])))
+            out.append(
+                styled(
+                    ("  HBM  ", pal["label"]),
+                    (sparkline(hbm_hist, frame.now_s, period_s, cols, high, low), pal.hbm[5]),
+                    (f"  {_hbm_range_text(low, high, capacity)}", pal["dim"]),
+                )
+            )
         trend = m.hbm_trend
-        leaking = any(f.kind == "hbm-leak" and (f.site.host_id, f.site.chip) == (m.host.host_id, m.cell.index)
-                      for f in frame.findings)
-        out.append(styled(("  HBM trend ", pal["label"]),
-                          (trend_text(trend) if trend else f"n/a (fewer than {HBM_TREND_MIN_SAMPLES} reports in "
-                           f"{HBM_TREND_WINDOW_S:.0f} s)", pal["bad"] if leaking else pal["text"]),
-                          ("  LEAK: rising steadily while its peers stay flat" if leaking else "", pal["bad"])))
+        leaking = any(
+            f.kind == "hbm-leak" and (f.site.host_id, f.site.chip) == (m.host.host_id, m.cell.index)
+            for f in frame.findings
+        )
+        out.append(
+            styled(
+                ("  HBM trend ", pal["label"]),
+                (
+                    trend_text(trend)
+                    if trend
+                    else f"n/a (fewer than {HBM_TREND_MIN_SAMPLES} reports in {HBM_TREND_WINDOW_S:.0f} s)",
+                    pal["bad"] if leaking else pal["text"],
+                ),
+                ("  LEAK: rising steadily while its peers stay flat" if leaking else "", pal["bad"]),
+            )
+        )
 
         out += [Text(), styled(("Execution latency", title), (" (total, latest percentiles per runtime)", pal["dim"]))]
         if not m.latency_s:
@@ -137,22 +198,43 @@ class ChipView(ScopeView):
             shown = "  ".join(f"{k} {units.latency(values.get(k))}" for k in LATENCY_KEYS if k in values)
             out.append(styled("  ", outside(tag, 28, pal["label"]), ("  " + shown, pal["text"])))
 
-        out += [Text(), styled(("Errors and ECC", title), (f" (window totals; ECC reading {m.ecc_reading})", pal["dim"]))]
+        out += [
+            Text(),
+            styled(("Errors and ECC", title), (f" (window totals; ECC reading {m.ecc_reading})", pal["dim"])),
+        ]
         ecc = "  ".join(f"{name.replace('_ecc_', ' ')} {'?' if v is None else v}" for name, v in m.ecc_totals)
-        out.append(styled(("  ECC ", pal["label"]), (ecc or "n/a: not reported", pal["bad"] if m.cell.ecc_events else pal["text"])))
-        errors = "  ".join(f"{name.split('.', 1)[1]} {'?' if v is None else v}" for name, v in m.execution_errors if v != 0)
-        out.append(styled(("  executions ", pal["label"]),
-                          (errors or ("no errors" if m.execution_errors else "n/a: not reported"),
-                           pal["bad"] if errors else pal["text"])))
+        out.append(
+            styled(
+                ("  ECC ", pal["label"]), (ecc or "n/a: not reported", pal["bad"] if m.cell.ecc_events else pal["text"])
+            )
+        )
+        errors = "  ".join(
+            f"{name.split('.', 1)[1]} {'?' if v is None else v}" for name, v in m.execution_errors if v != 0
+        )
+        out.append(
+            styled(
+                ("  executions ", pal["label"]),
+                (
+                    errors or ("no errors" if m.execution_errors else "n/a: not reported"),
+                    pal["bad"] if errors else pal["text"],
+                ),
+            )
+        )
 
         out += [Text(), styled(("Neuron processes on this chip", title))]
         if not m.runtimes:
             out.append(styled(("  none", pal["dim"])))
         for rt in m.runtimes:
-            out.append(styled((f"  pid {'n/a' if rt.pid is None else rt.pid:<8} ", pal["label"]), outside(rt.tag, 32, pal["text"]),
-                              (f"  cores {','.join(map(str, rt.cores)) or '-'}", pal["dim"]),
-                              ("" if rt.running else "  (gone)", pal["warn"]),
-                              ("  error: " if rt.error else "", pal["bad"]), outside(rt.error, 40, pal["bad"])))
+            out.append(
+                styled(
+                    (f"  pid {'n/a' if rt.pid is None else rt.pid:<8} ", pal["label"]),
+                    outside(rt.tag, 32, pal["text"]),
+                    (f"  cores {','.join(map(str, rt.cores)) or '-'}", pal["dim"]),
+                    ("" if rt.running else "  (gone)", pal["warn"]),
+                    ("  error: " if rt.error else "", pal["bad"]),
+                    outside(rt.error, 40, pal["bad"]),
+                )
+            )
 
         out += [Text(), styled(("Loaded models", title))]
         if not m.models:

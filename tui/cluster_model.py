@@ -62,6 +62,9 @@ def cluster_model(ledger: Ledger, now_s: float, sort: str = "host") -> ClusterMo
     placed, unseen = suspects_by_ultraserver(ledger, diagnosis)
     rows = [UltraServerLine(r.ultraserver, r, tuple(sorted(placed.get(r.ultraserver, ())))) for r in cluster.rows]
     return ClusterModel(
-        rollup=cluster, rows=tuple(sorted(rows, key=_cluster_sort_key(sort))),
-        diagnosis=diagnosis, suspects_unseen=tuple(unseen), sort=sort,
+        rollup=cluster,
+        rows=tuple(sorted(rows, key=_cluster_sort_key(sort))),
+        diagnosis=diagnosis,
+        suspects_unseen=tuple(unseen),
+        sort=sort,
     )

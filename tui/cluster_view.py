@@ -77,8 +77,9 @@ class ClusterView(ScopeView):
         subject = super().show(frame)
         if frame.selection.group in self.row_groups:  # keep the selected row on screen
             y = self.row_groups.index(frame.selection.group)
-            self.query_one(".detail", TextLines).scroll_to_region(Region(0, y, 1, 1), animate=False, force=True,
-                                                                   x_axis=False)
+            self.query_one(".detail", TextLines).scroll_to_region(
+                Region(0, y, 1, 1), animate=False, force=True, x_axis=False
+            )
         return subject
 
     def lines(self, frame: Frame) -> Screenful:
@@ -91,16 +92,23 @@ class ClusterView(ScopeView):
         if not m.rows:
             return Screenful(styled(("CLUSTER", pal["scope"])), [no_host_yet(frame)], [])
         r = m.rollup
-        subject = styled(("CLUSTER", pal["scope"]),
-                         (f" · {units.plural(len(r.ultraservers), 'UltraServer')} · {units.plural(r.hosts_total, 'host')}"
-                          f" · {units.plural(r.chips_total, 'chip')}", pal["text"]))
+        subject = styled(
+            ("CLUSTER", pal["scope"]),
+            (
+                f" · {units.plural(len(r.ultraservers), 'UltraServer')} · {units.plural(r.hosts_total, 'host')}"
+                f" · {units.plural(r.chips_total, 'chip')}",
+                pal["text"],
+            ),
+        )
         cells = self._cells(m, frame)
         widths = [max(cell_len(line[i]) for line in cells) for i in range(len(HEADS))]
         summary = self._summary(m, frame) + [_row(cells[0], widths, [pal["dim"]] * len(HEADS))]
         cursor = pal["cursor"]
         selected = sel.group if sel.group in self.row_groups else self.row_groups[0]
-        detail = [_row(line, widths, self._styles(row, m, frame), cursor if row.group == selected else None)
-                  for row, line in zip(m.rows, cells[1:], strict=True)]
+        detail = [
+            _row(line, widths, self._styles(row, m, frame), cursor if row.group == selected else None)
+            for row, line in zip(m.rows, cells[1:], strict=True)
+        ]
         return Screenful(subject, summary, detail)
 
     def _summary(self, m: ClusterModel, frame: Frame) -> list[Text]:
@@ -108,25 +116,38 @@ class ClusterView(ScopeView):
         r = m.rollup
         full = hbm_high(r.hbm_fill_pct)
         figures = styled(
-            ("HBM ", pal["label"]), (units.used_of(r.hbm_used_bytes if r.chips else None, r.hbm_capacity_bytes),
-                                     pal["hbm-full"] if full else pal["text"]),
-            ("  util mean ", pal["label"]), (units.pct(r.util_mean_pct), pal["text"]),
-            (" min ", pal["label"]), (units.pct(r.util_min_pct), pal["text"]),
-            ("  idle ", pal["label"]), (f"{r.chips_idle}", pal["warn"] if r.chips_idle else pal["text"]),
+            ("HBM ", pal["label"]),
+            (
+                units.used_of(r.hbm_used_bytes if r.chips else None, r.hbm_capacity_bytes),
+                pal["hbm-full"] if full else pal["text"],
+            ),
+            ("  util mean ", pal["label"]),
+            (units.pct(r.util_mean_pct), pal["text"]),
+            (" min ", pal["label"]),
+            (units.pct(r.util_min_pct), pal["text"]),
+            ("  idle ", pal["label"]),
+            (f"{r.chips_idle}", pal["warn"] if r.chips_idle else pal["text"]),
             ("  ECC ", pal["label"]),
             (units.plural(r.chips_with_ecc, "chip"), pal["bad"] if r.chips_with_ecc else pal["text"]),
         )
         not_fresh = r.hosts_left_out
         boundary = styled(
-            (f"over {units.plural(r.chips, 'chip')} on {r.hosts_fresh}/{units.plural(r.hosts_total, 'fresh host')}",
-             pal["dim"]),
-            ("  stale ", pal["label"]), (f"{r.hosts_stale}", pal["warn"] if r.hosts_stale else pal["text"]),
-            ("  lost ", pal["label"]), (f"{r.hosts_lost}", pal["bad"] if r.hosts_lost else pal["text"]),
+            (
+                f"over {units.plural(r.chips, 'chip')} on {r.hosts_fresh}/{units.plural(r.hosts_total, 'fresh host')}",
+                pal["dim"],
+            ),
+            ("  stale ", pal["label"]),
+            (f"{r.hosts_stale}", pal["warn"] if r.hosts_stale else pal["text"]),
+            ("  lost ", pal["label"]),
+            (f"{r.hosts_lost}", pal["bad"] if r.hosts_lost else pal["text"]),
             *((("  never reported ", pal["label"]), (f"{r.hosts_silent}", pal["warn"])) if r.hosts_silent else ()),
             ("  (left out)" if not_fresh else "", pal["dim"]),
         )
-        legend = styled(("sort ", pal["label"]), (CLUSTER_SORT_HELP[m.sort], pal["text"]),
-                        (" · Enter opens the selected UltraServer", pal["dim"]))
+        legend = styled(
+            ("sort ", pal["label"]),
+            (CLUSTER_SORT_HELP[m.sort], pal["text"]),
+            (" · Enter opens the selected UltraServer", pal["dim"]),
+        )
         return [figures, boundary, self._job_line(m, frame), legend]
 
     def _job_line(self, m: ClusterModel, frame: Frame) -> Text:
@@ -134,19 +155,24 @@ class ClusterView(ScopeView):
         pal = frame.palette
         d = m.diagnosis
         if d is None:
-            return styled(("stalls: no job telemetry (--job-dir DIR or --job-log FILE), so none is shown",
-                           pal["dim"]))
+            return styled(("stalls: no job telemetry (--job-dir DIR or --job-log FILE), so none is shown", pal["dim"]))
         placed = sum(len(row.suspect_ranks) for row in m.rows)
         where = ""
         if placed:
             on = sum(1 for row in m.rows if row.suspect_ranks)
             where = f"{units.plural(placed, 'suspect rank')} on {units.plural(on, 'row')}"
         if m.suspects_unseen:
-            where += (", " if where else "") + (f"{len(m.suspects_unseen)} on hosts without device telemetry "
-                                                f"(rank {', '.join(map(str, m.suspects_unseen[:3]))}"
-                                                f"{'…' if len(m.suspects_unseen) > 3 else ''})")
-        line = styled(("job ", pal["label"]), (d.verdict.upper(), pal[VERDICT_ROLE.get(d.verdict, "text")]),
-                      (f"  {where}" if where else "", pal["text"]), ("  ", None))
+            where += (", " if where else "") + (
+                f"{len(m.suspects_unseen)} on hosts without device telemetry "
+                f"(rank {', '.join(map(str, m.suspects_unseen[:3]))}"
+                f"{'…' if len(m.suspects_unseen) > 3 else ''})"
+            )
+        line = styled(
+            ("job ", pal["label"]),
+            (d.verdict.upper(), pal[VERDICT_ROLE.get(d.verdict, "text")]),
+            (f"  {where}" if where else "", pal["text"]),
+            ("  ", None),
+        )
         line.append(clip(d.reason, max(0, frame.width - line.cell_len - 1)), pal["dim"])
         return line
 
@@ -162,12 +188,20 @@ class ClusterView(ScopeView):
             else:
                 capacity = "?" if r.hbm_capacity_bytes is None else f"{r.hbm_capacity_bytes / per:.{places}f}"
                 hbm = f"{r.hbm_used_bytes / per:.{places}f}/{capacity}"
-            out.append((
-                NO_GROUP_LABEL if row.group == NO_GROUP else clip(row.group, id_cols),
-                f"{r.hosts_fresh}/{r.hosts_total}", f"{r.chips}", hbm, units.pct(r.hbm_fill_pct, 0),
-                units.pct(r.util_mean_pct, 0), units.pct(r.util_min_pct, 0), f"{r.chips_idle}", f"{r.chips_with_ecc}",
-                _stalls(row, m),
-            ))
+            out.append(
+                (
+                    NO_GROUP_LABEL if row.group == NO_GROUP else clip(row.group, id_cols),
+                    f"{r.hosts_fresh}/{r.hosts_total}",
+                    f"{r.chips}",
+                    hbm,
+                    units.pct(r.hbm_fill_pct, 0),
+                    units.pct(r.util_mean_pct, 0),
+                    units.pct(r.util_min_pct, 0),
+                    f"{r.chips_idle}",
+                    f"{r.chips_with_ecc}",
+                    _stalls(row, m),
+                )
+            )
         return out
 
     def _styles(self, row: UltraServerLine, m: ClusterModel, frame: Frame) -> list[Style]:
@@ -178,7 +212,11 @@ class ClusterView(ScopeView):
         return [
             pal["dim"] if row.group == NO_GROUP else pal["title"],
             pal["warn"] if r.hosts_fresh < r.hosts_total else pal["text"],
-            pal["text"], full, full, pal["text"], pal["text"],
+            pal["text"],
+            full,
+            full,
+            pal["text"],
+            pal["text"],
             pal["warn"] if r.chips_idle else pal["text"],
             pal["bad"] if r.chips_with_ecc else pal["text"],
             pal[VERDICT_ROLE.get(verdict, "text")],

@@ -47,8 +47,16 @@ def _runtime_line(host: HostState, rt: RuntimeState) -> RuntimeLine:
     per = host.cores_per_chip
     chips = tuple(sorted({c // per for c in rt.cores})) if per else ()
     return RuntimeLine(
-        rt.pid, rt.tag, chips, rt.cores, rt.vcpu_user_pct, rt.vcpu_system_pct, rt.device_bytes, rt.error,
-        tuple(sorted(rt.group_errors.items())), rt.last_seen_s == host.last_s,
+        rt.pid,
+        rt.tag,
+        chips,
+        rt.cores,
+        rt.vcpu_user_pct,
+        rt.vcpu_system_pct,
+        rt.device_bytes,
+        rt.error,
+        tuple(sorted(rt.group_errors.items())),
+        rt.last_seen_s == host.last_s,
     )
 
 
@@ -59,12 +67,21 @@ def host_model(ledger: Ledger, now_s: float, host_id: str) -> HostModel | None:
     group = ledger.ultraserver_of(host)
     source = ledger.sources.get(host.source_id)
     row = next(r for r in host_rows(ledger, group_hosts(ledger, group or NO_GROUP), now_s) if r.host_id == host_id)
-    runtimes = sorted(host.runtimes.values(), key=lambda r: (r.last_seen_s != host.last_s, min(r.cores, default=1 << 30), r.order))
+    runtimes = sorted(
+        host.runtimes.values(), key=lambda r: (r.last_seen_s != host.last_s, min(r.cores, default=1 << 30), r.order)
+    )
     return HostModel(
-        row=row, group=group, instance_type=host.instance_type, device_type=host.device_type,
-        neuroncore_version=host.neuroncore_version, lnc=host.lnc, cores_per_chip=host.cores_per_chip,
-        vcpu_busy_pct=host.vcpu_busy_pct, vcpu_count=host.vcpu_count,
-        memory_used_bytes=host.memory_used_bytes, memory_total_bytes=host.memory_total_bytes,
+        row=row,
+        group=group,
+        instance_type=host.instance_type,
+        device_type=host.device_type,
+        neuroncore_version=host.neuroncore_version,
+        lnc=host.lnc,
+        cores_per_chip=host.cores_per_chip,
+        vcpu_busy_pct=host.vcpu_busy_pct,
+        vcpu_count=host.vcpu_count,
+        memory_used_bytes=host.memory_used_bytes,
+        memory_total_bytes=host.memory_total_bytes,
         runtimes=tuple(_runtime_line(host, r) for r in runtimes),
         group_errors=tuple(sorted(host.group_errors.items())),
         anomalies=tuple(sorted(host.anomalies.items())),

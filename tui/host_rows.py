@@ -76,8 +76,14 @@ class HostRow:
 
 def chip_cell(host: HostState, chip: ChipState, ecc: ChipEcc) -> ChipCell:
     return ChipCell(
-        host.host_id, chip.index, chip.util_pct, chip.hbm_bytes, chip.hbm_capacity_bytes,
-        ecc.events, ecc.uncorrected, ecc.undecided,
+        host.host_id,
+        chip.index,
+        chip.util_pct,
+        chip.hbm_bytes,
+        chip.hbm_capacity_bytes,
+        ecc.events,
+        ecc.uncorrected,
+        ecc.undecided,
     )
 
 
@@ -93,7 +99,10 @@ def host_rows(ledger: Ledger, hosts: list[HostState], now_s: float) -> list[Host
     freshness = freshness_at(ledger, now_s)
     return [
         HostRow(
-            number=i, host_id=h.host_id, name=h.instance_name, source_id=h.source_id,
+            number=i,
+            host_id=h.host_id,
+            name=h.instance_name,
+            source_id=h.source_id,
             state=freshness[h.host_id],
             age_s=None if h.last_s is None else max(0.0, now_s - h.last_s),
             chips=tuple(chip_cell(h, c, e) for c, e in zip(h.chips, host_ecc(ledger, h), strict=True)),
@@ -141,11 +150,13 @@ def sort_and_filter(rows: list[HostRow], sort: str, filter_: str) -> list[HostRo
 
 def _hosts_by_group(ledger: Ledger) -> dict[str, list[HostState]]:
     """Hosts by group, groups in order (UltraServer ids, then NO_GROUP); kept until the ledger changes."""
+
     def compute() -> dict[str, list[HostState]]:
         by_group: dict[str, list[HostState]] = {}
         for host in ledger.hosts.values():
             by_group.setdefault(ledger.ultraserver_of(host) or NO_GROUP, []).append(host)
         return {g: by_group[g] for g in sorted(by_group, key=lambda g: (g == NO_GROUP, g))}
+
     return per_update(ledger, "hosts-by-group", compute)
 
 

@@ -34,11 +34,17 @@ class HostView(ScopeView):
         m = host_model(frame.ledger, frame.now_s, sel.host_id) if sel.host_id else None
         self.model = m
         if m is None:
-            return Screenful(styled(("HOST", pal["scope"])), [styled((
-                "No host selected: pick one in the UltraServer view (u) or jump with /.", pal["warn"]))], [])
-        subject = styled(("HOST ", pal["scope"]), (f"{m.row.number} ", pal["title"]),
-                         outside(m.row.name or m.row.host_id, 28, pal["text"]),
-                         (f" · {units.plural(len(m.row.chips), 'chip')}", pal["text"]))
+            return Screenful(
+                styled(("HOST", pal["scope"])),
+                [styled(("No host selected: pick one in the UltraServer view (u) or jump with /.", pal["warn"]))],
+                [],
+            )
+        subject = styled(
+            ("HOST ", pal["scope"]),
+            (f"{m.row.number} ", pal["title"]),
+            outside(m.row.name or m.row.host_id, 28, pal["text"]),
+            (f" · {units.plural(len(m.row.chips), 'chip')}", pal["text"]),
+        )
         return Screenful(subject, self._summary(m, frame), self._detail(m, frame))
 
     def move(self, sel: Selection, dx: int, dy: int) -> bool:
@@ -52,35 +58,58 @@ class HostView(ScopeView):
         pal = frame.palette
         r = m.row
         if r.state == "fresh":
-            state = styled((f"fresh, last report {units.age(r.age_s)} ago", pal["dim"]),
-                           ("  stream ", pal["label"]), outside(r.source_id, 40, pal["dim"]))
+            state = styled(
+                (f"fresh, last report {units.age(r.age_s)} ago", pal["dim"]),
+                ("  stream ", pal["label"]),
+                outside(r.source_id, 40, pal["dim"]),
+            )
         else:
             role = pal["bad"] if r.state == "lost" else pal["warn"]
-            state = styled((f"{r.state.upper()}: last report {units.age(r.age_s)} ago; the figures below are its last",
-                            role), ("  stream ", pal["label"]), outside(r.source_id, 24, pal["dim"]))
+            state = styled(
+                (f"{r.state.upper()}: last report {units.age(r.age_s)} ago; the figures below are its last", role),
+                ("  stream ", pal["label"]),
+                outside(r.source_id, 24, pal["dim"]),
+            )
         if m.source_rejected:
             state.append(f"  {m.source_rejected} rejected: ", pal["warn"])
             state.append(*outside(m.source_last_rejection, 40, pal["warn"]))
         lnc = f" (LNC {m.lnc})" if m.lnc else ""
         return [
-            styled(("Host ", pal["label"]), (f"{r.number} ", pal["title"]), outside(r.name or "", 32, pal["title"]), "  ",
-                   outside(r.host_id, 28, pal["text"])),
+            styled(
+                ("Host ", pal["label"]),
+                (f"{r.number} ", pal["title"]),
+                outside(r.name or "", 32, pal["title"]),
+                "  ",
+                outside(r.host_id, 28, pal["text"]),
+            ),
             state,
-            styled(outside(m.instance_type or "instance type n/a", 20, pal["text"]), "  ",
-                   outside(m.device_type or "device n/a", 14, pal["text"]), " ", outside(m.neuroncore_version or "", 6, pal["dim"]),
-                   (f"  {units.plural(len(r.chips), 'chip')} × {m.cores_per_chip or '?'} cores{lnc}", pal["text"]),
-                   ("  UltraServer ", pal["label"]), outside(m.group or "none", 24, pal["text"])),
-            styled(("CPU ", pal["label"]), (units.pct(m.vcpu_busy_pct), pal["text"]),
-                   (f" of {m.vcpu_count} vCPU" if m.vcpu_count else "", pal["dim"]),
-                   ("  memory ", pal["label"]), (units.used_of(m.memory_used_bytes, m.memory_total_bytes), pal["text"])),
+            styled(
+                outside(m.instance_type or "instance type n/a", 20, pal["text"]),
+                "  ",
+                outside(m.device_type or "device n/a", 14, pal["text"]),
+                " ",
+                outside(m.neuroncore_version or "", 6, pal["dim"]),
+                (f"  {units.plural(len(r.chips), 'chip')} × {m.cores_per_chip or '?'} cores{lnc}", pal["text"]),
+                ("  UltraServer ", pal["label"]),
+                outside(m.group or "none", 24, pal["text"]),
+            ),
+            styled(
+                ("CPU ", pal["label"]),
+                (units.pct(m.vcpu_busy_pct), pal["text"]),
+                (f" of {m.vcpu_count} vCPU" if m.vcpu_count else "", pal["dim"]),
+                ("  memory ", pal["label"]),
+                (units.used_of(m.memory_used_bytes, m.memory_total_bytes), pal["text"]),
+            ),
         ]
 
     def _detail(self, m: HostModel, frame: Frame) -> list[Text]:
         pal = frame.palette
         sel = frame.selection
         title = pal["title"]
-        out = [styled(("Chips", title), (" (Enter: chip view)", pal["dim"])),
-               styled((f"  {'chip':<5}{'util':>8}   {'HBM':<32}{'ECC':>4}  util history", pal["dim"]))]
+        out = [
+            styled(("Chips", title), (" (Enter: chip view)", pal["dim"])),
+            styled((f"  {'chip':<5}{'util':>8}   {'HBM':<32}{'ECC':>4}  util history", pal["dim"])),
+        ]
         self._chip_y = {}
         period_s = m.period_s or 1.0
         fresh = m.row.state == "fresh"
@@ -90,31 +119,46 @@ class HostView(ScopeView):
             util_style = pal.heat[level(chip.util_pct or 0.0, 100.0, len(pal.heat))]
             self._chip_y[len(out)] = chip.index
             hbm_text = units.used_of(chip.hbm_bytes, chip.hbm_capacity_bytes) if chip.hbm_bytes is not None else "n/a"
-            out.append(styled(
-                (f"{'>' if selected else ' '} {chip.index:<4}", base or pal["label"]),
-                (util_glyph(chip.util_pct), util_style), (f"{units.pct(chip.util_pct):>7}", pal["text"] if fresh else pal["dim"]),
-                "  ", (hbm_glyph(chip.hbm_pct), pal.hbm[level(chip.hbm_pct or 0.0, 100.0, len(pal.hbm))]), " ",
-                column(hbm_text, 32, pal["text"] if fresh else pal["dim"]),
-                (f"{chip.ecc_events:>4}" + ("?" if chip.ecc_undecided else " "), pal["bad"] if chip.ecc_events else pal["text"]),
-                " ", (sparkline(list(history), frame.now_s, period_s, SPARK_COLS, 100.0), pal.heat[5]),
-            ))
+            out.append(
+                styled(
+                    (f"{'>' if selected else ' '} {chip.index:<4}", base or pal["label"]),
+                    (util_glyph(chip.util_pct), util_style),
+                    (f"{units.pct(chip.util_pct):>7}", pal["text"] if fresh else pal["dim"]),
+                    "  ",
+                    (hbm_glyph(chip.hbm_pct), pal.hbm[level(chip.hbm_pct or 0.0, 100.0, len(pal.hbm))]),
+                    " ",
+                    column(hbm_text, 32, pal["text"] if fresh else pal["dim"]),
+                    (
+                        f"{chip.ecc_events:>4}" + ("?" if chip.ecc_undecided else " "),
+                        pal["bad"] if chip.ecc_events else pal["text"],
+                    ),
+                    " ",
+                    (sparkline(list(history), frame.now_s, period_s, SPARK_COLS, 100.0), pal.heat[5]),
+                )
+            )
         if not m.row.chips:
             out.append(styled(("  no chips reported yet (no neuron_hardware_info)", pal["dim"])))
 
-        out += [Text(), styled(("Neuron processes", title), (" (tags as reported, need not be unique; vCPU user+sys)",
-                                                               pal["dim"]))]
+        out += [
+            Text(),
+            styled(("Neuron processes", title), (" (tags as reported, need not be unique; vCPU user+sys)", pal["dim"])),
+        ]
         if not m.runtimes:
             out.append(styled(("  none reported", pal["dim"])))
         # Tags get the room the screen has beyond the other columns (54 cells), at least 26.
         tag_cols = max(26, min(max((cell_len(clean(rt.tag)) + 1 for rt in m.runtimes), default=0), frame.width - 54))
         for rt in m.runtimes:
             chips = ("chip " if len(rt.chips) == 1 else "chips ") + (",".join(map(str, rt.chips)) or "-")
-            out.append(styled(
-                (f"  pid {'n/a' if rt.pid is None else rt.pid:<8}", pal["label"]), column(rt.tag, tag_cols, pal["text"]), column(chips, 10, pal["text"]),
-                (f"vCPU {_vcpu(rt.vcpu_user_pct, rt.vcpu_system_pct)}", pal["dim"]),
-                (f"  HBM {units.gib(rt.device_bytes)}", pal["dim"]),
-                ("" if rt.running else "  gone", pal["warn"]),
-            ))
+            out.append(
+                styled(
+                    (f"  pid {'n/a' if rt.pid is None else rt.pid:<8}", pal["label"]),
+                    column(rt.tag, tag_cols, pal["text"]),
+                    column(chips, 10, pal["text"]),
+                    (f"vCPU {_vcpu(rt.vcpu_user_pct, rt.vcpu_system_pct)}", pal["dim"]),
+                    (f"  HBM {units.gib(rt.device_bytes)}", pal["dim"]),
+                    ("" if rt.running else "  gone", pal["warn"]),
+                )
+            )
             if rt.error:
                 out.append(styled(("      error: ", pal["bad"]), outside(rt.error, 100, pal["bad"])))
             for group, error in rt.group_errors:

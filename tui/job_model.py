@@ -44,8 +44,15 @@ def job_model(job: JobLedger, ledger: Ledger, now_s: float) -> JobModel:
     dead = set(job.dead_ranks(now_s))  # the job ledger's own rule, not a second copy of it
     ranks = tuple(
         RankLine(
-            r.rank, r.host, r.chip, r.core, r.status, r.rank in dead, r.last_step,
-            None if r.heartbeat_ts is None else max(0.0, now_s - r.heartbeat_ts), r.region,
+            r.rank,
+            r.host,
+            r.chip,
+            r.core,
+            r.status,
+            r.rank in dead,
+            r.last_step,
+            None if r.heartbeat_ts is None else max(0.0, now_s - r.heartbeat_ts),
+            r.region,
         )
         for r in sorted(job.ranks.values(), key=lambda r: r.rank)
     )
@@ -57,5 +64,7 @@ def job_model(job: JobLedger, ledger: Ledger, now_s: float) -> JobModel:
         ranks=ranks,
         collectives=tuple(
             CollectiveLine(op, c.count, c.bytes, c.latency_s.model_dump()) for op, c in collectives.items()
-        ) if isinstance(collectives, dict) else (),
+        )
+        if isinstance(collectives, dict)
+        else (),
     )

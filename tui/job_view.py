@@ -11,11 +11,20 @@ from trnwatch.tui import units
 from trnwatch.tui.job_model import JobModel, job_model
 from trnwatch.tui.scope import Frame, ScopeView, Screenful, column, outside, styled
 
-JOB_SOURCE_HINT = ("no job telemetry: start with --job-dir DIR (the run's trnwatch.job/1 rank files) "
-                   "or --job-log FILE (an NxD log)")
+JOB_SOURCE_HINT = (
+    "no job telemetry: start with --job-dir DIR (the run's trnwatch.job/1 rank files) or --job-log FILE (an NxD log)"
+)
 VERDICT_ROLE = {
-    "steady": "ok", "finished": "ok", "compiling": "warn", "checkpointing": "warn", "no-data": "dim",
-    "slow": "warn", "late": "bad", "stalled": "bad", "dead": "bad", "failed": "bad",
+    "steady": "ok",
+    "finished": "ok",
+    "compiling": "warn",
+    "checkpointing": "warn",
+    "no-data": "dim",
+    "slow": "warn",
+    "late": "bad",
+    "stalled": "bad",
+    "dead": "bad",
+    "failed": "bad",
 }
 # Verdicts under which the job is not stepping: throughput is history, said as such.
 NOT_STEPPING = ("late", "stalled", "dead", "failed")
@@ -47,21 +56,38 @@ class JobView(ScopeView):
         if frame.job is None:
             self.model = None
             runtimes = sum(len(h.runtimes) for h in frame.ledger.hosts.values())
-            return Screenful(styled(("JOB ", pal["scope"]), ("not connected", pal["warn"])), [
-                styled((JOB_SOURCE_HINT, pal["warn"])),
-                styled(("Step rate, tokens/s, step-time percentiles and collective latency come only from the job; "
-                        "none is shown.", pal["dim"])),
-                styled((f"neuron-monitor sees {runtimes} Neuron process(es) on {len(frame.ledger.hosts)} host(s): "
-                        "see the host view (h).", pal["dim"])),
-            ], [])
+            return Screenful(
+                styled(("JOB ", pal["scope"]), ("not connected", pal["warn"])),
+                [
+                    styled((JOB_SOURCE_HINT, pal["warn"])),
+                    styled(
+                        (
+                            "Step rate, tokens/s, step-time percentiles and collective latency come only from the job; "
+                            "none is shown.",
+                            pal["dim"],
+                        )
+                    ),
+                    styled(
+                        (
+                            f"neuron-monitor sees {runtimes} Neuron process(es) on {len(frame.ledger.hosts)} host(s): "
+                            "see the host view (h).",
+                            pal["dim"],
+                        )
+                    ),
+                ],
+                [],
+            )
         m = self.model = job_model(frame.job, frame.ledger, frame.now_s)
         return Screenful(self._subject(m, frame), self._summary(m, frame), self._detail(m, frame))
 
     def _subject(self, m: JobModel, frame: Frame) -> Text:
         pal = frame.palette
         ranks = m.summary.ranks
-        return styled(("JOB ", pal["scope"]), outside(m.summary.run or "?", 24, pal["title"]),
-                      (f" · {units.plural(ranks.seen, 'rank')} on {units.plural(ranks.hosts, 'host')}", pal["text"]))
+        return styled(
+            ("JOB ", pal["scope"]),
+            outside(m.summary.run or "?", 24, pal["title"]),
+            (f" · {units.plural(ranks.seen, 'rank')} on {units.plural(ranks.hosts, 'host')}", pal["text"]),
+        )
 
     def _summary(self, m: JobModel, frame: Frame) -> list[Text]:
         pal = frame.palette
@@ -70,19 +96,32 @@ class JobView(ScopeView):
         ranks = s.ranks
         world = f" (world size {ranks.world_size})" if ranks.world_size else ""
         out = [
-            styled(("Job ", pal["label"]), outside(s.run or "?", 32, pal["title"]),
-                   (f"  {units.plural(ranks.seen, 'rank')}{world} on {units.plural(ranks.hosts, 'host')}",
-                    pal["text"])),
+            styled(
+                ("Job ", pal["label"]),
+                outside(s.run or "?", 32, pal["title"]),
+                (f"  {units.plural(ranks.seen, 'rank')}{world} on {units.plural(ranks.hosts, 'host')}", pal["text"]),
+            ),
         ]
         role = pal[VERDICT_ROLE.get(d.verdict, "text")]
         if d.suspects:  # the culprit on a line of its own, so 80 columns always show it
             first = d.suspects[0]
-            out.append(styled((d.verdict.upper(), role), (f"  rank {first.rank} ", pal["bad"]),
-                              outside(first.host or "?", 24, pal["text"]), (_where(first), pal["text"])))
+            out.append(
+                styled(
+                    (d.verdict.upper(), role),
+                    (f"  rank {first.rank} ", pal["bad"]),
+                    outside(first.host or "?", 24, pal["text"]),
+                    (_where(first), pal["text"]),
+                )
+            )
             out.append(styled(outside(d.reason, max(20, frame.width - 2), pal["text"])))
         else:
-            out.append(styled((d.verdict.upper(), role), ("  ", None),
-                              outside(d.reason, max(20, frame.width - len(d.verdict) - 4), pal["text"])))
+            out.append(
+                styled(
+                    (d.verdict.upper(), role),
+                    ("  ", None),
+                    outside(d.reason, max(20, frame.width - len(d.verdict) - 4), pal["text"]),
+                )
+            )
         t = s.throughput
         if t is None:
             out.append(styled(("throughput n/a: no steady step yet", pal["dim"])))
@@ -90,23 +129,49 @@ class JobView(ScopeView):
             p50 = t.step_time_s.p50
             tokens = "tokens/s n/a" if t.tokens_per_s is None else f"{t.tokens_per_s:,.0f} tokens/s"
             if d.verdict in NOT_STEPPING:
-                out.append(styled(("last steady ", pal["dim"]), (tokens, pal["dim"]),
-                                  (f", {units.age(t.last_step_age_s)} ago", pal["warn"]),
-                                  (f"  (steps {t.first_step}-{t.last_step}, rank {t.from_rank})", pal["dim"])))
+                out.append(
+                    styled(
+                        ("last steady ", pal["dim"]),
+                        (tokens, pal["dim"]),
+                        (f", {units.age(t.last_step_age_s)} ago", pal["warn"]),
+                        (f"  (steps {t.first_step}-{t.last_step}, rank {t.from_rank})", pal["dim"]),
+                    )
+                )
             else:
                 rate = f"{1 / p50:.2f} steps/s" if p50 else "steps/s n/a"
-                out.append(styled((tokens, pal["text"]), ("  ", None), (rate, pal["text"]),
-                                  (f"  (rank {t.from_rank}, steady steps {t.first_step}-{t.last_step}, "
-                                   f"{t.boundary})", pal["dim"])))
+                out.append(
+                    styled(
+                        (tokens, pal["text"]),
+                        ("  ", None),
+                        (rate, pal["text"]),
+                        (
+                            f"  (rank {t.from_rank}, steady steps {t.first_step}-{t.last_step}, {t.boundary})",
+                            pal["dim"],
+                        ),
+                    )
+                )
             out.append(styled(("step time ", pal["label"]), (_percentiles(t.step_time_s), pal["text"])))
         if m.collectives:
             worst = max(m.collectives, key=lambda c: c.latency_s.get("p99") or 0.0)
             more = f"  (slowest of {len(m.collectives)} ops)" if len(m.collectives) > 1 else ""
-            out.append(styled(outside(worst.op, 20, pal["label"]), (" latency ", pal["label"]),
-                              (_percentiles(worst.latency_s), pal["text"]), (more, pal["dim"])))
+            out.append(
+                styled(
+                    outside(worst.op, 20, pal["label"]),
+                    (" latency ", pal["label"]),
+                    (_percentiles(worst.latency_s), pal["text"]),
+                    (more, pal["dim"]),
+                )
+            )
         else:
-            out.append(styled(("collective latency unavailable: no collective timings in the telemetry "
-                               "(needs the in-job emitter)", pal["dim"])))
+            out.append(
+                styled(
+                    (
+                        "collective latency unavailable: no collective timings in the telemetry "
+                        "(needs the in-job emitter)",
+                        pal["dim"],
+                    )
+                )
+            )
         return out
 
     def _detail(self, m: JobModel, frame: Frame) -> list[Text]:
@@ -115,68 +180,138 @@ class JobView(ScopeView):
         title = pal["title"]
         ranks = s.ranks
         unknown = f" · {ranks.unknown} never heard from" if ranks.unknown else ""
-        out: list[Text] = [styled((f"ranks: {ranks.running} running · {ranks.finished} finished · "
-                                   f"{ranks.failed} failed · {ranks.dead} dead{unknown}", pal["dim"]))]
+        out: list[Text] = [
+            styled(
+                (
+                    f"ranks: {ranks.running} running · {ranks.finished} finished · "
+                    f"{ranks.failed} failed · {ranks.dead} dead{unknown}",
+                    pal["dim"],
+                )
+            )
+        ]
         if m.diagnosis.suspects:
             out += [Text(), styled(("Ranks to look at", title))]
             for sus in m.diagnosis.suspects:
-                out.append(styled((f"  rank {sus.rank:<6}", pal["bad"]), outside(sus.host or "?", 28, pal["text"]),
-                                  (_where(sus), pal["text"])))
+                out.append(
+                    styled(
+                        (f"  rank {sus.rank:<6}", pal["bad"]),
+                        outside(sus.host or "?", 28, pal["text"]),
+                        (_where(sus), pal["text"]),
+                    )
+                )
                 ev = sus.evidence
                 evidence = ""
                 if ev.chip_util_pct is not None or ev.peer_chip_util_median_pct is not None:
-                    evidence = (f"; chip util {units.pct(ev.chip_util_pct)} vs peers' median "
-                                f"{units.pct(ev.peer_chip_util_median_pct)}")
+                    evidence = (
+                        f"; chip util {units.pct(ev.chip_util_pct)} vs peers' median "
+                        f"{units.pct(ev.peer_chip_util_median_pct)}"
+                    )
                 out.append(styled("    ", outside(ev.why, 60, pal["warn"]), (evidence, pal["dim"])))
                 if ev.error:
                     out.append(styled(("    error ", pal["label"]), outside(ev.error, 60, pal["bad"])))
                 if ev.last_warning:
-                    out.append(styled((f"    warnings {ev.warnings}, latest ", pal["label"]),
-                                      outside(ev.last_warning, 50, pal["warn"])))
+                    out.append(
+                        styled(
+                            (f"    warnings {ev.warnings}, latest ", pal["label"]),
+                            outside(ev.last_warning, 50, pal["warn"]),
+                        )
+                    )
 
         model = s.model
         par = s.parallel
         out += [Text(), styled(("Run", title))]
-        out.append(styled(("  model ", pal["label"]), outside(model.name if model else "n/a", 32, pal["text"]),
-                          (f"  {model.params:,} parameters" if model else "", pal["text"]),
-                          ("  ", None), outside(s.precision or "precision n/a", 12, pal["text"])))
-        out.append(styled(("  batch ", pal["label"]),
-                          (f"global {s.global_batch}, micro {s.micro_batch}, sequence {s.seq_len}"
-                           if s.global_batch else "n/a", pal["text"])))
-        out.append(styled(("  parallel ", pal["label"]),
-                          (f"TP {par.tp} PP {par.pp} DP {par.dp}" if par else "n/a", pal["text"]),
-                          (f"  LNC {s.lnc}" if s.lnc else "", pal["text"]),
-                          ("  backend ", pal["label"]), outside(s.backend or "n/a", 8, pal["text"])))
+        out.append(
+            styled(
+                ("  model ", pal["label"]),
+                outside(model.name if model else "n/a", 32, pal["text"]),
+                (f"  {model.params:,} parameters" if model else "", pal["text"]),
+                ("  ", None),
+                outside(s.precision or "precision n/a", 12, pal["text"]),
+            )
+        )
+        out.append(
+            styled(
+                ("  batch ", pal["label"]),
+                (
+                    f"global {s.global_batch}, micro {s.micro_batch}, sequence {s.seq_len}"
+                    if s.global_batch
+                    else "n/a",
+                    pal["text"],
+                ),
+            )
+        )
+        out.append(
+            styled(
+                ("  parallel ", pal["label"]),
+                (f"TP {par.tp} PP {par.pp} DP {par.dp}" if par else "n/a", pal["text"]),
+                (f"  LNC {s.lnc}" if s.lnc else "", pal["text"]),
+                ("  backend ", pal["label"]),
+                outside(s.backend or "n/a", 8, pal["text"]),
+            )
+        )
         compile_s = s.cold_compile_s
-        out.append(styled(("  cold compile ", pal["label"]),
-                          (units.NA if compile_s is None else f"{compile_s:.0f} s ({s.cold_compiles}x)", pal["text"]),
-                          (f", {s.compile_cache_hits} cache hits", pal["dim"])))
+        out.append(
+            styled(
+                ("  cold compile ", pal["label"]),
+                (units.NA if compile_s is None else f"{compile_s:.0f} s ({s.cold_compiles}x)", pal["text"]),
+                (f", {s.compile_cache_hits} cache hits", pal["dim"]),
+            )
+        )
         saves = s.checkpoint_saves
-        out.append(styled(("  checkpoint saves ", pal["label"]), (f"{saves.count}", pal["text"]),
-                          (f"  save time {_percentiles(saves.save_s)}" if saves.count else "", pal["text"])))
+        out.append(
+            styled(
+                ("  checkpoint saves ", pal["label"]),
+                (f"{saves.count}", pal["text"]),
+                (f"  save time {_percentiles(saves.save_s)}" if saves.count else "", pal["text"]),
+            )
+        )
         th = s.thresholds
-        out.append(styled(("  late after ", pal["label"]), (f"{th.late_s:.0f} s", pal["text"]),
-                          ("  stalled after ", pal["label"]), (f"{th.stall_s:.0f} s", pal["text"]),
-                          ("  dead after ", pal["label"]), (f"{th.dead_after_s:.0f} s", pal["text"])))
+        out.append(
+            styled(
+                ("  late after ", pal["label"]),
+                (f"{th.late_s:.0f} s", pal["text"]),
+                ("  stalled after ", pal["label"]),
+                (f"{th.stall_s:.0f} s", pal["text"]),
+                ("  dead after ", pal["label"]),
+                (f"{th.dead_after_s:.0f} s", pal["text"]),
+            )
+        )
 
         if m.collectives:
             out += [Text(), styled(("Collectives", title), (" (recent window, all ranks)", pal["dim"]))]
             for c in m.collectives:
-                out.append(styled(("  ", None), column(c.op, 14, pal["label"]), (f"{c.count:>7} calls ", pal["text"]),
-                                  (f"{units.size(c.bytes):>10}  ", pal["dim"]), (_percentiles(c.latency_s), pal["text"])))
+                out.append(
+                    styled(
+                        ("  ", None),
+                        column(c.op, 14, pal["label"]),
+                        (f"{c.count:>7} calls ", pal["text"]),
+                        (f"{units.size(c.bytes):>10}  ", pal["dim"]),
+                        (_percentiles(c.latency_s), pal["text"]),
+                    )
+                )
 
         out += [Text(), styled(("Ranks", title), (" (where they run, as the job reports it)", pal["dim"]))]
-        out.append(styled((f"  {'rank':<6}{'host':<22}{'chip':>4}{'core':>5}  {'status':<8}{'step':>7}"
-                           f"{'heartbeat':>11}  region", pal["dim"])))
+        out.append(
+            styled(
+                (
+                    f"  {'rank':<6}{'host':<22}{'chip':>4}{'core':>5}  {'status':<8}{'step':>7}"
+                    f"{'heartbeat':>11}  region",
+                    pal["dim"],
+                )
+            )
+        )
         for r in m.ranks:
             status_style = pal["bad"] if r.dead or r.status in ("failed", "aborted") else pal["text"]
             heartbeat = "none" if r.heartbeat_age_s is None else units.age(r.heartbeat_age_s) + " ago"
             known = r.host is not None and frame.ledger.host_named(r.host) is not None
-            out.append(styled(
-                (f"  {r.rank:<6}", pal["label"]), column(r.host or "?", 22, pal["text"] if known else pal["dim"]),
-                (f"{'?' if r.chip is None else r.chip:>4}{'?' if r.core is None else r.core:>5}  ", pal["text"]),
-                (f"{'dead' if r.dead else r.status:<8}", status_style),
-                (f"{'-' if r.last_step is None else r.last_step:>7}{heartbeat:>11}  ", pal["text"]),
-                outside(r.region or "", 16, pal["dim"]),
-            ))
+            out.append(
+                styled(
+                    (f"  {r.rank:<6}", pal["label"]),
+                    column(r.host or "?", 22, pal["text"] if known else pal["dim"]),
+                    (f"{'?' if r.chip is None else r.chip:>4}{'?' if r.core is None else r.core:>5}  ", pal["text"]),
+                    (f"{'dead' if r.dead else r.status:<8}", status_style),
+                    (f"{'-' if r.last_step is None else r.last_step:>7}{heartbeat:>11}  ", pal["text"]),
+                    outside(r.region or "", 16, pal["dim"]),
+                )
+            )
         return out

@@ -55,8 +55,10 @@ class Frame:
     job_only: bool = False  # the session has job sources only: the device scopes stay empty
 
 
-NO_DEVICE_SOURCE = ("No device telemetry in this session (job sources only: no neuron-monitor here); "
-                    "the job view (j) has the job. For devices: --neuron-monitor PATH, --stdin, --scrape URL.")
+NO_DEVICE_SOURCE = (
+    "No device telemetry in this session (job sources only: no neuron-monitor here); "
+    "the job view (j) has the job. For devices: --neuron-monitor PATH, --stdin, --scrape URL."
+)
 
 
 def no_host_yet(frame: "Frame") -> Text:

@@ -33,8 +33,11 @@ KEYMAP: tuple[tuple[str, str, str, str], ...] = (
 )
 
 KEY_NAMES = {
-    "left_square_bracket,right_square_bracket": "[ ]", "slash": "/", "question_mark": "?",
-    "escape,backspace": "esc bksp", "up,down,left,right": "arrows",
+    "left_square_bracket,right_square_bracket": "[ ]",
+    "slash": "/",
+    "question_mark": "?",
+    "escape,backspace": "esc bksp",
+    "up,down,left,right": "arrows",
 }
 
 
@@ -74,8 +77,9 @@ class JumpScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(Text("Jump to a host or chip: 7, 7/2, i-0abc…, an instance name or stream label, "
-                              "optionally /chip"))
+            yield Static(
+                Text("Jump to a host or chip: 7, 7/2, i-0abc…, an instance name or stream label, optionally /chip")
+            )
             yield Input(placeholder="host[/chip]", id="jump-input")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:

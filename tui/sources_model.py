@@ -36,9 +36,16 @@ def sources_model(ledger: Ledger, now_s: float) -> SourcesModel:
     period_by_source = source_periods_s(ledger)
     lines = []
     for s in sorted(ledger.sources.values(), key=lambda s: s.source_id):
-        lines.append(SourceLine(
-            s.source_id, s.kind, s.state(now_s, period_by_source.get(s.source_id)),
-            None if s.last_s is None else max(0.0, now_s - s.last_s),
-            s.reports, sum(s.rejected.values()), s.last_rejection, s.end_error or s.link_error,
-        ))
+        lines.append(
+            SourceLine(
+                s.source_id,
+                s.kind,
+                s.state(now_s, period_by_source.get(s.source_id)),
+                None if s.last_s is None else max(0.0, now_s - s.last_s),
+                s.reports,
+                sum(s.rejected.values()),
+                s.last_rejection,
+                s.end_error or s.link_error,
+            )
+        )
     return SourcesModel(tuple(lines))

@@ -34,8 +34,10 @@ def keys_from_terminal() -> int:
     on. Raises NoTerminal when there is none.
     """
     if os.isatty(0):
-        raise NoTerminal("--stdin reads reports from a pipe, but stdin is the terminal: "
-                         "pipe them in, e.g. `neuron-monitor | trnwatch watch --stdin`")
+        raise NoTerminal(
+            "--stdin reads reports from a pipe, but stdin is the terminal: "
+            "pipe them in, e.g. `neuron-monitor | trnwatch watch --stdin`"
+        )
     tty_fd = None
     try:
         tty_fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
@@ -43,8 +45,9 @@ def keys_from_terminal() -> int:
         if os.isatty(2):
             tty_fd = os.open(os.ttyname(2), os.O_RDWR | os.O_NOCTTY)
     if tty_fd is None:
-        raise NoTerminal("--stdin with the screen needs a terminal for keys (no /dev/tty); "
-                         "use --headless, or run it from a terminal")
+        raise NoTerminal(
+            "--stdin with the screen needs a terminal for keys (no /dev/tty); use --headless, or run it from a terminal"
+        )
     data_fd = os.dup(0)
     os.dup2(tty_fd, 0)
     os.close(tty_fd)

@@ -20,8 +20,9 @@ class UltraServerModel:
     filter: str
 
 
-def ultraserver_model(ledger: Ledger, now_s: float, group: str | None, sort: str = "host",
-                      filter_: str = "all") -> UltraServerModel | None:
+def ultraserver_model(
+    ledger: Ledger, now_s: float, group: str | None, sort: str = "host", filter_: str = "all"
+) -> UltraServerModel | None:
     """The group to show (`group`, or the first one when it is gone or None); None when no host
     has reported yet."""
     ids = groups(ledger)
@@ -32,7 +33,11 @@ def ultraserver_model(ledger: Ledger, now_s: float, group: str | None, sort: str
     hosts = group_hosts(ledger, group)
     rows = host_rows(ledger, hosts, now_s)
     return UltraServerModel(
-        group=group, group_number=ids.index(group), group_count=len(ids),
+        group=group,
+        group_number=ids.index(group),
+        group_count=len(ids),
         rollup=ledger.rollup_ultraserver(group, hosts, now_s),
-        rows=tuple(sort_and_filter(rows, sort, filter_)), sort=sort, filter=filter_,
+        rows=tuple(sort_and_filter(rows, sort, filter_)),
+        sort=sort,
+        filter=filter_,
     )

@@ -34,7 +34,9 @@ CELL_COLS = 3
 UTIL_DEADBAND_PCT = 4.0
 
 
-def _cell(chip: ChipCell, row: HostRow, frame: Frame, selected: bool, u: float | None) -> list[tuple[str, Style | None]]:
+def _cell(
+    chip: ChipCell, row: HostRow, frame: Frame, selected: bool, u: float | None
+) -> list[tuple[str, Style | None]]:
     """One chip's three cells; `u` is the utilisation to draw (`UltraServerView._drawn_util`)."""
     pal = frame.palette
     extra = pal["cursor"] if selected else None
@@ -66,9 +68,15 @@ def _cell_key(row: HostRow, chip: ChipCell, selected: bool, u: float | None) -> 
     if row.state != "fresh":
         return row.state, selected
     fill = chip.hbm_pct
-    return (util_glyph(u), None if u is None else level(u, 100.0, 8), hbm_glyph(fill),
-            None if fill is None else level(fill, 100.0, 8), chip.ecc_uncorrected > 0,
-            chip.ecc_events > 0 or chip.ecc_undecided, selected)
+    return (
+        util_glyph(u),
+        None if u is None else level(u, 100.0, 8),
+        hbm_glyph(fill),
+        None if fill is None else level(fill, 100.0, 8),
+        chip.ecc_uncorrected > 0,
+        chip.ecc_events > 0 or chip.ecc_undecided,
+        selected,
+    )
 
 
 def _ecc_count(chip: ChipCell) -> str:
@@ -110,13 +118,13 @@ class UltraServerView(ScopeView):
         self.model = model
         if model is None:
             self._grid, self._cell_x = [], {}
-            return Screenful(styled(("ULTRASERVER", frame.palette["scope"])),
-                             [no_host_yet(frame)], [])
+            return Screenful(styled(("ULTRASERVER", frame.palette["scope"])), [no_host_yet(frame)], [])
         subject = self._subject(model, frame)
         summary = self._summary(model, frame)
         if frame.width < WIDE_MIN_COLS:
-            return Screenful(subject, summary,
-                             self._blocks(model, frame) + [Text()] + self._attention(model, frame, ATTENTION_ROWS))
+            return Screenful(
+                subject, summary, self._blocks(model, frame) + [Text()] + self._attention(model, frame, ATTENTION_ROWS)
+            )
         table = self._table(model, frame)
         attention = self._attention(model, frame, WIDE_ATTENTION_ROWS)
         # Side by side only when both fit (with padding and scroll bar); else the list goes below.
@@ -129,42 +137,72 @@ class UltraServerView(ScopeView):
         name = "(hosts in no UltraServer)" if m.group == NO_GROUP else m.group
         group = f" ({m.group_number + 1}/{m.group_count})" if m.group_count > 1 else ""
         id_cols = (12 if frame.width < WIDE_MIN_COLS else 40) if m.group != NO_GROUP else 26
-        return styled(("ULTRASERVER ", pal["scope"]), outside(name, id_cols, pal["title"]),
-                      (f"{group} · {units.plural(m.rollup.hosts_total, 'host')} · "
-                       f"{units.plural(m.rollup.chips_total, 'chip')}", pal["text"]))
+        return styled(
+            ("ULTRASERVER ", pal["scope"]),
+            outside(name, id_cols, pal["title"]),
+            (
+                f"{group} · {units.plural(m.rollup.hosts_total, 'host')} · "
+                f"{units.plural(m.rollup.chips_total, 'chip')}",
+                pal["text"],
+            ),
+        )
 
     def _summary(self, m: UltraServerModel, frame: Frame) -> list[Text]:
         pal = frame.palette
         r = m.rollup
         if m.group == NO_GROUP:
-            title = styled(("Hosts mapped to no UltraServer", pal["title"]),
-                           (" (no --ultraservers entry, no ultraserver_id in reports)", pal["dim"]))
+            title = styled(
+                ("Hosts mapped to no UltraServer", pal["title"]),
+                (" (no --ultraservers entry, no ultraserver_id in reports)", pal["dim"]),
+            )
         else:
-            title = styled(("UltraServer ", pal["label"]), outside(m.group, 40, pal["title"]),
-                           (f"  {units.plural(r.hosts_total, 'host')}  {units.plural(r.chips_total, 'chip')}", pal["text"]))
+            title = styled(
+                ("UltraServer ", pal["label"]),
+                outside(m.group, 40, pal["title"]),
+                (f"  {units.plural(r.hosts_total, 'host')}  {units.plural(r.chips_total, 'chip')}", pal["text"]),
+            )
         full = hbm_high(r.hbm_fill_pct)
         figures = styled(
-            ("HBM ", pal["label"]), (units.used_of(r.hbm_used_bytes if r.chips else None, r.hbm_capacity_bytes),
-                                     pal["hbm-full"] if full else pal["text"]),
-            ("  util mean ", pal["label"]), (units.pct(r.util_mean_pct), pal["text"]),
-            (" min ", pal["label"]), (units.pct(r.util_min_pct), pal["text"]),
-            ("  idle ", pal["label"]), (f"{r.chips_idle}", pal["warn"] if r.chips_idle else pal["text"]),
-            ("  ECC ", pal["label"]), (f"{r.chips_with_ecc} chip{'s' if r.chips_with_ecc != 1 else ''}",
-                                        pal["bad"] if r.chips_with_ecc else pal["text"]),
-            (f" ({r.chips_with_uncorrected_ecc} uncorrected)" if r.chips_with_uncorrected_ecc else "",
-             pal["bad"] + Style(reverse=True)),
+            ("HBM ", pal["label"]),
+            (
+                units.used_of(r.hbm_used_bytes if r.chips else None, r.hbm_capacity_bytes),
+                pal["hbm-full"] if full else pal["text"],
+            ),
+            ("  util mean ", pal["label"]),
+            (units.pct(r.util_mean_pct), pal["text"]),
+            (" min ", pal["label"]),
+            (units.pct(r.util_min_pct), pal["text"]),
+            ("  idle ", pal["label"]),
+            (f"{r.chips_idle}", pal["warn"] if r.chips_idle else pal["text"]),
+            ("  ECC ", pal["label"]),
+            (
+                f"{r.chips_with_ecc} chip{'s' if r.chips_with_ecc != 1 else ''}",
+                pal["bad"] if r.chips_with_ecc else pal["text"],
+            ),
+            (
+                f" ({r.chips_with_uncorrected_ecc} uncorrected)" if r.chips_with_uncorrected_ecc else "",
+                pal["bad"] + Style(reverse=True),
+            ),
         )
         not_fresh = r.hosts_left_out
         boundary = styled(
-            (f"over {units.plural(r.chips, 'chip')} on {r.hosts_fresh}/{units.plural(r.hosts_total, 'fresh host')}",
-             pal["dim"]),
-            ("  stale ", pal["label"]), (f"{r.hosts_stale}", pal["warn"] if r.hosts_stale else pal["text"]),
-            ("  lost ", pal["label"]), (f"{r.hosts_lost}", pal["bad"] if r.hosts_lost else pal["text"]),
+            (
+                f"over {units.plural(r.chips, 'chip')} on {r.hosts_fresh}/{units.plural(r.hosts_total, 'fresh host')}",
+                pal["dim"],
+            ),
+            ("  stale ", pal["label"]),
+            (f"{r.hosts_stale}", pal["warn"] if r.hosts_stale else pal["text"]),
+            ("  lost ", pal["label"]),
+            (f"{r.hosts_lost}", pal["bad"] if r.hosts_lost else pal["text"]),
             ("  (left out of the figures)" if not_fresh else "", pal["dim"]),
         )
         legend = styled(
-            ("sort ", pal["label"]), (m.sort, pal["text"]), (" · filter ", pal["label"]), (m.filter, pal["text"]),
-            ("  cell: ", pal["dim"]), (f"util {BARS[0]}…{BARS[-1]}", pal["text"]),
+            ("sort ", pal["label"]),
+            (m.sort, pal["text"]),
+            (" · filter ", pal["label"]),
+            (m.filter, pal["text"]),
+            ("  cell: ", pal["dim"]),
+            (f"util {BARS[0]}…{BARS[-1]}", pal["text"]),
             (f" HBM {SHADES}", pal["text"]),
             (f" {ECC_MARK} ECC {UNCORRECTED_MARK} uncorr. {STALE_MARK} stale {LOST_MARK} lost", pal["dim"]),
         )
@@ -173,8 +211,14 @@ class UltraServerView(ScopeView):
     def _filtered_note(self, m: UltraServerModel, frame: Frame) -> list[Text]:
         if m.filter == "all":
             return []
-        return [styled((f"filter {m.filter}: {FILTER_HELP[m.filter]} — {len(m.rows)} of {m.rollup.hosts_total} hosts",
-                        frame.palette["dim"]))]
+        return [
+            styled(
+                (
+                    f"filter {m.filter}: {FILTER_HELP[m.filter]} — {len(m.rows)} of {m.rollup.hosts_total} hosts",
+                    frame.palette["dim"],
+                )
+            )
+        ]
 
     def _blocks(self, m: UltraServerModel, frame: Frame) -> list[Text]:
         """Narrow layout: hosts as blocks "07 ▇▓ ▇▓ ▇▓ ▇▓", as many per line as fit."""
@@ -192,7 +236,7 @@ class UltraServerView(ScopeView):
             xs: list[tuple[int, str, int]] = []
             cells = []
             x = 0
-            hosts = m.rows[start:start + per_line]
+            hosts = m.rows[start : start + per_line]
             for row in hosts:
                 x += number_cols + 1
                 for chip in row.chips:
@@ -202,16 +246,24 @@ class UltraServerView(ScopeView):
                     xs.append((x, row.host_id, chip.index))
                     x += CELL_COLS
                 x += 1
-            key = (id(pal), number_cols, tuple((row.number, row.state, len(row.chips)) for row in hosts),
-                   tuple(_cell_key(*cell) for cell in cells))
+            key = (
+                id(pal),
+                number_cols,
+                tuple((row.number, row.state, len(row.chips)) for row in hosts),
+                tuple(_cell_key(*cell) for cell in cells),
+            )
             line = drawn.get(key)
             if line is None:
                 parts: list = []
                 for row in hosts:
                     label_style = pal["label"] if row.state == "fresh" else pal["warn"]
                     parts.append((f"{row.number:>{number_cols}} ", label_style))
-                    parts += [part for r, chip, selected, u in cells if r is row
-                              for part in _cell(chip, row, frame, selected, u)]
+                    parts += [
+                        part
+                        for r, chip, selected, u in cells
+                        if r is row
+                        for part in _cell(chip, row, frame, selected, u)
+                    ]
                     parts.append(" ")
                 line = styled(*parts)
             self._host_lines[key] = line
@@ -228,27 +280,48 @@ class UltraServerView(ScopeView):
         name_cols = min(24, max((len(r.name or "") for r in m.rows), default=0))
         id_cols = min(22, max((len(r.host_id) for r in m.rows), default=0))
         out = self._filtered_note(m, frame)
-        out.append(styled((f"{'#':>{number_cols}} {'host name':<{name_cols}} {'host id':<{id_cols}}  chips: "
-                           f"util·HBM·ECC", pal["dim"])))
+        out.append(
+            styled(
+                (
+                    f"{'#':>{number_cols}} {'host name':<{name_cols}} {'host id':<{id_cols}}  chips: util·HBM·ECC",
+                    pal["dim"],
+                )
+            )
+        )
         self._grid, self._cell_x = [], {}
         drawn, self._host_lines = self._host_lines, {}
         for row in m.rows:
-            cells = [(row, chip, (row.host_id, chip.index) == (sel.host_id, sel.chip), self._drawn_util(row, chip))
-                     for chip in row.chips]
+            cells = [
+                (row, chip, (row.host_id, chip.index) == (sel.host_id, sel.chip), self._drawn_util(row, chip))
+                for chip in row.chips
+            ]
             x = number_cols + 1 + name_cols + 1 + id_cols + 2
-            self._cell_x[len(out)] = [(x + i * (CELL_COLS + 1), row.host_id, chip.index)
-                                      for i, chip in enumerate(row.chips)]
+            self._cell_x[len(out)] = [
+                (x + i * (CELL_COLS + 1), row.host_id, chip.index) for i, chip in enumerate(row.chips)
+            ]
             self._grid.append([(row.host_id, chip.index) for chip in row.chips])
-            key = (id(pal), number_cols, name_cols, id_cols, row.number, row.name, row.host_id, row.state,
-                   units.age(row.age_s) if row.state == "stale" else "", tuple(_cell_key(*cell) for cell in cells),
-                   sum(c.ecc_events for c in row.chips), sum(c.ecc_uncorrected for c in row.chips))
+            key = (
+                id(pal),
+                number_cols,
+                name_cols,
+                id_cols,
+                row.number,
+                row.name,
+                row.host_id,
+                row.state,
+                units.age(row.age_s) if row.state == "stale" else "",
+                tuple(_cell_key(*cell) for cell in cells),
+                sum(c.ecc_events for c in row.chips),
+                sum(c.ecc_uncorrected for c in row.chips),
+            )
             line = drawn.get(key) or self._table_line(row, cells, number_cols, name_cols, id_cols, frame)
             self._host_lines[key] = line
             out.append(line)
         return out
 
-    def _table_line(self, row: HostRow, cells: list, number_cols: int, name_cols: int, id_cols: int,
-                    frame: Frame) -> Text:
+    def _table_line(
+        self, row: HostRow, cells: list, number_cols: int, name_cols: int, id_cols: int, frame: Frame
+    ) -> Text:
         """One host of the wide layout; `cells`: (row, chip, selected, drawn utilisation) per chip."""
         pal = frame.palette
         parts: list = [
@@ -261,8 +334,9 @@ class UltraServerView(ScopeView):
             parts.append(" ")
         ecc = sum(c.ecc_events for c in row.chips)
         uncorrected = sum(c.ecc_uncorrected for c in row.chips)
-        parts.append((f" ECC {ecc}" + (f" ({uncorrected} uncorr.)" if uncorrected else ""),
-                      pal["bad"] if ecc else pal["dim"]))
+        parts.append(
+            (f" ECC {ecc}" + (f" ({uncorrected} uncorr.)" if uncorrected else ""), pal["bad"] if ecc else pal["dim"])
+        )
         if row.state == "stale":
             parts.append((f"  stale {units.age(row.age_s)}", pal["warn"]))
         elif row.state == "lost":
@@ -278,8 +352,10 @@ class UltraServerView(ScopeView):
         if m.sort == "host":
             title = "Chips to look at first"
             hosts = [frame.ledger.hosts[r.host_id] for r in m.rows]
-            picked = [(by_id[c.host_id], cells[(c.host_id, c.chip)], c.why)
-                      for c in chips_to_look_at(frame.ledger, hosts, frame.now_s, frame.findings, rows)]
+            picked = [
+                (by_id[c.host_id], cells[(c.host_id, c.chip)], c.why)
+                for c in chips_to_look_at(frame.ledger, hosts, frame.now_s, frame.findings, rows)
+            ]
         else:
             fresh = [(row, chip) for row in m.rows if row.state == "fresh" for chip in row.chips]
             if m.sort == "hbm":
@@ -289,8 +365,10 @@ class UltraServerView(ScopeView):
                 fresh = [rc for rc in fresh if rc[1].ecc_events]
             else:
                 title, key = "Lowest utilisation", lambda rc: (rc[1].util_pct is None, rc[1].util_pct or 0.0)
-            picked = [(row, chip, "") for row, chip in
-                      sorted(fresh, key=lambda rc: (key(rc), rc[0].number, rc[1].index))[:rows]]
+            picked = [
+                (row, chip, "")
+                for row, chip in sorted(fresh, key=lambda rc: (key(rc), rc[0].number, rc[1].index))[:rows]
+            ]
         out = [styled((title, pal["title"]), (f" (sort {m.sort})" if m.sort != "host" else "", pal["dim"]))]
         if not picked:
             out.append(styled(("  no chip stands out from its peers" if m.sort == "host" else "  none", pal["dim"])))
@@ -314,8 +392,13 @@ class UltraServerView(ScopeView):
             out += [Text(), styled(("Hosts left out of the figures", pal["title"]))]
             for row in gone[:rows]:
                 what = "lost" if row.state == "lost" else f"stale, last report {units.age(row.age_s)} ago"
-                out.append(styled((f"{row.number:>3}  ", pal["label"]), column(row.name or row.host_id, 22, pal["text"]),
-                                  (what, pal["bad"] if row.state == "lost" else pal["warn"])))
+                out.append(
+                    styled(
+                        (f"{row.number:>3}  ", pal["label"]),
+                        column(row.name or row.host_id, 22, pal["text"]),
+                        (what, pal["bad"] if row.state == "lost" else pal["warn"]),
+                    )
+                )
         return out
 
     # --- cursor ---------------------------------------------------------------------------------
@@ -351,7 +434,8 @@ class UltraServerView(ScopeView):
         region = detail.content_region
         if not region.contains_point(event.screen_offset):
             return
-        cell = self.cell_at(event.screen_x - region.x + detail.scroll_offset.x,
-                            event.screen_y - region.y + detail.scroll_offset.y)
+        cell = self.cell_at(
+            event.screen_x - region.x + detail.scroll_offset.x, event.screen_y - region.y + detail.scroll_offset.y
+        )
         if cell is not None:
             self.app.open_chip(*cell)  # type: ignore[attr-defined]  # TrnwatchApp (Textual types it App)

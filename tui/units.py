@@ -8,7 +8,7 @@ TIB = 1 << 40
 
 
 def plural(n: int, word: str) -> str:
-    """"1 host", "36 hosts"."""
+    """ "1 host", "36 hosts"."""
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
@@ -32,7 +32,7 @@ def size(n_bytes: int | None) -> str:
 
 
 def used_of(used_bytes: int | None, capacity_bytes: int | None) -> str:
-    """"12.3 / 144.0 GiB (8.5%)", with the capacity's unit for both figures."""
+    """ "12.3 / 144.0 GiB (8.5%)", with the capacity's unit for both figures."""
     if used_bytes is None:
         return NA
     if capacity_bytes is None:

@@ -45,8 +45,14 @@ def hbm_glyph(fill_pct: float | None) -> str:
     return SHADES[level(fill_pct, 100.0, len(SHADES))]
 
 
-def sparkline(samples: list[tuple[float, float | None]], now_s: float, period_s: float, width: int,
-              maximum: float, minimum: float = 0.0) -> str:
+def sparkline(
+    samples: list[tuple[float, float | None]],
+    now_s: float,
+    period_s: float,
+    width: int,
+    maximum: float,
+    minimum: float = 0.0,
+) -> str:
     """The last `width` report periods up to `now_s`, one bar per report, newest on the right,
     bars scaled from `minimum` (lowest bar) to `maximum` (full bar).
 
@@ -73,8 +79,9 @@ def sparkline(samples: list[tuple[float, float | None]], now_s: float, period_s:
     return "".join(reversed(cells[:width])).rjust(width)
 
 
-def shown_range(samples: list[tuple[float, float | None]], now_s: float, period_s: float,
-                width: int) -> tuple[float, float] | None:
+def shown_range(
+    samples: list[tuple[float, float | None]], now_s: float, period_s: float, width: int
+) -> tuple[float, float] | None:
     """(lowest, highest) of the values a `width`-wide sparkline up to `now_s` shows; None if none."""
     values = [v for t, v in samples if v is not None and now_s - width * period_s < t <= now_s]
     return (min(values), max(values)) if values else None
@@ -152,9 +159,12 @@ class TextLines(ScrollView, can_focus=False):
         console = self.app.console
         base = self.rich_style  # the widget's colours under every segment, as Textual's own Log does
         old_texts = self._texts if base == self._style else []
-        new = [self._strips[y] if y < len(old_texts) and (line is old_texts[y] or line == old_texts[y]) else
-               Strip(merge_blanks(Segment.apply_style(line.render(console), base)), line.cell_len)
-               for y, line in enumerate(lines)]
+        new = [
+            self._strips[y]
+            if y < len(old_texts) and (line is old_texts[y] or line == old_texts[y])
+            else Strip(merge_blanks(Segment.apply_style(line.render(console), base)), line.cell_len)
+            for y, line in enumerate(lines)
+        ]
         self._texts, self._style = list(lines), base
         width = max((s.cell_length for s in new), default=0)
         if len(new) != len(self._strips) or width != self._width:

@@ -48,7 +48,9 @@ class TimedCollectives:
             dist.all_reduce(tensor, group=group)
             done_s = time.perf_counter()
         self.step_collective_s += done_s - start_s
-        self.emitter.collective(op, tensor.numel() * tensor.element_size(), done_s - start_s, arrived_s - start_s, self.step)
+        self.emitter.collective(
+            op, tensor.numel() * tensor.element_size(), done_s - start_s, arrived_s - start_s, self.step
+        )
 
 
 class _CopyToTensorParallel(torch.autograd.Function):
@@ -142,8 +144,14 @@ class CpuBackend:
         self.first_collective_op = "tp_all_reduce" if self.tp_size > 1 else "dp_all_reduce"
 
     def run_start_fields(self) -> dict:
-        return {"backend": "cpu", "core": None, "chip": None, "lnc": None, "precision": self.precision,
-                "versions": {"torch": torch.__version__, "python": platform.python_version()}}
+        return {
+            "backend": "cpu",
+            "core": None,
+            "chip": None,
+            "lnc": None,
+            "precision": self.precision,
+            "versions": {"torch": torch.__version__, "python": platform.python_version()},
+        }
 
     def column(self, in_features: int, out_features: int) -> nn.Module:
         return ColumnLinear(in_features, out_features, self)

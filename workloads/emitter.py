@@ -174,8 +174,9 @@ class JobEmitter:
         """Report one timed collective; `latency_s` includes `wait_s` (waiting for peers)."""
         self.emit("collective", op=op, bytes=bytes, latency_s=latency_s, wait_s=wait_s, step=step)
 
-    def checkpoint(self, action: str, state: str, step: int, tag: str | None = None,
-                   blocking: bool | None = None) -> None:
+    def checkpoint(
+        self, action: str, state: str, step: int, tag: str | None = None, blocking: bool | None = None
+    ) -> None:
         """Report a checkpoint save/load beginning or ending; `blocking=False` for a background
         save during which steps go on (None: a synchronous save, as before)."""
         extra = {} if blocking is None else {"blocking": blocking}

@@ -96,8 +96,14 @@ class NeuronBackend:
             except importlib.metadata.PackageNotFoundError:
                 pass
         lnc = os.environ.get("NEURON_LOGICAL_NC_CONFIG", "")
-        return {"backend": "neuron", "core": core, "chip": _chip_of_core(core), "precision": self.precision,
-                "versions": versions, "lnc": int(lnc) if lnc.isdigit() else None}
+        return {
+            "backend": "neuron",
+            "core": core,
+            "chip": _chip_of_core(core),
+            "precision": self.precision,
+            "versions": versions,
+            "lnc": int(lnc) if lnc.isdigit() else None,
+        }
 
     def column(self, in_features: int, out_features: int):
         return self.layers.ColumnParallelLinear(in_features, out_features, bias=False, gather_output=False)

@@ -22,8 +22,10 @@ import sys
 from trnwatch.workloads.emitter import JobEmitter
 from trnwatch.workloads.train_args import parse_args
 
-TORCH_HINT = ("On CPU: pip install torch==2.13.0; "
-              "on Trainium: torch-neuronx from AWS's Neuron repository (README, 'Running on Trainium').")
+TORCH_HINT = (
+    "On CPU: pip install torch==2.13.0; "
+    "on Trainium: torch-neuronx from AWS's Neuron repository (README, 'Running on Trainium')."
+)
 
 
 class Terminated(BaseException):

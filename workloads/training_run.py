@@ -19,7 +19,9 @@ def train(args: argparse.Namespace, emitter: JobEmitter, backend) -> None:
     with emitter.region("init:process_group"):
         backend.setup()
     # Rank 0 decides, so all ranks resume from the same checkpoint even on a lagging shared FS.
-    resumed_step = backend.broadcast_step(newest_complete_checkpoint(args.checkpoint_dir) if backend.rank == 0 else None)
+    resumed_step = backend.broadcast_step(
+        newest_complete_checkpoint(args.checkpoint_dir) if backend.rank == 0 else None
+    )
     tag = None if resumed_step is None else checkpoint_tag(resumed_step)
     restart = 0 if tag is None else read_restart_count(os.path.join(args.checkpoint_dir, tag)) + 1
     global_batch = args.micro_batch * backend.dp_size

@@ -49,8 +49,17 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         command = " ".join(TRNWATCH)
         for scenario, name in sessions.items():
-            tmux("new", "-d", "-x", "80", "-y", "24", "-s", name,
-                 f"{command} demo --scenario {scenario} --duration {args.timeout + 30:.0f} --receipt {tmp}/{scenario}.json")
+            tmux(
+                "new",
+                "-d",
+                "-x",
+                "80",
+                "-y",
+                "24",
+                "-s",
+                name,
+                f"{command} demo --scenario {scenario} --duration {args.timeout + 30:.0f} --receipt {tmp}/{scenario}.json",
+            )
         start = time.monotonic()
         try:
             while len(named) < len(sessions) and time.monotonic() - start < args.timeout:

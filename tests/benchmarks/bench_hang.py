@@ -85,8 +85,10 @@ def _report(name: str, expected_rank: int, figures: dict) -> None:
             continue
         delay_s, threshold_s, suspects = figures[verdict]
         named = "names" if suspects[:1] == (expected_rank,) else f"names {list(suspects[:3])}, not"
-        print(f"{name:<22} {verdict.upper():<8} {delay_s:6.2f} s after the last step (rule {threshold_s:5.1f} s, "
-              f"over rule {delay_s - threshold_s:5.2f} s); {named} rank {expected_rank}")
+        print(
+            f"{name:<22} {verdict.upper():<8} {delay_s:6.2f} s after the last step (rule {threshold_s:5.1f} s, "
+            f"over rule {delay_s - threshold_s:5.2f} s); {named} rank {expected_rank}"
+        )
 
 
 def main() -> None:
@@ -98,13 +100,44 @@ def main() -> None:
         tmp = Path(tmp)
         if not args.skip_demo:
             run_dir = tmp / "demo-job"
-            command = [sys.executable, "-m", "trnwatch", "demo", "--headless", "--scenario", "hang", "--job-dir",
-                       str(run_dir), "--duration", "120", "--receipt", str(tmp / "demo.json")]
+            command = [
+                sys.executable,
+                "-m",
+                "trnwatch",
+                "demo",
+                "--headless",
+                "--scenario",
+                "hang",
+                "--job-dir",
+                str(run_dir),
+                "--duration",
+                "120",
+                "--receipt",
+                str(tmp / "demo.json"),
+            ]
             _report("demo (576 ranks)", fault_rank(get_topology("trn3-gen2-us")), _measure(command, run_dir, tmp))
         if not args.skip_torchrun:
-            command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                       train.__file__, "--run-dir", str(tmp / "run"), "--tp", "2", "--steps", "100000",
-                       "--hang-rank", "1", "--hang-step", "10", "--hang-region", "dataloader"]
+            command = [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                "--nproc-per-node",
+                "2",
+                train.__file__,
+                "--run-dir",
+                str(tmp / "run"),
+                "--tp",
+                "2",
+                "--steps",
+                "100000",
+                "--hang-rank",
+                "1",
+                "--hang-step",
+                "10",
+                "--hang-region",
+                "dataloader",
+            ]
             _report("torchrun (2 ranks)", 1, _measure(command, tmp / "run" / "telemetry", tmp))
 
 

@@ -74,7 +74,9 @@ def main() -> int:
         theirs = load_python_hostlist(Path(paths[0]), Path(folder))
         print(f"| expression | python-hostlist {theirs.__version__} | collectors/hostlist.py |\n|---|---|---|")
         for label, expression in CASES.items():
-            print(f"| `{label}` | {measure(theirs.expand_hostlist, expression, memory)} | {measure(expand_hostlist, expression, memory)} |")
+            print(
+                f"| `{label}` | {measure(theirs.expand_hostlist, expression, memory)} | {measure(expand_hostlist, expression, memory)} |"
+            )
     return 0
 
 

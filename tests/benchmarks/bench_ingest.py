@@ -82,7 +82,9 @@ def _process_cpu_s(argv: list[str], stdin_path: Path, pipe: bool) -> float:
     """CPU time (user + system) of one child process reading `stdin_path` (through `cat` if `pipe`)."""
     with open(stdin_path, "rb") as stdin:
         cat = subprocess.Popen(["cat"], stdin=stdin, stdout=subprocess.PIPE) if pipe else None
-        proc = subprocess.Popen(argv, stdin=cat.stdout if cat else stdin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            argv, stdin=cat.stdout if cat else stdin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         if cat:
             cat.stdout.close()
         _, status, usage = os.wait4(proc.pid, 0)
@@ -100,10 +102,24 @@ def measure_process(reports: int, rounds: int) -> dict:
         big, small = Path(tmp) / "big.jsonl", Path(tmp) / "small.jsonl"
         big.write_text("\n".join(texts) + "\n")
         small.write_text("\n".join(texts[:SMALL_RUN]) + "\n")
-        watch = [sys.executable, "-m", "trnwatch", "watch", "--stdin", "--headless", "--receipt", str(Path(tmp) / "r.json")]
+        watch = [
+            sys.executable,
+            "-m",
+            "trnwatch",
+            "watch",
+            "--stdin",
+            "--headless",
+            "--receipt",
+            str(Path(tmp) / "r.json"),
+        ]
         loads = [sys.executable, "-c", LOADS_PROCESS]
-        per_report: dict[str, list[float]] = {"watch_file": [], "loads_file": [], "watch_pipe": [], "loads_pipe": [],
-                                              "loads": []}
+        per_report: dict[str, list[float]] = {
+            "watch_file": [],
+            "loads_file": [],
+            "watch_pipe": [],
+            "loads_pipe": [],
+            "loads": [],
+        }
         for _ in range(rounds):
             for name, argv in (("watch", watch), ("loads", loads)):
                 for how in ("file", "pipe"):
@@ -120,27 +136,41 @@ def measure_process(reports: int, rounds: int) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reports", type=int, default=200, help="report texts per in-process round (default 200)")
-    p.add_argument("--rounds", type=int, default=7, help="interleaved rounds; the best of each side is kept (default 7)")
-    p.add_argument("--process-reports", type=int, default=1000,
-                   help="Gen2 reports per whole-process run (default 1000; 0 skips it)")
+    p.add_argument(
+        "--rounds", type=int, default=7, help="interleaved rounds; the best of each side is kept (default 7)"
+    )
+    p.add_argument(
+        "--process-reports",
+        type=int,
+        default=1000,
+        help="Gen2 reports per whole-process run (default 1000; 0 skips it)",
+    )
     args = p.parse_args()
     print("In process: decode = msgspec typed decode with bounds; ingest = decode + fold (Ledger.ingest)")
-    print(f"{'topology':<16}{'bytes':>8}{'json.loads':>12}{'decode':>10}{'ingest':>10}{'ingest/loads':>14}"
-          f"{'CPU 36 hosts':>14}{'CPU 1152 hosts':>16}")
+    print(
+        f"{'topology':<16}{'bytes':>8}{'json.loads':>12}{'decode':>10}{'ingest':>10}{'ingest/loads':>14}"
+        f"{'CPU 36 hosts':>14}{'CPU 1152 hosts':>16}"
+    )
     for name in ("trn3-gen2-us", "trn3-gen1-us", "trn2.48xlarge"):
         m = measure(name, args.reports, args.rounds)
         ratio = m["ingest"] / m["loads"]
-        print(f"{name:<16}{m['report_bytes']:>8}{m['loads'] * 1e6:>10.0f}us{m['decode'] * 1e6:>8.0f}us"
-              f"{m['ingest'] * 1e6:>8.0f}us{ratio:>13.2f}x{m['ingest'] * 36 * 100:>13.2f}%{m['ingest'] * 1152 * 100:>15.1f}%")
+        print(
+            f"{name:<16}{m['report_bytes']:>8}{m['loads'] * 1e6:>10.0f}us{m['decode'] * 1e6:>8.0f}us"
+            f"{m['ingest'] * 1e6:>8.0f}us{ratio:>13.2f}x{m['ingest'] * 36 * 100:>13.2f}%{m['ingest'] * 1152 * 100:>15.1f}%"
+        )
     if args.process_reports:
         m = measure_process(args.process_reports, min(args.rounds, 3))
-        print(f"\nWhole process, {args.process_reports} Trn3 Gen2 reports of {m['report_bytes']} bytes on stdin, "
-              "CPU per report (run of N minus run of 10):")
+        print(
+            f"\nWhole process, {args.process_reports} Trn3 Gen2 reports of {m['report_bytes']} bytes on stdin, "
+            "CPU per report (run of N minus run of 10):"
+        )
         for how in ("file", "pipe"):
             watch_s, loads_s = m[f"watch_{how}"], m[f"loads_{how}"]
-            print(f"  stdin from a {how}: trnwatch watch --stdin --headless {watch_s * 1e6:5.0f}us, "
-                  f"python json.loads per line {loads_s * 1e6:5.0f}us: {watch_s / loads_s:.2f}x "
-                  f"({watch_s / m['loads']:.2f}x json.loads in this process, {m['loads'] * 1e6:.0f}us)")
+            print(
+                f"  stdin from a {how}: trnwatch watch --stdin --headless {watch_s * 1e6:5.0f}us, "
+                f"python json.loads per line {loads_s * 1e6:5.0f}us: {watch_s / loads_s:.2f}x "
+                f"({watch_s / m['loads']:.2f}x json.loads in this process, {m['loads'] * 1e6:.0f}us)"
+            )
 
 
 if __name__ == "__main__":

@@ -65,9 +65,21 @@ START_TICK = 25  # steady training: every core busy
 
 
 def start_exporter(ultraservers: int, period_s: float) -> tuple[subprocess.Popen, int]:
-    proc = subprocess.Popen([sys.executable, "-m", "trnwatch.workloads.sim.exporter", "--ultraservers", str(ultraservers),
-                             "--period", str(period_s), "--start-tick", str(START_TICK)],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "trnwatch.workloads.sim.exporter",
+            "--ultraservers",
+            str(ultraservers),
+            "--period",
+            str(period_s),
+            "--start-tick",
+            str(START_TICK),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     line = proc.stdout.readline()  # "serving N hosts on http://127.0.0.1:PORT/hosts/<n>/metrics"
     return proc, int(line.split("127.0.0.1:")[1].split("/")[0])
 
@@ -75,8 +87,9 @@ def start_exporter(ultraservers: int, period_s: float) -> tuple[subprocess.Popen
 async def one_refresh(url: str, ledger: Ledger, interval_s: float) -> dict:
     cpu0, t0 = time.process_time(), time.perf_counter()
     eval_s = round(time.time(), 3)
-    bodies = await asyncio.gather(*(fetch_async(query_url(url, q, eval_s), None, 30.0, MAX_BODY_BYTES)
-                                    for _, q in SERVER_QUERIES))
+    bodies = await asyncio.gather(
+        *(fetch_async(query_url(url, q, eval_s), None, 30.0, MAX_BODY_BYTES) for _, q in SERVER_QUERIES)
+    )
     t1 = time.perf_counter()
     decode_s = []
     for body in bodies:  # alone, to see how long one answer's json.loads holds the GIL
@@ -84,7 +97,9 @@ async def one_refresh(url: str, ledger: Ledger, interval_s: float) -> dict:
         json.loads(body)
         decode_s.append(time.perf_counter() - start)
     t1b = time.perf_counter()
-    lines = await asyncio.to_thread(host_lines, [(n, b) for (n, _), b in zip(SERVER_QUERIES, bodies, strict=True)], interval_s, eval_s)
+    lines = await asyncio.to_thread(
+        host_lines, [(n, b) for (n, _), b in zip(SERVER_QUERIES, bodies, strict=True)], interval_s, eval_s
+    )
     t2 = time.perf_counter()
     received = time.time()
     for text in lines:
@@ -93,9 +108,19 @@ async def one_refresh(url: str, ledger: Ledger, interval_s: float) -> dict:
     cluster = ledger.rollup_cluster(received)
     t4 = time.perf_counter()
     cpu_s = time.process_time() - cpu0 - (t1b - t1)  # the extra decode above is not the source's work
-    return {"query_s": t1 - t0, "bytes": sum(len(b) for b in bodies), "split_s": t2 - t1b, "fold_s": t3 - t2,
-            "rollup_s": t4 - t3, "cpu_s": cpu_s, "decode_max_s": max(decode_s), "hosts": len(lines),
-            "chips": cluster.chips, "fresh": cluster.hosts_fresh, "rows": len(cluster.ultraservers)}
+    return {
+        "query_s": t1 - t0,
+        "bytes": sum(len(b) for b in bodies),
+        "split_s": t2 - t1b,
+        "fold_s": t3 - t2,
+        "rollup_s": t4 - t3,
+        "cpu_s": cpu_s,
+        "decode_max_s": max(decode_s),
+        "hosts": len(lines),
+        "chips": cluster.chips,
+        "fresh": cluster.hosts_fresh,
+        "rows": len(cluster.ultraservers),
+    }
 
 
 def direct_fold_s(hosts, ultraservers: dict[str, str]) -> float:
@@ -163,8 +188,10 @@ def gc_with_full_histories(ledger: Ledger) -> dict:
         for i in range(HISTORY_SAMPLES - len(chip.history)):
             chip.history.append(float(i), 50.0, 10**9)
     figures = {"chips": len(chips), "tracked": len(gc.get_objects()), "pause_s": _full_collection_s()}
-    old = [deque((_SampleObject(float(i), 50.0, 10**9) for i in range(HISTORY_SAMPLES)), maxlen=HISTORY_SAMPLES)
-           for _ in chips]
+    old = [
+        deque((_SampleObject(float(i), 50.0, 10**9) for i in range(HISTORY_SAMPLES)), maxlen=HISTORY_SAMPLES)
+        for _ in chips
+    ]
     figures.update(old_tracked=len(gc.get_objects()), old_pause_s=_full_collection_s())
     del old
     return figures
@@ -190,8 +217,7 @@ async def baseline_lateness_ms(seconds: float) -> float:
 KEY_EVERY_S = 0.037  # a key every 37 ms (not a multiple of the ticker's 5 ms), at a random phase
 
 
-async def loop_stall_ms(url: str, interval_s: float, refreshes: int, ledger: Ledger,
-                        fold_slice_s: float) -> dict:
+async def loop_stall_ms(url: str, interval_s: float, refreshes: int, ledger: Ledger, fold_slice_s: float) -> dict:
     """While the real source folds `refreshes` refreshes into `ledger` (full histories) in a
     session whose intake folds in slices of `fold_slice_s`: the worst lateness of a 5 ms ticker,
     the longest garbage collection, and the worst key response, a key being a callback scheduled
@@ -199,8 +225,9 @@ async def loop_stall_ms(url: str, interval_s: float, refreshes: int, ledger: Led
     drawing the screen is bench_tui.py's), timed from when it was due to when it finished."""
     hosts = len(ledger.hosts)
     before = ledger.sources[url].reports if url in ledger.sources else 0
-    session = Session(ledger, [SourceSpec(url, "promql", lambda: promql_lines(url, interval_s))],
-                      fold_slice_s=fold_slice_s)
+    session = Session(
+        ledger, [SourceSpec(url, "promql", lambda: promql_lines(url, interval_s))], fold_slice_s=fold_slice_s
+    )
     done = asyncio.Event()
     collections: list[float] = []
     started: list[float] = []
@@ -220,6 +247,7 @@ async def loop_stall_ms(url: str, interval_s: float, refreshes: int, ledger: Led
             def answer(due=due):
                 ledger.rollup_cluster(time.time())
                 keys_ms.append((time.perf_counter() - due) * 1000)
+
             loop.call_soon(answer)
             await asyncio.sleep(KEY_EVERY_S)
 
@@ -241,10 +269,14 @@ async def loop_stall_ms(url: str, interval_s: float, refreshes: int, ledger: Led
         await presser
     finally:
         gc.callbacks.remove(timed)
-    return {"stall_ms": worst * 1000, "gc_max_ms": max(collections, default=0.0) * 1000,
-            "reports": ledger.sources[url].reports - before, "key_max_ms": max(keys_ms, default=0.0),
-            "key_p99_ms": statistics.quantiles(keys_ms, n=100)[98] if len(keys_ms) > 1 else float("nan"),
-            "keys": len(keys_ms)}
+    return {
+        "stall_ms": worst * 1000,
+        "gc_max_ms": max(collections, default=0.0) * 1000,
+        "reports": ledger.sources[url].reports - before,
+        "key_max_ms": max(keys_ms, default=0.0),
+        "key_p99_ms": statistics.quantiles(keys_ms, n=100)[98] if len(keys_ms) > 1 else float("nan"),
+        "keys": len(keys_ms),
+    }
 
 
 async def measure(url: str, refreshes: int, interval_s: float, ledger: Ledger) -> list[dict]:
@@ -264,29 +296,48 @@ def scrape_only(ultraservers: int, interval_s: float) -> None:
         for i, h in enumerate(hosts):
             state = ExporterState()
             state.consume(h.report(tick))
-            ledger.ingest(Line(f"exp-{i}", "prometheus", 1000.0 + tick,
-                               json.dumps({"interval_s": interval_s, "body": state.render()})))
+            ledger.ingest(
+                Line(
+                    f"exp-{i}",
+                    "prometheus",
+                    1000.0 + tick,
+                    json.dumps({"interval_s": interval_s, "body": state.render()}),
+                )
+            )
     collector = gc_with_full_histories(ledger)
     scrape_s, reader_s, reference_s, body_bytes = scrape_ingest_s(hosts)
-    print(f"{len(ledger.hosts)} hosts folded from their scrapes; garbage collector with every chip's history full "
-          f"({collector['chips']} chips x {HISTORY_SAMPLES} samples): full collection {collector['pause_s'] * 1000:.0f} ms CPU "
-          f"over {collector['tracked'] / 1e6:.2f} M tracked objects; the same samples also kept as one object each (the "
-          f"storage before): {collector['old_pause_s'] * 1000:.0f} ms over {collector['old_tracked'] / 1e6:.2f} M")
-    print(f"scrape mode, per Gen2 host body ({body_bytes / 1000:.0f} KB), process CPU time: ingest {scrape_s * 1000:.2f} ms, "
-          f"of which trnwatch's text reader {reader_s * 1000:.2f} ms; prometheus_client's parser on the same bodies "
-          f"{reference_s * 1000:.1f} ms ({reference_s / reader_s:.1f}x the reader, {reference_s / scrape_s:.1f}x the whole "
-          f"ingest)")
+    print(
+        f"{len(ledger.hosts)} hosts folded from their scrapes; garbage collector with every chip's history full "
+        f"({collector['chips']} chips x {HISTORY_SAMPLES} samples): full collection {collector['pause_s'] * 1000:.0f} ms CPU "
+        f"over {collector['tracked'] / 1e6:.2f} M tracked objects; the same samples also kept as one object each (the "
+        f"storage before): {collector['old_pause_s'] * 1000:.0f} ms over {collector['old_tracked'] / 1e6:.2f} M"
+    )
+    print(
+        f"scrape mode, per Gen2 host body ({body_bytes / 1000:.0f} KB), process CPU time: ingest {scrape_s * 1000:.2f} ms, "
+        f"of which trnwatch's text reader {reader_s * 1000:.2f} ms; prometheus_client's parser on the same bodies "
+        f"{reference_s * 1000:.1f} ms ({reference_s / reader_s:.1f}x the reader, {reference_s / scrape_s:.1f}x the whole "
+        f"ingest)"
+    )
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--ultraservers", type=int, default=32, help="simulated Trn3 Gen2 UltraServers, 36 hosts each (default 32)")
+    p.add_argument(
+        "--ultraservers", type=int, default=32, help="simulated Trn3 Gen2 UltraServers, 36 hosts each (default 32)"
+    )
     p.add_argument("--refreshes", type=int, default=5, help="refreshes measured (default 5)")
     p.add_argument("--scrape-interval", type=float, default=30.0, help="Prometheus scrape interval, s (default 30)")
-    p.add_argument("--scrape-only", action="store_true",
-                   help="no Prometheus: scrape mode per body and the garbage collector over the hosts' folded scrapes")
-    p.add_argument("--wait", type=float, default=300.0,
-                   help="seconds to wait for Prometheus to hold every host (default 300; more on a loaded machine)")
+    p.add_argument(
+        "--scrape-only",
+        action="store_true",
+        help="no Prometheus: scrape mode per body and the garbage collector over the hosts' folded scrapes",
+    )
+    p.add_argument(
+        "--wait",
+        type=float,
+        default=300.0,
+        help="seconds to wait for Prometheus to hold every host (default 300; more on a loaded machine)",
+    )
     args = p.parse_args()
     if args.scrape_only:
         scrape_only(args.ultraservers, args.scrape_interval)
@@ -300,8 +351,9 @@ def main() -> None:
     ultraservers = {h.report(0)["instance_info"]["instance_id"]: f"us-{h.seed:02d}" for h in hosts}
     exporter, port = start_exporter(args.ultraservers, args.scrape_interval)
     with tempfile.TemporaryDirectory(prefix="trnwatch-bench-") as tmp:
-        server = LocalPrometheus.start(Path(tmp), f"127.0.0.1:{port}", [f"/hosts/{i}/metrics" for i in range(n)],
-                                       interval_s=args.scrape_interval)
+        server = LocalPrometheus.start(
+            Path(tmp), f"127.0.0.1:{port}", [f"/hosts/{i}/metrics" for i in range(n)], interval_s=args.scrape_interval
+        )
         try:
             started = time.monotonic()
             server.wait_for("count(neuron_hardware_info)", n, args.wait)
@@ -310,8 +362,10 @@ def main() -> None:
                 series = server.query("count({__name__=~'neuron.*|execution.*|hardware.*|system.*'})")[0]["value"][1]
             except OSError:  # counting ~320k series can outlast the helper's timeout on a loaded machine
                 series = "?"
-            print(f"{n} hosts, {n * 4} chips; Prometheus holds {series} exporter series "
-                  f"(all hosts scraped after {time.monotonic() - started:.0f} s)")
+            print(
+                f"{n} hosts, {n * 4} chips; Prometheus holds {series} exporter series "
+                f"(all hosts scraped after {time.monotonic() - started:.0f} s)"
+            )
             ledger = Ledger("live", ultraservers)
             rows = asyncio.run(measure(server.url, args.refreshes, args.scrape_interval, ledger))
             collector = gc_with_full_histories(ledger)
@@ -327,37 +381,55 @@ def main() -> None:
             exporter.wait()
     last = rows[-1]
     assert last["hosts"] == n and last["chips"] == 4 * n and last["fresh"] == n, last
-    med = {k: statistics.median(r[k] for r in rows)
-           for k in ("query_s", "split_s", "fold_s", "rollup_s", "cpu_s", "bytes", "decode_max_s")}
+    med = {
+        k: statistics.median(r[k] for r in rows)
+        for k in ("query_s", "split_s", "fold_s", "rollup_s", "cpu_s", "bytes", "decode_max_s")
+    }
     direct_s = min(direct_fold_s(hosts, ultraservers) for _ in range(3))
     rss_mb = psutil.Process().memory_info().rss / 2**20
     scrape_s, reader_s, reference_s, body_bytes = scrape_ingest_s(hosts)
-    print(f"per refresh (median of {len(rows)}): query {med['query_s'] * 1000:.0f} ms for {med['bytes'] / 2**20:.1f} MiB "
-          f"of answers ({len(SERVER_QUERIES)} queries), split {med['split_s'] * 1000:.0f} ms, "
-          f"fold {med['fold_s'] * 1000:.0f} ms, cluster rollup {med['rollup_s'] * 1000:.1f} ms")
-    print(f"CPU per refresh (all threads): {med['cpu_s'] * 1000:.0f} ms = {med['cpu_s'] / 10 * 100:.1f}% of a core "
-          f"at a 10 s refresh, {med['cpu_s'] / 30 * 100:.1f}% at 30 s")
-    print(f"side by side, fold of one refresh for {n} hosts: promql lines {med['fold_s'] * 1000:.0f} ms vs the hosts' own "
-          f"neuron-monitor lines {direct_s * 1000:.0f} ms ({direct_s / med['fold_s']:.1f}x)")
-    print(f"garbage collector with every chip's history full ({collector['chips']} chips x {HISTORY_SAMPLES} samples): "
-          f"full collection {collector['pause_s'] * 1000:.0f} ms CPU over {collector['tracked'] / 1e6:.2f} M tracked objects; "
-          f"the same samples also kept as one object each (the storage before): {collector['old_pause_s'] * 1000:.0f} ms "
-          f"over {collector['old_tracked'] / 1e6:.2f} M")
+    print(
+        f"per refresh (median of {len(rows)}): query {med['query_s'] * 1000:.0f} ms for {med['bytes'] / 2**20:.1f} MiB "
+        f"of answers ({len(SERVER_QUERIES)} queries), split {med['split_s'] * 1000:.0f} ms, "
+        f"fold {med['fold_s'] * 1000:.0f} ms, cluster rollup {med['rollup_s'] * 1000:.1f} ms"
+    )
+    print(
+        f"CPU per refresh (all threads): {med['cpu_s'] * 1000:.0f} ms = {med['cpu_s'] / 10 * 100:.1f}% of a core "
+        f"at a 10 s refresh, {med['cpu_s'] / 30 * 100:.1f}% at 30 s"
+    )
+    print(
+        f"side by side, fold of one refresh for {n} hosts: promql lines {med['fold_s'] * 1000:.0f} ms vs the hosts' own "
+        f"neuron-monitor lines {direct_s * 1000:.0f} ms ({direct_s / med['fold_s']:.1f}x)"
+    )
+    print(
+        f"garbage collector with every chip's history full ({collector['chips']} chips x {HISTORY_SAMPLES} samples): "
+        f"full collection {collector['pause_s'] * 1000:.0f} ms CPU over {collector['tracked'] / 1e6:.2f} M tracked objects; "
+        f"the same samples also kept as one object each (the storage before): {collector['old_pause_s'] * 1000:.0f} ms "
+        f"over {collector['old_tracked'] / 1e6:.2f} M"
+    )
     for name, run in (("in 10 ms slices (the intake)", sliced), ("each batch in one go", unsliced)):
-        print(f"event loop with full histories, decode on the worker thread, fold {name}: worst stall "
-              f"{run['stall_ms']:.0f} ms, worst key response {run['key_max_ms']:.0f} ms (p99 {run['key_p99_ms']:.0f} ms "
-              f"of {run['keys']} keys), longest garbage collection {run['gc_max_ms']:.0f} ms; {run['reports']} host "
-              f"reports folded")
-    print(f"side by side: worst stall {unsliced['stall_ms'] / sliced['stall_ms']:.1f}x lower in slices, worst key "
-          f"{unsliced['key_max_ms'] / sliced['key_max_ms']:.1f}x; the same ticker with no refresh running, over 10 s: "
-          f"{idle_ms:.0f} ms; the largest answer's json.loads alone holds the GIL {med['decode_max_s'] * 1000:.0f} ms "
-          f"(in the source's split thread)")
-    print(f"scrape mode instead, per Gen2 host body ({body_bytes / 1000:.0f} KB), process CPU time: ingest "
-          f"{scrape_s * 1000:.2f} ms, of which trnwatch's text reader {reader_s * 1000:.2f} ms; prometheus_client's parser "
-          f"on the same bodies {reference_s * 1000:.1f} ms ({reference_s / reader_s:.1f}x the reader); server mode: "
-          f"{med['fold_s'] / n * 1000:.2f} ms fold per host")
-    print(f"resident memory of this process after the run: {rss_mb:.0f} MiB; "
-          f"Prometheus CPU over the whole run: {prometheus_cpu_s.user + prometheus_cpu_s.system:.0f} s")
+        print(
+            f"event loop with full histories, decode on the worker thread, fold {name}: worst stall "
+            f"{run['stall_ms']:.0f} ms, worst key response {run['key_max_ms']:.0f} ms (p99 {run['key_p99_ms']:.0f} ms "
+            f"of {run['keys']} keys), longest garbage collection {run['gc_max_ms']:.0f} ms; {run['reports']} host "
+            f"reports folded"
+        )
+    print(
+        f"side by side: worst stall {unsliced['stall_ms'] / sliced['stall_ms']:.1f}x lower in slices, worst key "
+        f"{unsliced['key_max_ms'] / sliced['key_max_ms']:.1f}x; the same ticker with no refresh running, over 10 s: "
+        f"{idle_ms:.0f} ms; the largest answer's json.loads alone holds the GIL {med['decode_max_s'] * 1000:.0f} ms "
+        f"(in the source's split thread)"
+    )
+    print(
+        f"scrape mode instead, per Gen2 host body ({body_bytes / 1000:.0f} KB), process CPU time: ingest "
+        f"{scrape_s * 1000:.2f} ms, of which trnwatch's text reader {reader_s * 1000:.2f} ms; prometheus_client's parser "
+        f"on the same bodies {reference_s * 1000:.1f} ms ({reference_s / reader_s:.1f}x the reader); server mode: "
+        f"{med['fold_s'] / n * 1000:.2f} ms fold per host"
+    )
+    print(
+        f"resident memory of this process after the run: {rss_mb:.0f} MiB; "
+        f"Prometheus CPU over the whole run: {prometheus_cpu_s.user + prometheus_cpu_s.system:.0f} s"
+    )
 
 
 if __name__ == "__main__":

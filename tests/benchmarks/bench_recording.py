@@ -39,8 +39,22 @@ TRNWATCH = [sys.executable, "-m", "trnwatch"]
 
 def demo_recording(folder: Path, seconds: float) -> Path:
     path = folder / "demo.trnrec"
-    subprocess.run(TRNWATCH + ["demo", "--headless", "--duration", str(seconds), "--record", str(path),
-                               "--receipt", str(folder / "demo.json")], check=True, capture_output=True, timeout=seconds + 120)
+    subprocess.run(
+        TRNWATCH
+        + [
+            "demo",
+            "--headless",
+            "--duration",
+            str(seconds),
+            "--record",
+            str(path),
+            "--receipt",
+            str(folder / "demo.json"),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=seconds + 120,
+    )
     return path
 
 
@@ -52,8 +66,14 @@ def bytes_per_hour(path: Path, folder: Path) -> dict:
     write_v1(v1, items)
     span_s = last - first
     v2_bytes = path.stat().st_size + (path.with_name(path.name + ".idx")).stat().st_size
-    return {"span_s": span_s, "items": items, "v1_bytes": v1.stat().st_size, "v2_bytes": v2_bytes,
-            "v1_kb_s": v1.stat().st_size / span_s / 1000, "v2_kb_s": v2_bytes / span_s / 1000}
+    return {
+        "span_s": span_s,
+        "items": items,
+        "v1_bytes": v1.stat().st_size,
+        "v2_bytes": v2_bytes,
+        "v1_kb_s": v1.stat().st_size / span_s / 1000,
+        "v2_kb_s": v2_bytes / span_s / 1000,
+    }
 
 
 def cpu_share(items: list, span_s: float, folder: Path, rounds: int) -> dict:
@@ -94,8 +114,13 @@ def cpu_share(items: list, span_s: float, folder: Path, rounds: int) -> dict:
         start = time.process_time()
         recorder_only()
         alone.append(time.process_time() - start)
-    return {"off_s": min(off), "on_s": min(on), "alone_s": min(alone),
-            "share_pct": (min(on) - min(off)) / span_s * 100, "alone_pct": min(alone) / span_s * 100}
+    return {
+        "off_s": min(off),
+        "on_s": min(on),
+        "alone_s": min(alone),
+        "share_pct": (min(on) - min(off)) / span_s * 100,
+        "alone_pct": min(alone) / span_s * 100,
+    }
 
 
 def _time_of(item) -> float:
@@ -129,17 +154,28 @@ def replay_last_minute(path: Path, folder: Path, rounds: int) -> dict:
     cli_s = []
     for _ in range(rounds):
         start = time.perf_counter()
-        subprocess.run(TRNWATCH + ["replay", str(path), "--from", "-60", "--headless", "--receipt",
-                                   str(folder / "minute.json")], check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            TRNWATCH + ["replay", str(path), "--from", "-60", "--headless", "--receipt", str(folder / "minute.json")],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         cli_s.append(time.perf_counter() - start)
     startup_s = []
     for _ in range(rounds):
         start = time.perf_counter()
         subprocess.run(TRNWATCH + ["--version"], check=True, capture_output=True, timeout=60)
         startup_s.append(time.perf_counter() - start)
-    return {"lines": lines, "frames_read": stats.frames_read, "bytes_read": stats.bytes_read,
-            "index_bytes": stats.index_bytes_read, "size": path.stat().st_size, "read_s": min(read_s),
-            "cli_s": min(cli_s), "startup_s": min(startup_s)}
+    return {
+        "lines": lines,
+        "frames_read": stats.frames_read,
+        "bytes_read": stats.bytes_read,
+        "index_bytes": stats.index_bytes_read,
+        "size": path.stat().st_size,
+        "read_s": min(read_s),
+        "cli_s": min(cli_s),
+        "startup_s": min(startup_s),
+    }
 
 
 def main() -> None:
@@ -154,23 +190,33 @@ def main() -> None:
         size = bytes_per_hour(demo, folder)
         print(f"demo, {size['span_s']:.1f} s of data, 36 hosts + job:")
         print(f"  /1: {size['v1_bytes']:,} bytes = {size['v1_kb_s']:.0f} KB/s = {size['v1_kb_s'] * 3.6:.0f} MB/h")
-        print(f"  /2: {size['v2_bytes']:,} bytes (with index) = {size['v2_kb_s']:.1f} KB/s = "
-              f"{size['v2_kb_s'] * 3.6:.0f} MB/h; {size['v1_bytes'] / size['v2_bytes']:.1f}x smaller than /1")
+        print(
+            f"  /2: {size['v2_bytes']:,} bytes (with index) = {size['v2_kb_s']:.1f} KB/s = "
+            f"{size['v2_kb_s'] * 3.6:.0f} MB/h; {size['v1_bytes'] / size['v2_bytes']:.1f}x smaller than /1"
+        )
         cpu = cpu_share(size["items"], size["span_s"], folder, args.rounds)
         print(f"recording CPU at 36 hosts ({len(size['items']):,} items, best of {args.rounds} interleaved rounds):")
-        print(f"  ingest off {cpu['off_s']:.3f} s, on {cpu['on_s']:.3f} s of CPU for {size['span_s']:.1f} s of data: "
-              f"recording = {cpu['share_pct']:.2f}% of a core (recorder alone: {cpu['alone_pct']:.2f}%)")
+        print(
+            f"  ingest off {cpu['off_s']:.3f} s, on {cpu['on_s']:.3f} s of CPU for {size['span_s']:.1f} s of data: "
+            f"recording = {cpu['share_pct']:.2f}% of a core (recorder alone: {cpu['alone_pct']:.2f}%)"
+        )
         host = [i for i in size["items"] if isinstance(i, Line) and i.kind == "neuron-monitor"]
         host = [i for i in host if i.source_id == host[0].source_id]
         start = time.perf_counter()
         day = day_recording(folder, host, args.day_s)
         made_s = time.perf_counter() - start
         rep = replay_last_minute(day, folder, args.rounds)
-        print(f"synthetic {args.day_s / 3600:.0f} h recording of one host ({rep['size']:,} bytes, written in {made_s:.0f} s):")
-        print(f"  last minute: {rep['lines']} lines, {rep['frames_read']} frames and {rep['bytes_read']:,} bytes read "
-              f"({rep['bytes_read'] / rep['size'] * 100:.3f}% of the file) + index {rep['index_bytes']:,} bytes")
-        print(f"  open + read the window: {rep['read_s'] * 1000:.0f} ms; `trnwatch replay --from -60 --headless` "
-              f"end to end: {rep['cli_s']:.2f} s (`trnwatch --version` alone: {rep['startup_s']:.2f} s)")
+        print(
+            f"synthetic {args.day_s / 3600:.0f} h recording of one host ({rep['size']:,} bytes, written in {made_s:.0f} s):"
+        )
+        print(
+            f"  last minute: {rep['lines']} lines, {rep['frames_read']} frames and {rep['bytes_read']:,} bytes read "
+            f"({rep['bytes_read'] / rep['size'] * 100:.3f}% of the file) + index {rep['index_bytes']:,} bytes"
+        )
+        print(
+            f"  open + read the window: {rep['read_s'] * 1000:.0f} ms; `trnwatch replay --from -60 --headless` "
+            f"end to end: {rep['cli_s']:.2f} s (`trnwatch --version` alone: {rep['startup_s']:.2f} s)"
+        )
 
 
 if __name__ == "__main__":

@@ -80,10 +80,28 @@ def main() -> None:
         hostlist = f"trn-[00-{n - 1:02d}]"
         started = time.monotonic()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "trnwatch", "watch", "--hosts", hostlist, "--ssh-config", str(sshd.ssh_config),
-             "--remote-command", SIM_REMOTE_COMMAND, "--period", str(args.period), "--headless",
-             "--duration", str(args.steady + 120), "--receipt", str(Path(tmp) / "r.json")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-m",
+                "trnwatch",
+                "watch",
+                "--hosts",
+                hostlist,
+                "--ssh-config",
+                str(sshd.ssh_config),
+                "--remote-command",
+                SIM_REMOTE_COMMAND,
+                "--period",
+                str(args.period),
+                "--headless",
+                "--duration",
+                str(args.steady + 120),
+                "--receipt",
+                str(Path(tmp) / "r.json"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         marks: dict[str, float] = {}
 
@@ -123,13 +141,19 @@ def main() -> None:
     reports = n * window_s / args.period
     per_report_ms = (after[0] - before[0]) / reports * 1000
     bare_ms = ingest_s_per_report(n) * 1000
-    print(f"{n} hosts over ssh, period {args.period:g} s: first host live after {marks['first']:.1f} s, "
-          f"all {n} live after {marks['all']:.1f} s")
-    print(f"steady CPU over {window_s:.0f} s (% of one core): trnwatch {share[0]:.1f}%, its {len(clients)} ssh clients "
-          f"{share[1]:.1f}%; remote side: sshd sessions {share[2]:.1f}% ({share[2] / n:.2f}% per host), "
-          f"simulators {share[3]:.1f}%")
-    print(f"trnwatch per report: {per_report_ms:.2f} ms vs bare ingest {bare_ms:.2f} ms "
-          f"({per_report_ms / bare_ms:.2f}x); resident memory {rss_mb:.0f} MiB")
+    print(
+        f"{n} hosts over ssh, period {args.period:g} s: first host live after {marks['first']:.1f} s, "
+        f"all {n} live after {marks['all']:.1f} s"
+    )
+    print(
+        f"steady CPU over {window_s:.0f} s (% of one core): trnwatch {share[0]:.1f}%, its {len(clients)} ssh clients "
+        f"{share[1]:.1f}%; remote side: sshd sessions {share[2]:.1f}% ({share[2] / n:.2f}% per host), "
+        f"simulators {share[3]:.1f}%"
+    )
+    print(
+        f"trnwatch per report: {per_report_ms:.2f} ms vs bare ingest {bare_ms:.2f} ms "
+        f"({per_report_ms / bare_ms:.2f}x); resident memory {rss_mb:.0f} MiB"
+    )
 
 
 if __name__ == "__main__":

@@ -97,7 +97,7 @@ class Run:
         for t, data in list(self.chunks):
             if t < start:
                 continue
-            seen = seen[-len(needle):] + data
+            seen = seen[-len(needle) :] + data
             if needle in seen:
                 return t
         return None
@@ -116,8 +116,11 @@ def start_screen(size: tuple[int, int], colours: str, duration_s: float, receipt
     env["TERM"] = "xterm-256color"
     if colours == "truecolor":
         env["COLORTERM"] = "truecolor"
-    command = ([sys.executable, str(MINIMAL_APP), str(duration_s)] if minimal else
-               TRNWATCH + ["demo", "--duration", str(duration_s), "--receipt", receipt])
+    command = (
+        [sys.executable, str(MINIMAL_APP), str(duration_s)]
+        if minimal
+        else TRNWATCH + ["demo", "--duration", str(duration_s), "--receipt", receipt]
+    )
     proc = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True)
     os.close(slave)
     run = Run(size, colours, proc, master)
@@ -171,14 +174,18 @@ def print_cluster_figures(ultraservers: int) -> None:
     for size in SIZES:
         figures = cluster_view_figures(ultraservers, size)
         repaint_ms, key_ms, after_fold_ms = figures["repaint_ms"], figures["key_ms"], figures["repaint_after_fold_ms"]
-        print(f"  {size[0]}x{size[1]}: repaint, nothing new: {summary_ms(repaint_ms)} (of {len(repaint_ms)}); "
-              f"after every host reported: {summary_ms(after_fold_ms)} (of {len(after_fold_ms)}); "
-              f"key answered while a refresh folds: {summary_ms(key_ms)} (of {len(key_ms)})")
+        print(
+            f"  {size[0]}x{size[1]}: repaint, nothing new: {summary_ms(repaint_ms)} (of {len(repaint_ms)}); "
+            f"after every host reported: {summary_ms(after_fold_ms)} (of {len(after_fold_ms)}); "
+            f"key answered while a refresh folds: {summary_ms(key_ms)} (of {len(key_ms)})"
+        )
         # The fastest repaint is what the view costs; the others add whatever else this machine runs.
-        print(f"    targets: fastest repaint < 50 ms: {'met' if min(repaint_ms) < 50 else 'NOT met'} "
-              f"({min(repaint_ms):.0f} ms); median key < 100 ms: "
-              f"{'met' if statistics.median(key_ms) < 100 else 'NOT met'}; keys answered before the fold ended: "
-              f"{sum(figures['answered_while_folding'])}/{len(key_ms)}")
+        print(
+            f"    targets: fastest repaint < 50 ms: {'met' if min(repaint_ms) < 50 else 'NOT met'} "
+            f"({min(repaint_ms):.0f} ms); median key < 100 ms: "
+            f"{'met' if statistics.median(key_ms) < 100 else 'NOT met'}; keys answered before the fold ended: "
+            f"{sum(figures['answered_while_folding'])}/{len(key_ms)}"
+        )
 
 
 def main() -> int:
@@ -187,8 +194,10 @@ def main() -> int:
     parser.add_argument("--window", type=float, default=20.0, help="seconds measured per view")
     parser.add_argument("--cluster-only", action="store_true", help="only the cluster view's figures at 1,152 hosts")
     args = parser.parse_args()
-    print(f"load average at start: {' / '.join(f'{x:.1f}' for x in os.getloadavg())} (1 / 5 / 15 min), "
-          f"{os.cpu_count()} cores")
+    print(
+        f"load average at start: {' / '.join(f'{x:.1f}' for x in os.getloadavg())} (1 / 5 / 15 min), "
+        f"{os.cpu_count()} cores"
+    )
     if args.cluster_only:
         print_cluster_figures(32)
         print(f"load average at end: {' / '.join(f'{x:.1f}' for x in os.getloadavg())}")
@@ -197,12 +206,17 @@ def main() -> int:
     duration_s = args.warmup + 2 * args.window + 120
 
     with tempfile.TemporaryDirectory() as tmp:
-        runs = [start_screen(size, colours, duration_s, f"{tmp}/r-{size[0]}-{colours}.json")
-                for colours in COLOURS for size in SIZES]
+        runs = [
+            start_screen(size, colours, duration_s, f"{tmp}/r-{size[0]}-{colours}.json")
+            for colours in COLOURS
+            for size in SIZES
+        ]
         minimal = [start_screen(size, "256", duration_s, "", minimal=True) for size in SIZES]
-        headless = subprocess.Popen(TRNWATCH + ["demo", "--headless", "--duration", str(duration_s),
-                                                "--receipt", f"{tmp}/headless.json"],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        headless = subprocess.Popen(
+            TRNWATCH + ["demo", "--headless", "--duration", str(duration_s), "--receipt", f"{tmp}/headless.json"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         results: dict[str, list] = {}
         time.sleep(args.warmup)
         for view in ("ultraserver", "chip"):
@@ -221,32 +235,47 @@ def main() -> int:
             if ended or headless.poll() is not None:
                 # A run that ended inside the window (a crash, say) would make its figures lies.
                 for r in ended:
-                    print(f"the {r.size[0]}x{r.size[1]} {r.colours} run ended during the {view} window; its last "
-                          f"output:\n{bytes(r.output[-2000:]).decode('utf-8', 'replace')}", file=sys.stderr)
+                    print(
+                        f"the {r.size[0]}x{r.size[1]} {r.colours} run ended during the {view} window; its last "
+                        f"output:\n{bytes(r.output[-2000:]).decode('utf-8', 'replace')}",
+                        file=sys.stderr,
+                    )
                 return 1
             cpu1 = [cpu_s(r.proc.pid) for r in runs + minimal]
             base_pct = 100 * (cpu_s(headless.pid) - base0) / (end - start)
-            results[view] = [(r, r.bytes_between(start, end) / (end - start), 100 * (c1 - c0) / (end - start), base_pct)
-                             for r, c0, c1 in zip(runs + minimal, cpu0, cpu1, strict=True)]
+            results[view] = [
+                (r, r.bytes_between(start, end) / (end - start), 100 * (c1 - c0) / (end - start), base_pct)
+                for r, c0, c1 in zip(runs + minimal, cpu0, cpu1, strict=True)
+            ]
             if view == "ultraserver":
                 results["minimal"] = [row for row in results[view] if row[0] in minimal]
             results[view] = [row for row in results[view] if row[0] not in minimal]
         key_ms = key_latency_ms(runs[0])
-        print(f"trnwatch screen cost: demo, 144 chips on 36 hosts, refresh 1 s, steady state, {args.window:.0f} s per view")
-        print(f"{'view':<12} {'size':>7} {'colours':>9} {'bytes/s':>9} {'CPU % proc':>11} {'CPU % screen':>13} "
-              f"{'ms/refresh':>11}")
+        print(
+            f"trnwatch screen cost: demo, 144 chips on 36 hosts, refresh 1 s, steady state, {args.window:.0f} s per view"
+        )
+        print(
+            f"{'view':<12} {'size':>7} {'colours':>9} {'bytes/s':>9} {'CPU % proc':>11} {'CPU % screen':>13} "
+            f"{'ms/refresh':>11}"
+        )
         for view, rows in results.items():
             for run, bytes_per_s, cpu_pct, base_pct in rows:
                 screen_pct = cpu_pct - (0.0 if view == "minimal" else base_pct)
-                print(f"{view:<12} {run.size[0]:>3}x{run.size[1]:<3} {run.colours:>9} {bytes_per_s:>9.0f} {cpu_pct:>11.1f} "
-                      f"{screen_pct:>13.1f} {10 * screen_pct:>11.1f}")
+                print(
+                    f"{view:<12} {run.size[0]:>3}x{run.size[1]:<3} {run.colours:>9} {bytes_per_s:>9.0f} {cpu_pct:>11.1f} "
+                    f"{screen_pct:>13.1f} {10 * screen_pct:>11.1f}"
+                )
         base = results["ultraserver"][0][3]
-        print(f"baseline: the same demo headless (sources, parsing, ledger; no screen) used {base:.1f} % of one core; "
-              "'CPU % screen' is the process minus that baseline; 'minimal' is a Textual app updating one Static per "
-              "second (tests/benchmarks/minimal_textual_app.py), measured in the same window")
+        print(
+            f"baseline: the same demo headless (sources, parsing, ledger; no screen) used {base:.1f} % of one core; "
+            "'CPU % screen' is the process minus that baseline; 'minimal' is a Textual app updating one Static per "
+            "second (tests/benchmarks/minimal_textual_app.py), measured in the same window"
+        )
         if key_ms:
-            print(f"key to screen, 36 hosts, 80x24 pty (h / u alternately, from the write until the new scope name "
-                  f"arrived): {summary_ms(key_ms)} (of {len(key_ms)})")
+            print(
+                f"key to screen, 36 hosts, 80x24 pty (h / u alternately, from the write until the new scope name "
+                f"arrived): {summary_ms(key_ms)} (of {len(key_ms)})"
+            )
         # Printed before the runs end: on a loaded machine a receipt can take minutes.
         for proc in [r.proc for r in runs + minimal] + [headless]:
             proc.send_signal(signal.SIGTERM)

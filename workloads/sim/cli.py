@@ -32,25 +32,46 @@ def _non_negative_int(text: str) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the drop-in's options to `parser` (used by `trnwatch sim` and `python -m`)."""
-    parser.add_argument("-c", "--config-file", metavar="PATH",
-                        help="neuron-monitor JSON config (periods, enabled groups); default: all groups every 5 s")
-    parser.add_argument("--verbose", type=int, choices=range(5), default=0, metavar="N",
-                        help="log detail on stderr, 0-4 (default 0)")
-    parser.add_argument("--topology", choices=list(TOPOLOGIES), default="trn3-gen2-us",
-                        help="fleet shape (default trn3-gen2-us)")
-    parser.add_argument("--host", type=_non_negative_int, default=0,
-                        help="which host of the topology to play (default 0)")
+    parser.add_argument(
+        "-c",
+        "--config-file",
+        metavar="PATH",
+        help="neuron-monitor JSON config (periods, enabled groups); default: all groups every 5 s",
+    )
+    parser.add_argument(
+        "--verbose", type=int, choices=range(5), default=0, metavar="N", help="log detail on stderr, 0-4 (default 0)"
+    )
+    parser.add_argument(
+        "--topology", choices=list(TOPOLOGIES), default="trn3-gen2-us", help="fleet shape (default trn3-gen2-us)"
+    )
+    parser.add_argument(
+        "--host", type=_non_negative_int, default=0, help="which host of the topology to play (default 0)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
     parser.add_argument("--scenario", choices=list(SCENARIOS), default="healthy", help="default healthy")
-    parser.add_argument("--count", type=_non_negative_int, default=None, metavar="N",
-                        help="stop after N reports (default: run until stopped)")
-    parser.add_argument("--no-wait", action="store_true",
-                        help="write reports back to back; virtual time still advances one period per report")
-    parser.add_argument("--serve-prometheus", type=int, default=None, metavar="PORT",
-                        help="instead of stdout, serve the reports in neuron-monitor-prometheus.py's format on "
-                        "http://127.0.0.1:PORT/metrics")
-    parser.add_argument("--lnc", type=int, choices=(1, 2), default=None,
-                        help="logical NeuronCore config (default: the topology's, 2)")
+    parser.add_argument(
+        "--count",
+        type=_non_negative_int,
+        default=None,
+        metavar="N",
+        help="stop after N reports (default: run until stopped)",
+    )
+    parser.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="write reports back to back; virtual time still advances one period per report",
+    )
+    parser.add_argument(
+        "--serve-prometheus",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="instead of stdout, serve the reports in neuron-monitor-prometheus.py's format on "
+        "http://127.0.0.1:PORT/metrics",
+    )
+    parser.add_argument(
+        "--lnc", type=int, choices=(1, 2), default=None, help="logical NeuronCore config (default: the topology's, 2)"
+    )
 
 
 class _Terminated(Exception):
@@ -71,14 +92,24 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config_file) if args.config_file else default_config()
         topology = get_topology(args.topology, args.lnc)
-        host = SimHost(topology, args.host, args.seed, args.scenario, config.period_s,
-                       config.group_periods_s.keys(), config.group_periods_s)
+        host = SimHost(
+            topology,
+            args.host,
+            args.seed,
+            args.scenario,
+            config.period_s,
+            config.group_periods_s.keys(),
+            config.group_periods_s,
+        )
     except ValueError as exc:  # ConfigError included
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
 
-    log(1, f"simulated {topology.name} host {args.host} (LNC={topology.lnc}), scenario {args.scenario}, "
-           f"seed {args.seed}, period {config.period_s:g} s")
+    log(
+        1,
+        f"simulated {topology.name} host {args.host} (LNC={topology.lnc}), scenario {args.scenario}, "
+        f"seed {args.seed}, period {config.period_s:g} s",
+    )
     log(2, "groups: " + ", ".join(f"{g}={p:g}s" for g, p in config.group_periods_s.items()))
     for feature in config.ignored:
         log(1, f"config: {feature} is accepted but not simulated")
@@ -88,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.serve_prometheus is not None:
             from trnwatch.workloads.sim.exporter import serve_host
+
             return serve_host(host, args.serve_prometheus, args.count, log)
         return _emit(host, args.count, args.no_wait, log)
     except (KeyboardInterrupt, _Terminated):
@@ -127,7 +159,9 @@ def _emit(host: SimHost, count: int | None, no_wait: bool, log: Callable[[int, s
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `python -m trnwatch.workloads.sim`."""
-    parser = argparse.ArgumentParser(prog="python -m trnwatch.workloads.sim",
-                                     description="Simulated Trn3 fleet: a drop-in neuron-monitor for one host.")
+    parser = argparse.ArgumentParser(
+        prog="python -m trnwatch.workloads.sim",
+        description="Simulated Trn3 fleet: a drop-in neuron-monitor for one host.",
+    )
     add_arguments(parser)
     return run(parser.parse_args(argv))

@@ -51,8 +51,10 @@ _PATH = re.compile(r"/hosts/(\d+)/metrics")
 
 def _label_text(labels: dict[str, str]) -> str:
     """`{k="v",...}` sorted by name, values escaped as prometheus_client escapes them."""
-    escaped = (k + '="' + v.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"") + '"'
-               for k, v in sorted(labels.items()))
+    escaped = (
+        k + '="' + v.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"") + '"'
+        for k, v in sorted(labels.items())
+    )
     return "{" + ",".join(escaped) + "}"
 
 
@@ -112,9 +114,12 @@ class ExporterState:
         """Apply one report as the vendor script's `process_data` does."""
         info = report.get("instance_info") or {}
         instance = {
-            "instance_name": info.get("instance_name", ""), "instance_id": info.get("instance_id", ""),
-            "instance_type": info.get("instance_type", ""), "availability_zone": info.get("instance_availability_zone", ""),
-            "region": info.get("instance_region", ""), "subnet_id": info.get("subnet_id", ""),
+            "instance_name": info.get("instance_name", ""),
+            "instance_id": info.get("instance_id", ""),
+            "instance_type": info.get("instance_type", ""),
+            "availability_zone": info.get("instance_availability_zone", ""),
+            "region": info.get("instance_region", ""),
+            "subnet_id": info.get("subnet_id", ""),
         }
         runtimes = report.get("neuron_runtime_data") or []
         if runtimes:
@@ -131,13 +136,19 @@ class ExporterState:
         self._info("instance_info", "EC2 instance information", instance)
         hardware = report.get("neuron_hardware_info")
         if hardware is not None:
-            labels = {name: str(hardware[name]) for name in
-                      ("neuron_device_count", "neuroncore_per_device_count", "neuron_device_memory_size") if name in hardware}
+            labels = {
+                name: str(hardware[name])
+                for name in ("neuron_device_count", "neuroncore_per_device_count", "neuron_device_memory_size")
+                if name in hardware
+            }
             self._info("neuron_hardware_info", "Neuron Hardware Information", {**labels, **instance})
         simulator = report.get("trnwatch_simulator")
         if simulator is not None:
-            self._info("trnwatch_simulator_info", "trnwatch simulator: this host is simulated",
-                       {**{k: str(v) for k, v in simulator.items()}, **instance})
+            self._info(
+                "trnwatch_simulator_info",
+                "trnwatch simulator: this host is simulated",
+                {**{k: str(v) for k, v in simulator.items()}, **instance},
+            )
 
     def _groups(self, groups: dict, labels: dict[str, str]) -> None:
         for name, data in groups.items():
@@ -161,7 +172,9 @@ class ExporterState:
         for location in ("host", "neuron_device"):
             family.set({**labels, "memory_location": location}, used[location])
         for category in MEMORY_CATEGORIES:
-            family = self._family(f"neuroncore_memory_usage_{category}", f"NeuronCore memory utilization for {category}")
+            family = self._family(
+                f"neuroncore_memory_usage_{category}", f"NeuronCore memory utilization for {category}"
+            )
             for core, usage in used["usage_breakdown"]["neuroncore_memory_usage"].items():
                 family.set({**labels, "neuroncore": str(int(core)), "memory_location": "None"}, usage[category])
 
@@ -182,8 +195,10 @@ class ExporterState:
         family = self._family("hardware_ecc_events", "Hardware ecc events total", "counter")
         for device in data["neuron_devices"]:
             for event in ("mem_ecc_corrected", "mem_ecc_uncorrected", "sram_ecc_corrected", "sram_ecc_uncorrected"):
-                family.inc({**labels, "event_type": event, "neuron_device_index": str(device["neuron_device_index"])},
-                           device[event])
+                family.inc(
+                    {**labels, "event_type": event, "neuron_device_index": str(device["neuron_device_index"])},
+                    device[event],
+                )
 
     def _vcpu_usage(self, data: dict, labels: dict[str, str]) -> None:
         self._family("system_vcpu_count", "System vCPU count").set(labels, len(data["usage_data"]))
@@ -257,7 +272,11 @@ class FleetExporter:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
                 match = _PATH.fullmatch(self.path)
-                index = int(match.group(1)) if match else (0 if self.path == "/metrics" and len(exporter.hosts) == 1 else None)
+                index = (
+                    int(match.group(1))
+                    if match
+                    else (0 if self.path == "/metrics" and len(exporter.hosts) == 1 else None)
+                )
                 if index is None or index >= len(exporter.hosts):
                     self.send_error(404, "no such simulated host")
                     return
@@ -317,8 +336,14 @@ def serve_host(host: SimHost, port: int, count: int | None, log) -> int:
         exporter.close()
 
 
-def fleet(topology_name: str, ultraservers: int, seed: int, scenario: str, period_s: float,
-          hosts_per_ultraserver: int | None = None) -> list[SimHost]:
+def fleet(
+    topology_name: str,
+    ultraservers: int,
+    seed: int,
+    scenario: str,
+    period_s: float,
+    hosts_per_ultraserver: int | None = None,
+) -> list[SimHost]:
     """Hosts of `ultraservers` simulated UltraServers; UltraServer k uses seed `seed + k`, so every
     host has its own instance id and each UltraServer its own ultraserver_id."""
     topology = get_topology(topology_name)
@@ -328,9 +353,11 @@ def fleet(topology_name: str, ultraservers: int, seed: int, scenario: str, perio
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m trnwatch.workloads.sim.exporter`: many simulated hosts' exporters on one port."""
-    parser = argparse.ArgumentParser(prog="python -m trnwatch.workloads.sim.exporter",
-                                     description="Serve the vendor exporter's format for a simulated fleet at "
-                                     "http://127.0.0.1:PORT/hosts/<n>/metrics (n = 0 .. hosts-1).")
+    parser = argparse.ArgumentParser(
+        prog="python -m trnwatch.workloads.sim.exporter",
+        description="Serve the vendor exporter's format for a simulated fleet at "
+        "http://127.0.0.1:PORT/hosts/<n>/metrics (n = 0 .. hosts-1).",
+    )
     parser.add_argument("--topology", choices=list(TOPOLOGIES), default="trn3-gen2-us")
     parser.add_argument("--ultraservers", type=int, default=1, help="number of simulated UltraServers (default 1)")
     parser.add_argument("--seed", type=int, default=0)

@@ -131,8 +131,9 @@ class SimHost:
 
     def lost_message(self, tick: int) -> str:
         """What the drop-in says on stderr when its host goes silent."""
-        return (f"trnwatch sim: host {self.host_index} lost at tick {tick} (scenario {self.scenario}); "
-                "no further reports")
+        return (
+            f"trnwatch sim: host {self.host_index} lost at tick {tick} (scenario {self.scenario}); no further reports"
+        )
 
     def alive(self, tick: int) -> bool:
         """False from the tick this host goes silent on (host-loss scenario)."""
@@ -153,7 +154,10 @@ class SimHost:
             "instance_info": dict(self._instance_info),
             "neuron_hardware_info": dict(self._hardware_info),
             "trnwatch_simulator": {
-                "topology": self.topology.name, "host": self.host_index, "seed": self.seed, "scenario": self.scenario,
+                "topology": self.topology.name,
+                "host": self.host_index,
+                "seed": self.seed,
+                "scenario": self.scenario,
             },
         }
 
@@ -221,11 +225,20 @@ class SimHost:
         return {
             "period": self._measured_period_s("execution_stats", window, chip),
             "error_summary": {
-                "generic": 0, "numerical": 0, "transient": 0, "model": 0, "runtime": 0, "hardware": hardware_errors,
+                "generic": 0,
+                "numerical": 0,
+                "transient": 0,
+                "model": 0,
+                "runtime": 0,
+                "hardware": hardware_errors,
             },
             "execution_summary": {
-                "completed": len(total_s), "completed_with_err": completed_with_err, "completed_with_num_err": 0,
-                "timed_out": 0, "incorrect_input": 0, "failed_to_queue": 0,
+                "completed": len(total_s),
+                "completed_with_err": completed_with_err,
+                "completed_with_num_err": 0,
+                "timed_out": 0,
+                "incorrect_input": 0,
+                "failed_to_queue": 0,
             },
             "latency_stats": {"total_latency": _percentiles_s(total_s), "device_latency": _percentiles_s(device_s)},
             "error": "",
@@ -257,28 +270,38 @@ class SimHost:
         models = []
         for local_core, core in enumerate(cores):
             device = {
-                "constants": core["constants"], "model_code": core["model_code"],
-                "runtime_memory": _SUBGRAPH_RUNTIME_BYTES, "tensors": 0,
+                "constants": core["constants"],
+                "model_code": core["model_code"],
+                "runtime_memory": _SUBGRAPH_RUNTIME_BYTES,
+                "tensors": 0,
             }
-            models.append({
-                "name": self._neff_name,
-                "uuid": self._neff_uuid,
-                "model_id": _FIRST_MODEL_ID + local_core,
-                "is_running": running,
-                "subgraphs": {"sg_00": {
-                    "memory_used_bytes": {
-                        "host": _SUBGRAPH_HOST_BYTES,
-                        "neuron_device": sum(device.values()),
-                        "usage_breakdown": {
-                            "host": {"application_memory": _SUBGRAPH_HOST_BYTES,
-                                     "constants": 0, "dma_buffers": 0, "tensors": 0},
-                            "neuron_device": device,
-                        },
+            models.append(
+                {
+                    "name": self._neff_name,
+                    "uuid": self._neff_uuid,
+                    "model_id": _FIRST_MODEL_ID + local_core,
+                    "is_running": running,
+                    "subgraphs": {
+                        "sg_00": {
+                            "memory_used_bytes": {
+                                "host": _SUBGRAPH_HOST_BYTES,
+                                "neuron_device": sum(device.values()),
+                                "usage_breakdown": {
+                                    "host": {
+                                        "application_memory": _SUBGRAPH_HOST_BYTES,
+                                        "constants": 0,
+                                        "dma_buffers": 0,
+                                        "tensors": 0,
+                                    },
+                                    "neuron_device": device,
+                                },
+                            },
+                            "neuroncore_index": local_core,
+                            "neuron_device_index": chip,
+                        }
                     },
-                    "neuroncore_index": local_core,
-                    "neuron_device_index": chip,
-                }},
-            })
+                }
+            )
         return models
 
     def _runtime_vcpu_usage(self, chip: int, window: range) -> dict:
@@ -337,19 +360,25 @@ class SimHost:
         devices = []
         for chip in range(self.topology.chips_per_host):
             conditions = [self._condition(chip, tick) for tick in window]
-            devices.append({
-                "neuron_device_index": chip,
-                "mem_ecc_corrected": sum(c.mem_ecc_corrected for c in conditions),
-                "mem_ecc_uncorrected": sum(c.mem_ecc_uncorrected for c in conditions),
-                "sram_ecc_uncorrected": 0,
-                "sram_ecc_corrected": 0,
-            })
+            devices.append(
+                {
+                    "neuron_device_index": chip,
+                    "mem_ecc_corrected": sum(c.mem_ecc_corrected for c in conditions),
+                    "mem_ecc_uncorrected": sum(c.mem_ecc_uncorrected for c in conditions),
+                    "sram_ecc_uncorrected": 0,
+                    "sram_ecc_corrected": 0,
+                }
+            )
         return {"period": self._measured_period_s("neuron_hw_counters", window), "neuron_devices": devices, "error": ""}
 
     def _vcpu_usage(self, window: range) -> dict:
         tick = window[-1]
         average, usage_data, switches = host_model.vcpu_usage(
-            self.topology, self._condition(0, tick).phase, self.seed, self.host_index, tick,
+            self.topology,
+            self._condition(0, tick).phase,
+            self.seed,
+            self.host_index,
+            tick,
             len(window) * self.period_s,
         )
         return {

@@ -43,16 +43,19 @@ def vcpu_usage(
         soft_irq = round(rng.uniform(0, 0.3), 2)
         idle = round(100 - (user + system + io_wait + soft_irq), 2)
         usage_data[str(vcpu)] = {
-            "user": user, "nice": 0.0, "system": system, "idle": idle,
-            "io_wait": io_wait, "irq": 0.0, "soft_irq": soft_irq,
+            "user": user,
+            "nice": 0.0,
+            "system": system,
+            "idle": idle,
+            "io_wait": io_wait,
+            "irq": 0.0,
+            "soft_irq": soft_irq,
         }
     average = {
         field: round(math.fsum(cpu[field] for cpu in usage_data.values()) / topology.host_vcpus, 2)
         for field in VCPU_FIELDS
     }
-    switches = int(
-        topology.host_vcpus * _CONTEXT_SWITCHES_PER_VCPU_S[phase] * period_s * rng.uniform(0.9, 1.1)
-    )
+    switches = int(topology.host_vcpus * _CONTEXT_SWITCHES_PER_VCPU_S[phase] * period_s * rng.uniform(0.9, 1.1))
     return average, usage_data, switches
 
 

@@ -89,12 +89,25 @@ def rank_events(host: SimHost, chip: int, core: int, tick: int, ts: float) -> li
     stopped = stopped_at is not None and tick >= stopped_at
     if tick == 0:
         cores_per_host = topology.chips_per_host * topology.cores_per_chip
-        emit("run_start", world_size=topology.chips * topology.cores_per_chip, host=host.instance_name,
-             pid=host.runtime_pid(chip), local_rank=chip * topology.cores_per_chip + core, backend="neuron",
-             core=chip * topology.cores_per_chip + core, chip=chip, model=MODEL,
-             precision="bf16", global_batch=GLOBAL_BATCH, micro_batch=MICRO_BATCH, seq_len=SEQ_LEN,
-             parallel={"tp": cores_per_host, "pp": 1, "dp": topology.hosts},
-             versions=SIM_VERSIONS, restart=0, lnc=topology.lnc)
+        emit(
+            "run_start",
+            world_size=topology.chips * topology.cores_per_chip,
+            host=host.instance_name,
+            pid=host.runtime_pid(chip),
+            local_rank=chip * topology.cores_per_chip + core,
+            backend="neuron",
+            core=chip * topology.cores_per_chip + core,
+            chip=chip,
+            model=MODEL,
+            precision="bf16",
+            global_batch=GLOBAL_BATCH,
+            micro_batch=MICRO_BATCH,
+            seq_len=SEQ_LEN,
+            parallel={"tp": cores_per_host, "pp": 1, "dp": topology.hosts},
+            versions=SIM_VERSIONS,
+            restart=0,
+            lnc=topology.lnc,
+        )
         emit("phase", phase="init", state="begin")
         emit("phase", phase="init", state="end")
         emit("phase", phase="compile", state="begin")
@@ -126,10 +139,23 @@ def rank_events(host: SimHost, chip: int, core: int, tick: int, ts: float) -> li
         wait_s = round(step_s * wait_share * rng.uniform(0.9, 1.1), 6)
         transfer_s = round(step_s * 0.1, 6)
         loss = round(2.2 + 8.5 * math.exp(-step / 150) + rng.uniform(-0.02, 0.02), 4)
-        emit("collective", op="all_reduce", bytes=GRADIENT_BYTES, latency_s=round(wait_s + transfer_s, 6),
-             wait_s=wait_s, step=step)
-        emit("step", step=step, step_time_s=step_s, compute_s=round(step_s * compute_share, 6),
-             tokens=GLOBAL_BATCH * SEQ_LEN, loss=loss, seq_len=SEQ_LEN)
+        emit(
+            "collective",
+            op="all_reduce",
+            bytes=GRADIENT_BYTES,
+            latency_s=round(wait_s + transfer_s, 6),
+            wait_s=wait_s,
+            step=step,
+        )
+        emit(
+            "step",
+            step=step,
+            step_time_s=step_s,
+            compute_s=round(step_s * compute_share, 6),
+            tokens=GLOBAL_BATCH * SEQ_LEN,
+            loss=loss,
+            seq_len=SEQ_LEN,
+        )
 
     if tick % HEARTBEAT_EVERY_TICKS == 0:
         if tick < COMPILE_TICKS:
@@ -176,8 +202,11 @@ class SimJobWriter:
         self.hosts = hosts
         self._files = {
             (h.host_index, chip, core): open(
-                run_dir / f"rank-{job_rank(h.topology, h.host_index, chip, core):05d}.jsonl", "a", encoding="utf-8")
-            for h in hosts for chip in range(h.topology.chips_per_host) for core in range(h.topology.cores_per_chip)
+                run_dir / f"rank-{job_rank(h.topology, h.host_index, chip, core):05d}.jsonl", "a", encoding="utf-8"
+            )
+            for h in hosts
+            for chip in range(h.topology.chips_per_host)
+            for core in range(h.topology.cores_per_chip)
         }
 
     def write_tick(self, tick: int, ts: float) -> None:

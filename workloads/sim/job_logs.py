@@ -24,8 +24,16 @@ from trnwatch.workloads.sim.fleet import SimHost
 from trnwatch.workloads.sim.job import GLOBAL_BATCH, rank_events
 
 LOG_FORMATS = ("nxd", "nxdt", "torchtitan")
-_COLOURS = {"red": "\033[31m", "green": "\033[32m", "orange": "\033[38;2;180;60;0m", "turquoise": "\033[38;2;54;234;195m",
-            "blue": "\033[34m", "cyan": "\033[36m", "magenta": "\033[35m", "reset": "\033[39m"}
+_COLOURS = {
+    "red": "\033[31m",
+    "green": "\033[32m",
+    "orange": "\033[38;2;180;60;0m",
+    "turquoise": "\033[38;2;54;234;195m",
+    "blue": "\033[34m",
+    "cyan": "\033[36m",
+    "magenta": "\033[35m",
+    "reset": "\033[39m",
+}
 _CC = "||NEURON_CC_WRAPPER||"
 
 
@@ -73,27 +81,34 @@ class _LogRenderer:
         micros = int(event["ts"] * 1e6) % 1_000_000
         stamp = f"{_local(event['ts'], '%Y-%m-%d %H:%M:%S')}.{micros:06d}: {self.compile_pid} INFO {_CC}: "
         if event["state"] == "begin":
-            return (f"{stamp}Call compiler with cmd: neuronx-cc compile --target=trn3 --framework=XLA "
-                    f"/tmp/sim/neuroncc_compile_workdir/0/model.MODULE_1+1.hlo_module.pb --output model.neff\n")
+            return (
+                f"{stamp}Call compiler with cmd: neuronx-cc compile --target=trn3 --framework=XLA "
+                f"/tmp/sim/neuroncc_compile_workdir/0/model.MODULE_1+1.hlo_module.pb --output model.neff\n"
+            )
         return f"{stamp}Compiler status PASS\n"
 
     def nxd_save(self, event: dict) -> str:
         state = "began" if event["state"] == "begin" else "completed"
         line = 144 if event["state"] == "begin" else 192
-        return (f"[{_local(event['ts'], '%Y-%m-%d %H:%M:%S')}.{_ms(event['ts'])}: I neuronx_distributed/trainer/"
-                f"checkpoint.py:{line}] synced saving of checkpoint step_{event['step']} {state}\n")
-
+        return (
+            f"[{_local(event['ts'], '%Y-%m-%d %H:%M:%S')}.{_ms(event['ts'])}: I neuronx_distributed/trainer/"
+            f"checkpoint.py:{line}] synced saving of checkpoint step_{event['step']} {state}\n"
+        )
 
 
 class _Nxd(_LogRenderer):
     def run_start(self, event: dict) -> str:
-        return (f"--------TRAINING CONFIG----------\nNamespace(model='{event['model']['name']}', batch_size="
-                f"{event['micro_batch']}, seq_len={event['seq_len']}, tensor_parallel_size={event['parallel']['tp']})\n")
+        return (
+            f"--------TRAINING CONFIG----------\nNamespace(model='{event['model']['name']}', batch_size="
+            f"{event['micro_batch']}, seq_len={event['seq_len']}, tensor_parallel_size={event['parallel']['tp']})\n"
+        )
 
     def step(self, event: dict) -> str:
         throughput = GLOBAL_BATCH / event["step_time_s"]  # sequences/s, as the example computes it
-        return (f"LOG {time.asctime(time.localtime(event['ts']))} - (0, {event['step']}) step_loss : {event['loss']:.4f} "
-                f"learning_rate : 1.50e-04 throughput : {throughput:.2f} seq/s grad-norm : 0.9\n")
+        return (
+            f"LOG {time.asctime(time.localtime(event['ts']))} - (0, {event['step']}) step_loss : {event['loss']:.4f} "
+            f"learning_rate : 1.50e-04 throughput : {throughput:.2f} seq/s grad-norm : 0.9\n"
+        )
 
     save = _LogRenderer.nxd_save
 
@@ -108,7 +123,9 @@ class _Nxdt(_LogRenderer):
         self.first_step_ts: float | None = None
 
     def run_start(self, event: dict) -> str:
-        return f"[NeMo I {_local(event['ts'], '%Y-%m-%d %H:%M:%S')} exp_manager:400] Experiments will be logged at sim\n"
+        return (
+            f"[NeMo I {_local(event['ts'], '%Y-%m-%d %H:%M:%S')} exp_manager:400] Experiments will be logged at sim\n"
+        )
 
     def step(self, event: dict) -> str:
         n = event["step"] + 1  # the bar counts batches done; global_step is the 0-based step
@@ -121,8 +138,10 @@ class _Nxdt(_LogRenderer):
         head = f"Epoch 0: |          | {n}/? [{elapsed}, {rate_text}"
         throughput = GLOBAL_BATCH / event["step_time_s"]
         redraw_counter = head + (", " + self.postfix if self.postfix else "") + "]"
-        self.postfix = (f"v_num=0, reduced_train_loss={event['loss']:.3f}, lr=1.5e-5, global_step={event['step']}.000, "
-                        f"consumed_samples={n * GLOBAL_BATCH}.0, throughput={throughput:.1f}, throughput_peak={throughput:.1f}")
+        self.postfix = (
+            f"v_num=0, reduced_train_loss={event['loss']:.3f}, lr=1.5e-5, global_step={event['step']}.000, "
+            f"consumed_samples={n * GLOBAL_BATCH}.0, throughput={throughput:.1f}, throughput_peak={throughput:.1f}"
+        )
         self.bar_open = True
         return f"\r{redraw_counter}\r{head}, {self.postfix}]"
 
@@ -149,9 +168,12 @@ class _TorchTitan(_LogRenderer):
     def step(self, event: dict) -> str:
         c = _COLOURS
         tps = event["tokens"] / event["step_time_s"] / self.world_size  # per device, as TorchTitan logs it
-        return self._line(event["ts"], f"{c['red']}step: {event['step']:2}  {c['green']}loss: {event['loss']:8.5f}  "
-                          f"{c['orange']}grad_norm:  1.0000  {c['turquoise']}memory: 61.53GiB(42.73%)  "
-                          f"{c['blue']}tps: {round(tps):,}  {c['cyan']}tflops: 300.00  {c['magenta']}mfu: 40.00%{c['reset']}")
+        return self._line(
+            event["ts"],
+            f"{c['red']}step: {event['step']:2}  {c['green']}loss: {event['loss']:8.5f}  "
+            f"{c['orange']}grad_norm:  1.0000  {c['turquoise']}memory: 61.53GiB(42.73%)  "
+            f"{c['blue']}tps: {round(tps):,}  {c['cyan']}tflops: 300.00  {c['magenta']}mfu: 40.00%{c['reset']}",
+        )
 
     def save(self, event: dict) -> str:
         if event["state"] == "begin":

@@ -43,7 +43,7 @@ def parse_duration_s(text: str) -> float:
     """A Go-style duration ("1s", "500ms", "1m30s") in seconds; raises ConfigError."""
     parts = _DURATION_PART.findall(text)
     if not parts or "".join(number + unit for number, unit in parts) != text:
-        raise ConfigError(f"bad duration {text!r} (expected e.g. \"1s\" or \"500ms\")")
+        raise ConfigError(f'bad duration {text!r} (expected e.g. "1s" or "500ms")')
     seconds = sum(float(number) * _DURATION_UNIT_S[unit] for number, unit in parts)
     if seconds <= 0:
         raise ConfigError(f"duration {text!r} must be positive")

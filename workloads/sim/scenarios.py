@@ -77,6 +77,7 @@ def ecc_corrected_at(tick: int) -> int:
     """Corrected mem ECC events the ecc scenario's fault site reports in `tick`."""
     return ECC_CORRECTED_CYCLE[(tick - ECC_START_TICK) % len(ECC_CORRECTED_CYCLE)] if tick >= ECC_START_TICK else 0
 
+
 ECC_UNCORRECTED_TICK = 50
 HOST_LOSS_TICK = 45
 

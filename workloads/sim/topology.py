@@ -19,7 +19,7 @@ ASSUMPTIONS: dict[str, str] = {
     "neuron_device_type": '"trainium3" on Trn3, by analogy with "trainium2"; no Trn3 sample is published.',
     "neuroncore_version": '"v4d" at LNC=2 and "v4" at LNC=1 on Trn3, by analogy with Trn2 "v3d"/"v3".',
     "per-physical breakdown": 'Trn3 at LNC=2 emits key "v4d" with entries "nc_v4.<n>" (n = 2k, 2k+1 for logical '
-    "core k), by analogy with Trn2 \"v3d\"/\"nc_v3.<n>\".",
+    'core k), by analogy with Trn2 "v3d"/"nc_v3.<n>".',
     "instance_type": '"trn3pds.16xlarge" for a Gen2 server (EKS calls the type "Trn3pds"; 16xlarge from its '
     '64 vCPU) and "trn3p.48xlarge" for a Gen1 server (driver maps it to ULTRASERVER). Neither is confirmed.',
     "host vCPU / memory": "Trn3 per-server vCPU and memory are AWS's UltraServer totals divided by the "
@@ -86,20 +86,44 @@ TOPOLOGIES: dict[str, Topology] = {
     t.name: t
     for t in (
         Topology(
-            name="trn3-gen2-us", hosts=36, chips_per_host=4, instance_type="trn3pds.16xlarge",
-            host_vcpus=64, host_memory_bytes=768 * GIB, is_ultraserver=True, **_TRN3_CHIP,
+            name="trn3-gen2-us",
+            hosts=36,
+            chips_per_host=4,
+            instance_type="trn3pds.16xlarge",
+            host_vcpus=64,
+            host_memory_bytes=768 * GIB,
+            is_ultraserver=True,
+            **_TRN3_CHIP,
         ),
         Topology(
-            name="trn3-gen1-us", hosts=4, chips_per_host=16, instance_type="trn3p.48xlarge",
-            host_vcpus=192, host_memory_bytes=2048 * GIB, is_ultraserver=True, **_TRN3_CHIP,
+            name="trn3-gen1-us",
+            hosts=4,
+            chips_per_host=16,
+            instance_type="trn3p.48xlarge",
+            host_vcpus=192,
+            host_memory_bytes=2048 * GIB,
+            is_ultraserver=True,
+            **_TRN3_CHIP,
         ),
         Topology(
-            name="trn2.48xlarge", hosts=1, chips_per_host=16, instance_type="trn2.48xlarge",
-            host_vcpus=192, host_memory_bytes=2048 * GIB, is_ultraserver=False, **_TRN2_CHIP,
+            name="trn2.48xlarge",
+            hosts=1,
+            chips_per_host=16,
+            instance_type="trn2.48xlarge",
+            host_vcpus=192,
+            host_memory_bytes=2048 * GIB,
+            is_ultraserver=False,
+            **_TRN2_CHIP,
         ),
         Topology(
-            name="trn2-us", hosts=4, chips_per_host=16, instance_type="trn2u.48xlarge",
-            host_vcpus=192, host_memory_bytes=2048 * GIB, is_ultraserver=True, **_TRN2_CHIP,
+            name="trn2-us",
+            hosts=4,
+            chips_per_host=16,
+            instance_type="trn2u.48xlarge",
+            host_vcpus=192,
+            host_memory_bytes=2048 * GIB,
+            is_ultraserver=True,
+            **_TRN2_CHIP,
         ),
     )
 }
