@@ -1,0 +1,229 @@
+"""Per-chip state: a host's chips and their cores, figures over the window, and bounded history.
+
+A core index is global on the host, so its chip is `core // cores_per_chip`. One report's
+runtimes are first added up per chip (`ChipFrame`, filled by ledger/runtimes.py); the sum then
+becomes each chip's sample (`fold_chip_samples`). Definitions pinned by the receipt contract:
+
+- a chip's HBM at one report is the sum, over all runtimes and over the chip's logical cores in
+  `usage_breakdown.neuroncore_memory_usage`, of all categories there;
+- a chip's utilisation at one report is the mean over its logical cores of
+  `neuroncore_utilization`, cores not listed counting as 0 (neuron-monitor omits idle cores); a
+  report is a utilisation sample only if `neuroncore_counters` was present without error for at
+  least one runtime, or no runtime was running at all (then utilisation is 0). Two runtimes
+  reporting the same core (seen in AWS's own fixture) count once, at the higher figure;
+- a figure built from a value the report did not give usably (a listed core without its
+  utilisation, a core's memory breakdown that is null, or either past its bound and removed
+  by the decoder) is unknown for that report: that chip gets no utilisation (or HBM) sample,
+  the other chips do.
+
+A chip's ECC counts (`neuron_hw_counters`) are a counter family each (ledger/counters.py).
+"""
+
+import math
+from array import array
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from trnwatch.collectors.neuron_monitor import DeviceEcc
+from trnwatch.ledger.counters import CounterFamily
+
+# Five minutes of 1 Hz samples per chip: enough for sparklines and trend, bounded for a day-long run.
+HISTORY_SAMPLES = 300
+
+ECC_FIELDS = ("mem_ecc_corrected", "mem_ecc_uncorrected", "sram_ecc_corrected", "sram_ecc_uncorrected")
+
+
+class ChipSample(NamedTuple):
+    t_s: float
+    util_pct: float | None
+    hbm_bytes: int | None
+
+
+class ChipHistory:
+    """The last HISTORY_SAMPLES samples of one chip, oldest first, in preallocated arrays.
+
+    Plain number arrays, not a deque of sample objects: at 1,152 hosts x 4 chips x 300 samples
+    the garbage collector would otherwise walk 1.4 million objects on every full pass.
+    Iterating yields `ChipSample`s (made on demand); an unknown figure is None."""
+
+    __slots__ = ("_t_s", "_util_pct", "_hbm_bytes", "_next", "_len")
+
+    def __init__(self, size: int = HISTORY_SAMPLES):
+        self._t_s = array("d", bytes(8 * size))
+        self._util_pct = array("d", bytes(8 * size))
+        self._hbm_bytes = array("q", bytes(8 * size))  # -1: unknown
+        self._next = 0
+        self._len = 0
+
+    def append(self, t_s: float, util_pct: float | None, hbm_bytes: int | None) -> None:
+        i = self._next
+        self._t_s[i] = t_s
+        self._util_pct[i] = math.nan if util_pct is None else util_pct
+        self._hbm_bytes[i] = -1 if hbm_bytes is None else min(hbm_bytes, _MAX_HISTORY_BYTES)
+        size = len(self._t_s)
+        self._next = (i + 1) % size
+        self._len = min(self._len + 1, size)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self):
+        size = len(self._t_s)
+        start = (self._next - self._len) % size
+        for k in range(self._len):
+            i = (start + k) % size
+            util, hbm = self._util_pct[i], self._hbm_bytes[i]
+            yield ChipSample(self._t_s[i], None if util != util else util, None if hbm < 0 else hbm)
+
+    def __reversed__(self):
+        """Newest first: a reader of the recent window (HBM trends) stops where it ends."""
+        size = len(self._t_s)
+        for k in range(1, self._len + 1):
+            i = (self._next - k) % size
+            util, hbm = self._util_pct[i], self._hbm_bytes[i]
+            yield ChipSample(self._t_s[i], None if util != util else util, None if hbm < 0 else hbm)
+
+
+# A sum of bounded byte counts over a chip's cores can pass what int64 holds; history is for
+# sparklines, so it stores at most this (the chip's own figures keep the exact sum).
+_MAX_HISTORY_BYTES = (1 << 63) - 1
+
+
+@dataclass(slots=True)
+class CoreState:
+    """Latest figures of one logical NeuronCore (only while it is listed as in use)."""
+
+    util_pct: float
+    flops: float | None
+    physical_util_pct: dict[str, float]
+
+
+@dataclass(slots=True)
+class ChipState:
+    index: int
+    hbm_capacity_bytes: int | None = None
+    # latest
+    util_pct: float | None = None
+    hbm_bytes: int | None = None
+    hbm_by_category_bytes: dict[str, int] = field(default_factory=dict)
+    cores: dict[int, CoreState] = field(default_factory=dict)
+    util_at_s: float | None = None
+    hbm_at_s: float | None = None
+    # window
+    samples: int = 0
+    util_sum_pct: float = 0.0
+    util_max_pct: float | None = None
+    hbm_peak_bytes: int | None = None
+    flops_sum: float = 0.0  # FLOP/s summed over the chip's cores, per utilisation sample with flops
+    flops_samples: int = 0
+    ecc: CounterFamily = field(default_factory=CounterFamily)
+    # Cores whose exporter gauge was stale at the latest sample, and samples with any such core
+    # (Prometheus sources only; ledger/exporter_gauges.py).
+    util_stale_cores: tuple[int, ...] = ()
+    util_stale_samples: int = 0
+    history: ChipHistory = field(default_factory=ChipHistory)
+
+    @property
+    def util_mean_pct(self) -> float | None:
+        return self.util_sum_pct / self.samples if self.samples else None
+
+    @property
+    def flops_mean_per_s(self) -> float | None:
+        return self.flops_sum / self.flops_samples if self.flops_samples else None
+
+
+@dataclass(slots=True)
+class ChipFrame:
+    """What one report's runtimes add up to, per chip, before it becomes the chips' sample.
+
+    `anomalies` is the host's count of data that did not fit its topology (a core beyond the
+    chip count, or a core before the report gave the topology)."""
+
+    chip_count: int
+    cores_per_chip: int | None
+    anomalies: Counter
+    core_util: dict[int, CoreState] = field(default_factory=dict)
+    hbm: list[int] = field(init=False)
+    hbm_by_category: list[dict[str, int]] = field(init=False)
+    util_unknown_cores: set[int] = field(default_factory=set)  # listed without a usable figure
+    hbm_unknown_chips: set[int] = field(default_factory=set)  # a core's memory was unknown
+    counters_ok: bool = False
+    memory_ok: bool = False
+
+    def __post_init__(self) -> None:
+        self.hbm = [0] * self.chip_count
+        self.hbm_by_category = [{} for _ in range(self.chip_count)]
+
+    def chip_of(self, core: int) -> int | None:
+        """The chip of a host-global core index; None (counted as an anomaly) when it has none."""
+        if not self.cores_per_chip:
+            self.anomalies["core-without-topology"] += 1
+            return None
+        chip = core // self.cores_per_chip
+        if chip >= self.chip_count:
+            self.anomalies["core-beyond-chip-count"] += 1
+            return None
+        return chip
+
+
+def fold_chip_samples(chips: list[ChipState], frame: ChipFrame, t_s: float, no_runtime: bool) -> None:
+    """Turn one report's frame into each chip's sample at `t_s` (see the module docstring)."""
+    util_sample = frame.counters_ok or no_runtime
+    hbm_sample = frame.memory_ok or no_runtime
+    per_chip = frame.cores_per_chip
+    if not (util_sample or hbm_sample) or not per_chip:
+        return
+    n = len(chips)
+    util_by_chip = [0.0] * n
+    cores_by_chip: list[dict[int, CoreState]] = [{} for _ in range(n)]
+    for core, state in frame.core_util.items():
+        index = frame.chip_of(core)
+        if index is not None:
+            util_by_chip[index] += state.util_pct
+            cores_by_chip[index][core] = state
+    util_unknown = {core // per_chip for core in frame.util_unknown_cores}
+    for chip in chips:
+        i = chip.index
+        util = util_by_chip[i] / per_chip if util_sample and i not in util_unknown else None
+        chip_hbm = frame.hbm[i] if hbm_sample and i not in frame.hbm_unknown_chips else None
+        if util_sample:
+            chip.cores = cores_by_chip[i]
+        if util is not None:
+            chip.util_pct = util
+            chip.util_at_s = t_s
+            chip.samples += 1
+            chip.util_sum_pct += util
+            chip.util_max_pct = util if chip.util_max_pct is None else max(chip.util_max_pct, util)
+            flops = [s.flops for s in chip.cores.values() if s.flops is not None]
+            if flops or (not chip.cores and chip.flops_samples):  # idle counts 0 once flops were seen
+                chip.flops_sum += sum(flops)
+                chip.flops_samples += 1
+        if chip_hbm is not None:
+            chip.hbm_bytes = chip_hbm
+            chip.hbm_at_s = t_s
+            chip.hbm_by_category_bytes = frame.hbm_by_category[i]
+            chip.hbm_peak_bytes = chip_hbm if chip.hbm_peak_bytes is None else max(chip.hbm_peak_bytes, chip_hbm)
+        chip.history.append(t_s, util, chip_hbm)
+
+
+def fold_ecc(chips: list[ChipState], devices: Iterable[DeviceEcc], declared_counters: bool, anomalies: Counter) -> None:
+    """Fold one report's per-device ECC counts into each chip's ECC counter family."""
+    for dev in devices:
+        if dev.neuron_device_index >= len(chips):
+            anomalies["ecc-device-beyond-chip-count"] += 1
+            continue
+        counts = {name: getattr(dev, name) for name in ECC_FIELDS if getattr(dev, name) is not None}
+        ecc = chips[dev.neuron_device_index].ecc
+        ecc.declared_counter = declared_counters
+        ecc.add(counts)  # the four ECC_FIELDS: never past the limit
+
+
+def mark_stale_cores(chips: list[ChipState], cores_per_chip: int | None, stale_cores: set[int]) -> None:
+    """Which of each chip's cores had a stale exporter gauge at this sample (ledger/exporter_gauges.py)."""
+    if not cores_per_chip:
+        return
+    for chip in chips:
+        chip.util_stale_cores = tuple(sorted(c for c in stale_cores if c // cores_per_chip == chip.index))
+        chip.util_stale_samples += bool(chip.util_stale_cores)

@@ -1,0 +1,197 @@
+"""Per-runtime state: each entry of a report's `neuron_runtime_data` folded into its runtime.
+
+Runtimes are keyed by (pid, tag): tags need not be unique (real reports show several runtimes
+sharing one), and never key alone; Prometheus sources carry no pid. A runtime entry's groups
+fold into the runtime itself (memory totals, loaded models, executions, latency, vCPU) and add
+its cores' utilisation and memory to the report's per-chip frame (ledger/chips.py).
+"""
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from trnwatch.collectors.limits import MAX_RUNTIMES_PER_HOST, RUNTIME_EVICT_MIN_S, RUNTIME_EVICT_PERIODS
+from trnwatch.collectors.neuron_monitor import (
+    ExecutionStats,
+    LoadedModel,
+    MemoryUsed,
+    NeuronCoreCounters,
+    RuntimeEntry,
+)
+from trnwatch.ledger.chips import ChipFrame, CoreState
+from trnwatch.ledger.counters import CounterFamily
+from trnwatch.ledger.report_groups import group_ok
+
+RuntimeKey = tuple[int | None, str]  # (pid, tag)
+
+
+@dataclass(slots=True)
+class LoadedModelState:
+    name: str
+    model_id: int | None
+    is_running: bool | None
+    devices: tuple[int, ...]
+
+
+@dataclass(slots=True)
+class RuntimeState:
+    pid: int | None  # None when the source carries none (Prometheus)
+    tag: str
+    last_seen_s: float
+    error: str = ""
+    cores: tuple[int, ...] = ()
+    device_bytes: int | None = None
+    host_bytes: int | None = None
+    vcpu_user_pct: float | None = None
+    vcpu_system_pct: float | None = None
+    total_latency_s: dict[str, float] = field(default_factory=dict)
+    device_latency_s: dict[str, float] = field(default_factory=dict)
+    loaded_models: list[LoadedModelState] = field(default_factory=list)
+    executions: CounterFamily = field(default_factory=CounterFamily)
+    group_errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def order(self) -> tuple:
+        """Stable listing order: by pid (runtimes without one last), then tag."""
+        return (self.pid is None, self.pid or 0, self.tag)
+
+
+def fold_runtime_entries(
+    runtimes: dict[RuntimeKey, RuntimeState],
+    entries: Iterable[RuntimeEntry],
+    frame: ChipFrame,
+    t_s: float,
+    declared_counters: bool,
+) -> set[RuntimeKey]:
+    """Fold one report's runtime entries received at `t_s`; returns the keys the report listed.
+
+    `declared_counters`: the source declared its counts running totals (ledger/counters.py)."""
+    seen: set[RuntimeKey] = set()
+    for entry in entries:
+        key = (entry.pid, entry.neuron_runtime_tag or "")
+        seen.add(key)
+        runtime = runtimes.get(key)
+        if runtime is None:
+            runtime = runtimes[key] = RuntimeState(entry.pid, key[1], t_s)
+        runtime.last_seen_s = t_s
+        runtime.error = entry.error or ""
+        rep = entry.report
+        if rep is None:
+            continue
+        cores: set[int] = set()
+        _fold_core_counters(runtime, rep.neuroncore_counters, frame, cores)
+        _fold_memory(runtime, rep.memory_used, frame, cores)
+        if cores:
+            runtime.cores = tuple(sorted(cores))
+        _fold_executions(runtime, rep.execution_stats, declared_counters, frame.anomalies)
+        vcpu = rep.neuron_runtime_vcpu_usage
+        if group_ok(vcpu, runtime.group_errors, "neuron_runtime_vcpu_usage") and vcpu.vcpu_usage is not None:
+            runtime.vcpu_user_pct = vcpu.vcpu_usage.user
+            runtime.vcpu_system_pct = vcpu.vcpu_usage.system
+    return seen
+
+
+def retire_runtimes(
+    runtimes: dict[RuntimeKey, RuntimeState],
+    seen: set[RuntimeKey],
+    t_s: float,
+    period_s: float | None,
+    anomalies: Counter,
+) -> int:
+    """Runtimes that left the report are gone: they own no core any more, and their window
+    counters stay in the receipt until they have been missing for the eviction time. Past
+    MAX_RUNTIMES_PER_HOST the least recently seen go first (counted as an anomaly). Returns how
+    many were dropped."""
+    evicted = 0
+    evict_after_s = max(RUNTIME_EVICT_PERIODS * (period_s or 1.0), RUNTIME_EVICT_MIN_S)
+    absent = [key for key in runtimes if key not in seen]
+    for key in absent:
+        runtime = runtimes[key]
+        runtime.cores = ()
+        if t_s - runtime.last_seen_s > evict_after_s:
+            del runtimes[key]
+            evicted += 1
+    excess = len(runtimes) - MAX_RUNTIMES_PER_HOST
+    if excess > 0:
+        absent = sorted((k for k in absent if k in runtimes), key=lambda k: runtimes[k].last_seen_s)
+        for key in absent[:excess]:
+            del runtimes[key]
+            evicted += 1
+            anomalies["runtimes-over-limit"] += 1
+    return evicted
+
+
+def _fold_core_counters(
+    runtime: RuntimeState, nc: NeuronCoreCounters | None, frame: ChipFrame, cores: set[int]
+) -> None:
+    if not group_ok(nc, runtime.group_errors, "neuroncore_counters") or nc.neuroncores_in_use is None:
+        return
+    frame.counters_ok = True
+    for core, c in nc.neuroncores_in_use.items():
+        cores.add(core)
+        util = c.neuroncore_utilization
+        if util is None:  # listed, but its figure is unknown (absent, or past its bound)
+            frame.util_unknown_cores.add(core)
+            continue
+        prior = frame.core_util.get(core)
+        if prior is None or util > prior.util_pct:
+            split = c.physical
+            physical = (
+                {k: p.neuroncore_utilization for k, p in split.items() if p.neuroncore_utilization is not None}
+                if split
+                else {}
+            )
+            flops = c.flops if c.flops is not None else c.effective_flops
+            frame.core_util[core] = CoreState(util, flops, physical)
+
+
+def _fold_memory(runtime: RuntimeState, mem: MemoryUsed | None, frame: ChipFrame, cores: set[int]) -> None:
+    if not group_ok(mem, runtime.group_errors, "memory_used"):
+        return
+    used = mem.neuron_runtime_used_bytes
+    if used is not None:
+        runtime.device_bytes = used.neuron_device
+        runtime.host_bytes = used.host
+        per_core = used.usage_breakdown.neuroncore_memory_usage if used.usage_breakdown else None
+        if per_core is not None:
+            frame.memory_ok = True
+            for core, categories in per_core.items():
+                cores.add(core)
+                chip = frame.chip_of(core)
+                if chip is None:
+                    continue
+                if categories is None:  # this core's memory is unknown, so is its chip's
+                    frame.hbm_unknown_chips.add(chip)
+                    continue
+                bucket = frame.hbm_by_category[chip]
+                for name, value in categories.items():
+                    bucket[name] = bucket.get(name, 0) + value
+                frame.hbm[chip] += sum(categories.values())
+    if mem.loaded_models is not None:
+        runtime.loaded_models = [_loaded_model(m) for m in mem.loaded_models]
+
+
+def _loaded_model(m: LoadedModel) -> LoadedModelState:
+    devices = {s.neuron_device_index for s in (m.subgraphs or {}).values() if s.neuron_device_index is not None}
+    return LoadedModelState(m.name, m.model_id, m.is_running, tuple(sorted(devices)))
+
+
+def _fold_executions(
+    runtime: RuntimeState, stats: ExecutionStats | None, declared_counters: bool, anomalies: Counter
+) -> None:
+    # Values beside an error are zeroed placeholders; folding them would fake a reset.
+    if not group_ok(stats, runtime.group_errors, "execution_stats"):
+        return
+    counts = {f"error.{k}": v for k, v in (stats.error_summary or {}).items()}
+    counts.update({f"status.{k}": v for k, v in (stats.execution_summary or {}).items()})
+    if counts:
+        runtime.executions.declared_counter = declared_counters
+        refused = runtime.executions.add(counts)
+        if refused:
+            anomalies["counter-names-over-limit"] += refused
+    lat = stats.latency_stats
+    if lat is not None:
+        if lat.total_latency:
+            runtime.total_latency_s = {k: v for k, v in lat.total_latency.items() if v is not None}
+        if lat.device_latency:
+            runtime.device_latency_s = {k: v for k, v in lat.device_latency.items() if v is not None}
