@@ -8,10 +8,10 @@ each yields `Line`s from an async generator. Parsing happens downstream, so a re
 from dataclasses import dataclass
 from typing import Literal
 
-# "prometheus": one scrape of an exporter's /metrics, as JSON {"url", "interval_s", "body"};
-# "promql": one host's answers to a refresh's PromQL queries (collectors/prometheus.py);
-# "job-log": a passive job log's counts (profile used, lines read, unparsed), collectors/job_log.py.
-LineKind = Literal["neuron-monitor", "job", "prometheus", "promql", "job-log"]
+# Which format a line is in: a key of collectors/decode.py's `DECODERS`, the one list of line
+# kinds (what each kind is, is said there). An open set, so a new line format is its parser and
+# its entry there; a line of a kind with no decoder is rejected there as `unknown-kind`.
+LineKind = str
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,8 @@ every kind's options reach the command line, every line kind has a decoder that 
 line instead of raising, and the ledger folds decoded records only."""
 
 import argparse
+import ast
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +15,9 @@ from trnwatch.collectors.lines import Line
 from trnwatch.ledger.ledger import Ledger
 from tests.reports import line as report_line
 from tests.reports import report, runtime
+
+ROOT = Path(__file__).resolve().parent.parent
+PRODUCT_DIRS = ("collectors", "ledger", "trnwatch", "tui", "workloads")
 
 
 def _subparser(command: str) -> argparse.ArgumentParser:
@@ -49,6 +54,57 @@ def test_every_line_kind_a_source_kind_yields_has_a_decoder():
         for kind in kinds:
             assert kind.line_kinds and set(kind.line_kinds) <= set(DECODERS), kind.name
     assert set(DEVICE_KINDS) <= set(DECODERS)
+
+
+def _kinds_written_in_code() -> dict[str, list[str]]:
+    """Every line kind the product code writes as a string, with where: the value given to a
+    parameter or field annotated `LineKind` (of `Line`, `SourceEvent`, `SourceSpec`,
+    `split_lines`, ...), by position or by name, and each constant annotated `LineKind`.
+    `LineKind` is an open `str`, so this is what says that what the sources emit is decoded."""
+    files = [p for d in PRODUCT_DIRS for p in sorted((ROOT / d).rglob("*.py"))]
+    trees = {path: ast.parse(path.read_text(), filename=str(path)) for path in files}
+
+    def is_line_kind(annotation: ast.expr | None) -> bool:
+        return isinstance(annotation, ast.Name) and annotation.id == "LineKind"
+
+    takes_kind: dict[str, tuple[int, str]] = {}  # callable name -> (position, parameter name)
+    for tree in trees.values():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                fields = [s for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)]
+                for i, f in enumerate(fields):
+                    if is_line_kind(f.annotation):
+                        takes_kind[node.name] = (i, f.target.id)
+                for method in node.body:
+                    if isinstance(method, ast.FunctionDef) and method.name == "__init__":
+                        for i, a in enumerate(method.args.args[1:]):
+                            if is_line_kind(a.annotation):
+                                takes_kind[node.name] = (i, a.arg)
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                for i, a in enumerate(node.args.args):
+                    if is_line_kind(a.annotation):
+                        takes_kind[node.name] = (i, a.arg)
+    written: dict[str, list[str]] = {}
+    for path, tree in trees.items():
+        for node in ast.walk(tree):
+            value = None
+            if isinstance(node, ast.AnnAssign) and is_line_kind(node.annotation):
+                value = node.value
+            elif isinstance(node, ast.Call):
+                name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+                if name in takes_kind:
+                    position, keyword = takes_kind[name]
+                    given = [k.value for k in node.keywords if k.arg == keyword]
+                    value = given[0] if given else node.args[position] if position < len(node.args) else None
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                written.setdefault(value.value, []).append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return written
+
+
+def test_every_line_kind_the_sources_write_has_a_decoder_and_every_decoder_is_written():
+    written = _kinds_written_in_code()
+    assert {kind: where for kind, where in written.items() if kind not in DECODERS} == {}
+    assert set(written) == set(DECODERS)
 
 
 # Malformed JSON, JSON that is no object, an object of the wrong shape for every kind, bytes.
