@@ -8,7 +8,12 @@ writes the receipt, before the screen is torn down, and exits the app. When ever
 reaches EOF the screen stays up (the receipt is already written) until the user quits.
 
 The app itself only needs a ledger, so tests build it from a ledger filled at fixed times and
-a fixed clock (`TrnwatchApp(ledger, clock=lambda: t)`), with no session at all.
+a fixed clock (`TrnwatchApp(ledger, clock=lambda: t)`), with no session at all. `clock` is the
+screen's one reading of the wall clock, and the data cannot stand in for it: in a live or
+simulated session "now" is the wall clock (`session_now_s`), since a host that stops reporting
+must go stale, and the header's time go on, while no line arrives. A replay's "now" comes from
+its data, whatever the clock says. Only tests pass a clock: snapshot and pilot tests render a
+fixed "now" and move it (a paused screen holds while time passes).
 """
 
 import asyncio
