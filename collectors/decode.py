@@ -4,8 +4,8 @@ This is the one place that knows which parser reads which line kind (`DECODERS`)
 folds records only and never looks at text. A decoder never raises: whatever is wrong with a
 line becomes a `Rejected` record (its reason is the counter key the source's stats keep), and
 an unforeseen failure is a rejection too (`internal`), so one line can never end its source.
-Decoding touches nothing but the line, so it runs on any thread (the session decodes on a
-worker thread, off the event loop, and folds on the loop).
+Decoding touches nothing but the line, so it can run anywhere (the session's intake decodes and
+folds on the event loop, a slice at a time: trnwatch/intake.py says why not on a thread).
 
 Line kinds and their records (each also `Rejected` when unusable):
 

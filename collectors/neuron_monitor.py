@@ -57,7 +57,11 @@ _Value = TypeVar("_Value")
 _Named = Annotated[dict[Name, _Value], msgspec.Meta(max_length=L.MAX_NAMED_VALUES)]
 
 
-class _Model(msgspec.Struct, frozen=True):
+# gc=False: a decoded report is a tree (JSON has no cycles) of frozen objects, so the cycle
+# collector need not track its objects. Tracked, each Gen2 report added ~300 objects to the
+# collector's count while the intake held a decoded batch, and the collections that followed
+# cost more than the decode (issue 10: whole process 0.84x -> 1.8x `json.loads`; bench_ingest).
+class _Model(msgspec.Struct, frozen=True, gc=False):
     pass
 
 

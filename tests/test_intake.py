@@ -1,6 +1,6 @@
-"""The intake (trnwatch/intake.py): lines are decoded off the event loop and folded on it in
-slices; the loop runs between slices, nothing is lost at the end, and the ledger sees every
-line and source event in the order they arrived (the order they are recorded in)."""
+"""The intake (trnwatch/intake.py): lines are decoded and folded on the event loop in slices;
+the loop runs between slices, nothing is lost at the end, and the ledger sees every line and
+source event in the order they arrived (the order they are recorded in)."""
 
 import asyncio
 import threading
@@ -91,7 +91,7 @@ def test_a_full_queue_holds_the_source_back_and_loses_nothing():
     assert max(high_water) <= 10  # the source waited for room instead of queueing all 200
 
 
-def test_closing_folds_what_is_queued_or_being_decoded_in_order():
+def test_closing_folds_what_is_queued_in_order():
     ledger = OrderLedger()
     events = [SourceEvent("h0", "neuron-monitor", 999.0, "open"), SourceEvent("h1", "neuron-monitor", 999.0, "open")]
     lines = _lines(300, sources=2)
@@ -102,7 +102,7 @@ def test_closing_folds_what_is_queued_or_being_decoded_in_order():
         runner = asyncio.create_task(intake.run())
         for item in [*events, *lines[:150]]:
             intake.put(item)
-        while not ledger.folded:  # the first batch decoded, its folding under way
+        while not ledger.folded:  # folding under way
             await asyncio.sleep(0)
         for item in [*lines[150:], end]:
             intake.put(item)

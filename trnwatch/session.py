@@ -1,7 +1,7 @@
 """A monitoring session: sources -> (recording) -> decode -> ledger, until something says stop.
 
-Every line is recorded raw as it arrives, decoded on a worker thread and folded on the event
-loop in slices (trnwatch/intake.py), in arrival order.
+Every line is recorded raw as it arrives, then decoded and folded on the event loop in slices
+(trnwatch/intake.py), in arrival order.
 
 The session owns the exit paths. Whatever ends it (all sources at EOF, `--duration` reached,
 Ctrl-C, SIGTERM, SIGHUP when an SSH connection drops, the screen quitting), the caller gets one
@@ -166,7 +166,7 @@ class Session:
         if self.recorder is not None and self.recorder.error is None:
             self.recorder.write(item)
             self._check_recording()
-        self._intake.put(item)  # decoded off the event loop, folded on it in order (trnwatch/intake.py)
+        self._intake.put(item)  # decoded and folded in slices, in order (trnwatch/intake.py)
 
     async def _consume(self, spec: SourceSpec) -> None:
         error = None

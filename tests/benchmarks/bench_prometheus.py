@@ -20,8 +20,8 @@ Prometheus holds every host, then measures trnwatch's server-mode refresh in thi
   a full collection's pause and the objects it tracks, side by side with the same samples kept
   the way they were before (a deque of one slots object per sample);
 - event-loop stall and key response: the real source (`promql_lines`) run in a session on the
-  ledger with full histories for a few refreshes (lines decoded on the intake's worker thread,
-  folded on the loop in 10 ms slices), while a 5 ms ticker records its worst lateness,
+  ledger with full histories for a few refreshes (lines decoded and folded by the intake on
+  the loop in 10 ms slices), while a 5 ms ticker records its worst lateness,
   `gc.callbacks` the longest collection, and a key every 37 ms (computing the cluster rollup)
   its response; side by side with the same session folding each decoded batch in one go, and
   the ticker alone on this machine.
@@ -409,7 +409,7 @@ def main() -> None:
     )
     for name, run in (("in 10 ms slices (the intake)", sliced), ("each batch in one go", unsliced)):
         print(
-            f"event loop with full histories, decode on the worker thread, fold {name}: worst stall "
+            f"event loop with full histories, decode and fold {name}: worst stall "
             f"{run['stall_ms']:.0f} ms, worst key response {run['key_max_ms']:.0f} ms (p99 {run['key_p99_ms']:.0f} ms "
             f"of {run['keys']} keys), longest garbage collection {run['gc_max_ms']:.0f} ms; {run['reports']} host "
             f"reports folded"
