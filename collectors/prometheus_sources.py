@@ -11,9 +11,10 @@ Prometheus, down to what the ledger needs per chip: per-core utilisation (max ov
 reporting a core, as the ledger does), per-core HBM summed over the five categories, ECC as a
 device total with the per-counter split only for devices that have events, and host memory and
 vCPU. At 1,152 hosts x 4 chips that is ~50k series per refresh instead of the ~320k the exporters
-serve. The answers are split by `instance_id` (in a worker thread) into one "promql" line per
-host, yielded in chunks with a pause for the event loop in between, so the fold of a refresh
-never blocks the screen for long and a recording holds per-host lines that replay the same way.
+serve. The answers are split by `instance_id` into one "promql" line per host, on the event
+loop in 10 ms slices, and yielded in chunks with a pause for the loop in between, so neither the
+split nor the fold of a refresh blocks the screen for long, and a recording holds per-host lines
+that replay the same way.
 """
 
 import asyncio
@@ -48,6 +49,8 @@ SERVER_QUERIES: tuple[tuple[str | None, str], ...] = (
 )
 # Lines folded between two pauses for the event loop (~10 ms of folding on a 2-core machine).
 HOST_LINES_PER_CHUNK = 16
+# Longest stretch of splitting answers on the event loop before it runs other work.
+SPLIT_SLICE_S = 0.010
 # How Prometheus writes a successful instant-vector answer (Go struct order, compact JSON).
 _VECTOR_PREFIX = '{"status":"success","data":{"resultType":"vector","result":['
 _DECODER = json.JSONDecoder()
@@ -138,9 +141,8 @@ def _vector_rows(body: bytes) -> Iterator[dict]:
     """The rows of an instant-vector answer; AnswerUnreadable if it is not a successful one.
 
     Prometheus' own layout is decoded one row at a time: a 3 MB answer in a single `json.loads`
-    holds the GIL, and with it the event loop and the screen, for ~70 ms (and its garbage
-    triggers full collections); between rows the interpreter can switch threads. Any other
-    layout (another server, whitespace) is decoded whole.
+    is one C call of 70-140 ms, which nothing can interrupt; between rows the split pauses for
+    the event loop. Any other layout (another server, whitespace) is decoded whole.
     """
     text = body.decode("utf-8", "replace")
     if text.startswith(_VECTOR_PREFIX):
@@ -160,13 +162,12 @@ def _vector_rows(body: bytes) -> Iterator[dict]:
     yield from data["result"]
 
 
-def host_lines(answers: list[tuple[str | None, bytes]], interval_s: float, eval_s: float) -> list[str]:
-    """Split one refresh's query answers into one "promql" line per instance_id (sorted).
-
-    Raises AnswerUnreadable when an answer is not a successful instant vector (whatever is wrong
-    with it: malformed, cut short, nested beyond the decoder's depth).
-    """
-    hosts: dict[str, list] = {}
+def _split(
+    answers: list[tuple[str | None, bytes]], interval_s: float, eval_s: float, lines: list[str]
+) -> Iterator[None]:
+    """Split answers into `lines` (one per instance_id, sorted), a step per row and per line,
+    so a caller can pause between steps."""
+    hosts: dict[str, list[object]] = {}
     for name, body in answers:
         try:
             for row in _vector_rows(body):
@@ -177,18 +178,49 @@ def host_lines(answers: list[tuple[str | None, bytes]], interval_s: float, eval_
                 series = name or labels.pop("__name__", "")
                 for target_label in _TARGET_LABELS:
                     labels.pop(target_label, None)
-                hosts.setdefault(instance_id, []).append((series, labels, row["value"][1]))
+                # Flat (name, labels, value, name, ...): one tracked list per host, not a tuple
+                # per sample that the garbage collector would walk (docs/scale-out.md).
+                hosts.setdefault(instance_id, []).extend((series, labels, row["value"][1]))
+                yield
         except AnswerUnreadable:
             raise
         except Exception as exc:  # noqa: BLE001 - any failure to read one answer is that answer's fault
             raise AnswerUnreadable(f"unreadable query answer ({type(exc).__name__})") from None
-    return [
-        json.dumps(
-            {"interval_s": interval_s, "eval_s": eval_s, "instance_id": instance_id, "samples": samples},
-            separators=(",", ":"),
+    for instance_id, flat in sorted(hosts.items()):
+        samples = [flat[i : i + 3] for i in range(0, len(flat), 3)]
+        lines.append(
+            json.dumps(
+                {"interval_s": interval_s, "eval_s": eval_s, "instance_id": instance_id, "samples": samples},
+                separators=(",", ":"),
+            )
         )
-        for instance_id, samples in sorted(hosts.items())
-    ]
+        yield
+
+
+def host_lines(answers: list[tuple[str | None, bytes]], interval_s: float, eval_s: float) -> list[str]:
+    """Split one refresh's query answers into one "promql" line per instance_id (sorted).
+
+    Raises AnswerUnreadable when an answer is not a successful instant vector (whatever is wrong
+    with it: malformed, cut short, nested beyond the decoder's depth).
+    """
+    lines: list[str] = []
+    for _ in _split(answers, interval_s, eval_s, lines):
+        pass
+    return lines
+
+
+async def host_lines_in_slices(
+    answers: list[tuple[str | None, bytes]], interval_s: float, eval_s: float, slice_s: float = SPLIT_SLICE_S
+) -> list[str]:
+    """`host_lines` on the event loop, pausing for it every `slice_s` (a worker thread would
+    only contend for the GIL with the loop: docs/scale-out.md)."""
+    lines: list[str] = []
+    deadline = time.perf_counter() + slice_s
+    for _ in _split(answers, interval_s, eval_s, lines):
+        if time.perf_counter() >= deadline:
+            await asyncio.sleep(0)
+            deadline = time.perf_counter() + slice_s
+    return lines
 
 
 async def promql_lines(
@@ -216,7 +248,7 @@ async def promql_lines(
                 )
             )
             answers = [(name, body) for (name, _), body in zip(SERVER_QUERIES, bodies, strict=True)]
-            lines = await asyncio.to_thread(host_lines, answers, interval_s, eval_s)
+            lines = await host_lines_in_slices(answers, interval_s, eval_s)
         except AnswerUnreadable as exc:
             # The server answered, with something unusable: a rejected line of this source (so
             # counted, and replayed the same), not an outage.

@@ -164,8 +164,8 @@ class Ledger:
 
     def ingest(self, line: Line) -> None:
         """Decode one raw line with its kind's decoder (collectors/decode.py) and fold it: for
-        callers on one thread (tests, benchmarks). The session decodes off the event loop and
-        calls `fold`. A bad line is counted against its source, never raised."""
+        callers that need no slicing (tests, benchmarks). The session's intake decodes and
+        calls `fold` in slices on the event loop. A bad line is counted against its source, never raised."""
         self.fold(decode(line))
 
     def fold(self, decoded: Decoded) -> None:

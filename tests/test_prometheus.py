@@ -1,6 +1,7 @@
 """Prometheus data into the ledger: real exporter scrapes, the simulator's exporter format checked
 against prometheus_client itself, server answers split per host, and refused URLs and tokens."""
 
+import asyncio
 import json
 import re
 
@@ -12,7 +13,7 @@ from trnwatch.collectors.lines import Line
 from trnwatch.collectors.neuron_monitor import Report
 from trnwatch.collectors.prometheus import parse_prometheus_line, scrape_samples
 from trnwatch.collectors.prometheus_http import TokenError, UrlError, check_url, load_token
-from trnwatch.collectors.prometheus_sources import host_lines, query_url
+from trnwatch.collectors.prometheus_sources import host_lines, host_lines_in_slices, query_url
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.workloads.sim.exporter import ExporterState
 from trnwatch.workloads.sim.fleet import SimHost
@@ -459,6 +460,88 @@ def test_prometheus_layout_decoded_row_by_row_equals_a_whole_decode():
     assert len(host_lines([(name, compact)], 1.0, 0.0)) == 3
     empty = b'{"status":"success","data":{"resultType":"vector","result":[]}}'
     assert host_lines([(name, empty)], 1.0, 0.0) == []
+
+
+def _refresh_answers() -> list[tuple[str | None, bytes]]:
+    """One refresh's answers in Prometheus' own layout: three hosts interleaved in every answer,
+    Prometheus' target labels, a series with no instance_id, and an answer keeping its names."""
+
+    def compact(rows):
+        return json.dumps(json.loads(_answer(rows)), separators=(",", ":")).encode()
+
+    target = {"job": "neuron", "instance": "10.0.0.5:8000"}
+    util = [
+        ({"instance_id": f"i-{h}", "runtime_tag": "r0", "neuroncore": str(c), **target}, f"0.{ord(h) - 96}{c}")
+        for c in range(8)
+        for h in "cab"
+    ]
+    info = [({"__name__": "instance_info", "instance_id": f"i-{h}", **target}, "1") for h in "bca"]
+    info.append(({"__name__": "up", **target}, "1"))  # not an exporter series
+    memory = [({"instance_id": f"i-{h}"}, str(10**12 + i)) for i, h in enumerate("abc")]
+    return [
+        (None, compact(info)),
+        ("neuroncore_utilization_ratio", compact(util)),
+        ("system_memory_total_bytes", compact(memory)),
+    ]
+
+
+def _lines_by_whole_decode(answers, interval_s: float, eval_s: float) -> list[str]:
+    """The split's contract from a whole `json.loads` of each answer (the reference)."""
+    hosts: dict[str, list] = {}
+    for name, body in answers:
+        for row in json.loads(body)["data"]["result"]:
+            labels = {k: v for k, v in row["metric"].items() if k not in ("instance_id", "job", "instance")}
+            if "instance_id" in row["metric"]:
+                series = name or labels.pop("__name__")
+                hosts.setdefault(row["metric"]["instance_id"], []).append([series, labels, row["value"][1]])
+    return [
+        json.dumps(
+            {"interval_s": interval_s, "eval_s": eval_s, "instance_id": i, "samples": samples}, separators=(",", ":")
+        )
+        for i, samples in sorted(hosts.items())
+    ]
+
+
+def test_split_gives_the_lines_and_records_a_whole_decode_gives():
+    answers = _refresh_answers()
+    lines = host_lines(answers, 15.0, 1000.0)
+    assert lines == _lines_by_whole_decode(answers, 15.0, 1000.0)
+    assert [json.loads(line)["instance_id"] for line in lines] == ["i-a", "i-b", "i-c"]
+    reference = [parse_prometheus_line("promql", line) for line in _lines_by_whole_decode(answers, 15.0, 1000.0)]
+    assert [parse_prometheus_line("promql", line) for line in lines] == reference
+    assert all(len(records) == 1 and isinstance(records[0], Report) for records in reference)
+
+
+def test_split_on_the_event_loop_pauses_for_it_and_gives_the_same_lines():
+    answers = _refresh_answers()
+    turns = []
+
+    async def main():
+        done = asyncio.Event()
+
+        async def other_work():  # runs only when the split pauses
+            while not done.is_set():
+                turns.append(1)
+                await asyncio.sleep(0)
+
+        watcher = asyncio.create_task(other_work())
+        await asyncio.sleep(0)
+        lines = await host_lines_in_slices(answers, 15.0, 1000.0, slice_s=0.0)  # a pause after every step
+        done.set()
+        await watcher
+        return lines
+
+    assert asyncio.run(main()) == host_lines(answers, 15.0, 1000.0)
+    rows = 3 * 8 + 3 + 3  # the rows with an instance_id, then one step per host line
+    assert len(turns) >= rows + 3
+
+
+def test_a_failed_answer_fails_the_split_on_the_event_loop_too():
+    from trnwatch.collectors.prometheus_sources import AnswerUnreadable
+
+    cut = _refresh_answers()[1][1][:200]
+    with pytest.raises(AnswerUnreadable, match="unreadable"):
+        asyncio.run(host_lines_in_slices([("neuroncore_utilization_ratio", cut)], 1.0, 0.0, slice_s=0.0))
 
 
 def test_failed_query_answer_is_an_error_not_data():

@@ -12,7 +12,19 @@ GIL, so a thread bought no parallelism, only handoffs and GIL switches, and it k
 batch alive between the two, whose objects the cycle collector then walked. Measured side by
 side (tests/benchmarks/bench_ingest.py, whole process): the thread cost about 1.5x the CPU per
 Gen2 report. A slice bounds the loop's stall by one line's decode and fold (about 0.3 ms for a
-Gen2 report, 1.5 ms for a Gen1 one) past `slice_s`, wherever the decode runs.
+Gen2 report, 1.5 ms for a Gen1 one) past `slice_s`, wherever the decode runs. And a thread busy
+decoding stretches every piece of work the loop does meanwhile: a key's cluster rollup at 1,152
+hosts took 54-72 ms of wall time with one decoding thread beside it, 49-211 ms with two
+(docs/scale-out.md).
+
+The garbage collector is kept off long-lived state (issue 10: a full collection over 1,152
+hosts' ledger and the imports took 40-120 ms): when the intake starts and whenever a fold added
+hosts or sources, everything alive is frozen (`gc.freeze`), so a full collection walks only what
+was made since (one refresh's replaced figures: 24 k objects at 1,152 hosts). Folding makes no
+reference cycles (tests/test_intake.py checks it), so what the ledger drops later is freed by
+reference counting, frozen or not; `close` unfreezes, so anything else frozen on the way is
+collectable again once the session is over. And the young generations are collected after each
+slice, a slice's worth at a time (`_collect_young`).
 
 Nothing is lost: `close` decodes and folds whatever is still queued when the session ends. The
 queue is bounded: a source whose lines arrive faster than they are folded waits in `room` (a
@@ -20,6 +32,7 @@ replay at full speed, a backlog of rank files), so memory stays bounded.
 """
 
 import asyncio
+import gc
 import time
 from collections import deque
 
@@ -30,6 +43,9 @@ from trnwatch.ledger.ledger import Ledger
 # Longest stretch of folding on the event loop before it runs other work (issue 10: no
 # event-loop stall over 50 ms, keys answered within 100 ms).
 FOLD_SLICE_S = 0.010
+# Slices between two collections of the collector's middle generation (the youngest is
+# collected after every slice).
+YOUNG_SLICES_PER_OLDER = 8
 # Items queued (not yet folded) beyond which sources wait: ~2 refreshes of 1,152 promql lines.
 MAX_QUEUED = 4096
 
@@ -48,6 +64,8 @@ class Intake:
         self._room.set()
         self._idle = asyncio.Event()  # nothing queued
         self._idle.set()
+        self.freezes = 0  # times long-lived state was frozen out of the collector's walk
+        self._frozen_size = (-1, -1)  # (hosts, sources) when last frozen
 
     def put(self, item: Line | SourceEvent) -> None:
         """Queue one item (already recorded); it is folded after everything queued before it."""
@@ -71,14 +89,17 @@ class Intake:
 
     async def run(self) -> None:
         """Decode and fold until cancelled (then `close` folds what is left)."""
+        self._freeze_if_grown()
         while True:
             await self._wake.wait()
             self._wake.clear()
             while self._queue:
                 self._fold_slice()
+                self._collect_young()
                 if len(self._queue) < self.max_queued:
                     self._room.set()
                 await asyncio.sleep(0)  # the event loop's turn: keys, repaints, sources
+            self._freeze_if_grown()
             self._idle.set()
 
     def _fold_slice(self) -> None:
@@ -89,6 +110,24 @@ class Intake:
             self._fold(queue.popleft())
             if time.perf_counter() >= deadline:
                 return
+
+    def _collect_young(self) -> None:
+        """Collect what the slice made (a few hundred objects: under a millisecond), and the
+        generation above every few slices. Left to itself the collector would wait: folding
+        frees about as many old objects as it makes, which holds its allocation count down
+        while 30 k young objects pile up for one 15-30 ms pass."""
+        if gc.isenabled():
+            gc.collect(1 if self.slices % YOUNG_SLICES_PER_OLDER == 0 else 0)
+
+    def _freeze_if_grown(self) -> None:
+        """Freeze what is alive when the ledger has new hosts or sources: their state lives as
+        long as the session, and a full collection need not walk it again. Freezing is a list
+        splice, no collection, so it costs the loop nothing."""
+        size = (len(self.ledger.hosts), len(self.ledger.sources))
+        if size != self._frozen_size:
+            gc.freeze()
+            self.freezes += 1
+            self._frozen_size = size
 
     def _fold(self, item: Line | SourceEvent) -> None:
         ledger = self.ledger
@@ -102,8 +141,9 @@ class Intake:
             ledger.link_event(item)
 
     def close(self) -> None:
-        """Fold everything still queued, in order (once `run` is cancelled)."""
+        """Fold everything still queued, in order (once `run` is cancelled); unfreeze."""
         while self._queue:
             self._fold(self._queue.popleft())
+        gc.unfreeze()
         self._room.set()
         self._idle.set()

@@ -102,7 +102,7 @@ class Session:
         self.replay = replay
         self.receipt_path = receipt_path  # where the receipt goes (None: the default folder)
         self.remote_sources = remote_sources  # SSH hosts or Prometheus endpoints: headless shows their links
-        # Decodes off the event loop, folds on it for at most `fold_slice_s` at a go.
+        # Decodes and folds on the event loop for at most `fold_slice_s` at a go.
         self._intake = Intake(ledger, fold_slice_s)
         self.started_s = time.time()
         self.exit_reason: ExitReason | None = None
