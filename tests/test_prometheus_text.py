@@ -88,6 +88,95 @@ def test_counter_families_and_stray_samples_follow_prometheus_clients_rules():
     ]
 
 
+def test_a_name_is_read_by_the_family_it_is_in_each_time():
+    # The reader keeps what a name is read as until the family changes: here the same name is
+    # met in a counter family (`_total` added), as a stray after another family's HELP (an untyped
+    # family of its own), and in a gauge family of its own name.
+    body = "\n".join(
+        [
+            "# TYPE neuron_a counter",
+            'neuron_a{x="1"} 1',
+            'neuron_a{x="2"} 2',
+            "# HELP neuron_b doc",
+            'neuron_a{x="1"} 3',
+            'neuron_b{x="1"} 4',
+            "# HELP neuron_a doc",
+            "# TYPE neuron_a gauge",
+            'neuron_a{x="1"} 5',
+            'neuron_a_created{x="1"} 6',
+            'neuron_a{x="1"} 7',
+        ]
+    )
+    got = samples(body, ("neuron_",))
+    assert got == reference(body, ("neuron_",))
+    assert [(name, value) for name, _, value in got] == [
+        ("neuron_a_total", 1.0),
+        ("neuron_a_total", 2.0),
+        ("neuron_a", 3.0),
+        ("neuron_b", 4.0),
+        ("neuron_a", 5.0),
+        ("neuron_a", 7.0),
+    ]
+
+
+def test_a_label_set_repeated_across_families_reads_the_same_each_time():
+    # Label text is checked once per body: a repeated block gives equal labels, and a malformed
+    # one is refused wherever it repeats, as is a good block followed by a bad value.
+    block = '{instance_id="i-1",neuroncore="0",runtime_tag="r"}'
+    body = "\n".join(
+        [
+            "# TYPE neuroncore_memory_usage_tensors gauge",
+            f"neuroncore_memory_usage_tensors{block} 1.0",
+            "# TYPE neuroncore_memory_usage_constants gauge",
+            f"neuroncore_memory_usage_constants{block} 2.0",
+            f"neuroncore_memory_usage_constants{block} 3e+08",
+        ]
+    )
+    assert samples(body, READ_PREFIXES) == reference(body) and len(reference(body)) == 3
+    bad_block = '{instance_id="i-1",neuroncore="0"x}'
+    for line in (f"neuroncore_memory_usage_tensors{bad_block} 1.0", f"neuroncore_memory_usage_tensors{block} 1.0x"):
+        with pytest.raises(ExpositionError):
+            samples(f"{body}\n{line}\n", READ_PREFIXES)
+
+
+@pytest.mark.parametrize(
+    "comment",
+    [
+        "# TYPE  neuron_a counter",  # two blanks: prometheus_client splits at runs of whitespace
+        "# TYPE neuron_a  counter",
+        "# TYPE\tneuron_a counter",
+        "# TYPE neuron_a\x0bcounter",
+        "# TYPE neuron_a\x0ccounter",
+        "# TYPE neuron_a\rcounter",
+        "#  TYPE neuron_a counter",
+        "# TYPE neuron_a counter extra",  # not a known type: refused by both
+        "# TYPE neuron_a counter\x1c",  # \x1c is not ASCII whitespace to prometheus_client
+        "# HELP  neuron_a  doc  with  blanks",
+        "# HELP neuron_a",
+        "# HELP",
+        "#HELP neuron_a doc",
+    ],
+)
+def test_comment_lines_are_split_as_prometheus_client_splits_them(comment):
+    body = f'# HELP neuron_z doc\n{comment}\nneuron_a{{x="1"}} 1\n'
+    try:
+        expected = reference(body, ("neuron_",))
+    except ValueError:
+        with pytest.raises(ExpositionError):
+            samples(body, ("neuron_",))
+        return
+    assert samples(body, ("neuron_",)) == expected
+
+
+@pytest.mark.parametrize("name", CAPTURES)
+def test_the_families_read_are_exactly_the_full_readers(name):
+    # Only the families of READ_PREFIXES are read strictly, the rest skipped by name: what is
+    # read is exactly what reading every family gives for them.
+    for body in (realworld(name), simulator_body("trn3-gen2-us", "healthy", range(24, 26))):
+        full = samples(body, ("",))
+        assert scrape_samples(body) == [s for s in full if s[0].startswith(READ_PREFIXES)]
+
+
 @pytest.mark.parametrize(
     "line",
     [

@@ -2,6 +2,7 @@
 
     python tests/benchmarks/bench_prometheus.py [--ultraservers 32] [--refreshes 5] [--scrape-interval 30]
     python tests/benchmarks/bench_prometheus.py --scrape-only [--ultraservers 32]   # no Prometheus needed
+    python tests/benchmarks/bench_prometheus.py --scrape-only --against main        # and main's code beside it
 
 Stands up the simulator's exporter for every host (one HTTP server in a child process, so its
 CPU is not counted as trnwatch's) and a real Prometheus scraping all of them, waits until
@@ -13,9 +14,11 @@ Prometheus holds every host, then measures trnwatch's server-mode refresh in thi
   run, the fold of the same hosts' own neuron-monitor report lines (the SSH / local path);
 - rollup: `Ledger.rollup_cluster` over all hosts;
 - CPU per refresh (process CPU time, all threads) and resident memory after the refreshes;
-- scrape mode: ingest of one Gen2 host's exporter body as an exporter serves it (~95 KB with the
+- scrape mode: ingest of one Gen2 host's exporter body as an exporter serves it (~85 KB with the
   process series), process CPU time, of which trnwatch's text reader, side by side with
-  prometheus_client's parser on the same bodies;
+  prometheus_client's parser on the same bodies (tests/benchmarks/scrape_ingest.py); with
+  `--against REV`, also side by side with commit REV's code on the same bodies, in alternating
+  fresh processes;
 - the garbage collector with every chip's history full (300 samples per chip, filled directly):
   a full collection's pause and the objects it tracks, side by side with the same samples kept
   the way they were before (a deque of one slots object per sample);
@@ -33,7 +36,9 @@ side-by-side figures of one run, not figures across runs.
 import argparse
 import asyncio
 import gc
+import importlib.util
 import json
+import os
 import signal
 import statistics
 import subprocess
@@ -46,14 +51,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
-from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # for tests.* helpers when run as a script
 
 from trnwatch.collectors.decode import decode
 from trnwatch.collectors.lines import Line
-from trnwatch.collectors.prometheus import MAX_BODY_BYTES, scrape_samples
+from trnwatch.collectors.prometheus import MAX_BODY_BYTES
 from trnwatch.collectors.prometheus_http import fetch_async
 from trnwatch.collectors.prometheus_sources import (
     SERVER_QUERIES,
@@ -66,7 +70,10 @@ from trnwatch.ledger.hosts import HISTORY_SAMPLES
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.session import Session, SourceSpec
 from trnwatch.workloads.sim.exporter import ExporterState, _process_series, fleet
+from tests.benchmarks.scrape_ingest import scrape_ingest_s
 from tests.prometheus_server import MISSING, LocalPrometheus
+
+SCRAPE_INGEST = Path(__file__).with_name("scrape_ingest.py")
 
 START_TICK = 25  # steady training: every core busy
 
@@ -141,33 +148,70 @@ def direct_fold_s(hosts, ultraservers: dict[str, str]) -> float:
     return time.perf_counter() - start
 
 
-def scrape_ingest_s(hosts) -> tuple[float, float, float, int]:
-    """Scrape mode: (ingest of one host's exporter body, of which the text reader, prometheus_client's
-    parser on the same body, body bytes); process CPU time, best of interleaved rounds."""
+def scrape_bodies(hosts) -> list[str]:
+    """One exporter body per host (the first 36), as the exporter serves it: process series first."""
     process = _process_series()
     bodies = []
     for h in hosts[:36]:
         state = ExporterState()
         state.consume(h.report(START_TICK))
         bodies.append(process + state.render())
-    lines = [json.dumps({"url": "u", "interval_s": 10.0, "body": b}) for b in bodies]
-    ingest = reader = reference = float("inf")
-    for _ in range(3):  # interleaved rounds, best of each: this machine is noisy
-        ledger = Ledger("live")
-        start = time.process_time()
-        for text in lines:
-            ledger.ingest(Line("u", "prometheus", 1000.0, text))
-        ingest = min(ingest, (time.process_time() - start) / len(lines))
-        start = time.process_time()
-        for b in bodies:
-            scrape_samples(b)
-        reader = min(reader, (time.process_time() - start) / len(bodies))
-        start = time.process_time()
-        for b in bodies[:6]:
-            for family in text_string_to_metric_families(b):
-                family.samples  # noqa: B018 - parsed, as trnwatch parsed before
-        reference = min(reference, (time.process_time() - start) / 6)
-    return ingest, reader, reference, len(bodies[0].encode())
+    return bodies
+
+
+def _package_tree(source: Path, into: Path) -> Path:
+    """`source`'s trnwatch laid out as it installs (.ci/typecheck.py's staging, from the tree's
+    own package-dir table) under `into`, for PYTHONPATH: a child run with it imports that code."""
+    spec = importlib.util.spec_from_file_location("typecheck", ROOT / ".ci" / "typecheck.py")
+    assert spec is not None and spec.loader is not None
+    typecheck = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(typecheck)
+    typecheck.stage(source, into)
+    return into
+
+
+def _tree_at(rev: str, into: Path) -> Path:
+    """The files of commit `rev` of this repository under `into`."""
+    into.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=False)
+    if archive.returncode:
+        sys.exit(f"--against {rev}: {archive.stderr.decode(errors='replace').strip()}")
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into
+
+
+def scrape_against(bodies: list[str], rev: str, rounds: int) -> None:
+    """Ingest and reader per body with this tree's code and with commit `rev`'s, side by side:
+    `rounds` rounds, each a fresh process per side (the same bodies, read from one file), the
+    side that goes first alternating; prints both sides' best and the median of the per-round
+    ratios."""
+    figures: dict[str, list[tuple[float, float]]] = {"this tree": [], rev: []}
+    with tempfile.TemporaryDirectory(prefix="trnwatch-bench-") as tmp:
+        work = Path(tmp)
+        (work / "bodies.json").write_text(json.dumps(bodies))
+        trees = {
+            "this tree": _package_tree(ROOT, work / "this"),
+            rev: _package_tree(_tree_at(rev, work / "rev-src"), work / "rev"),
+        }
+        sides = list(trees)
+        for i in range(rounds):
+            for side in sides if i % 2 == 0 else sides[::-1]:
+                child = subprocess.run(
+                    [sys.executable, str(SCRAPE_INGEST), str(work / "bodies.json")],
+                    env={**os.environ, "PYTHONPATH": str(trees[side])},
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
+                ingest_s, reader_s = json.loads(child.stdout)
+                figures[side].append((ingest_s, reader_s))
+    ours, theirs = figures["this tree"], figures[rev]
+    for what, k in (("ingest", 0), ("of which the text reader", 1)):
+        ratios = statistics.median(a[k] / b[k] for a, b in zip(ours, theirs, strict=True))
+        print(
+            f"  {what}: this tree {min(a[k] for a in ours) * 1000:.2f} ms, {rev} {min(b[k] for b in theirs) * 1000:.2f} ms "
+            f"(best of {rounds} processes each); this tree / {rev}, median of the {rounds} rounds: {ratios:.2f}"
+        )
 
 
 @dataclass(slots=True)
@@ -356,7 +400,7 @@ async def measure(url: str, refreshes: int, interval_s: float, ledger: Ledger) -
     return rows
 
 
-def scrape_only(ultraservers: int, interval_s: float) -> None:
+def scrape_only(ultraservers: int, interval_s: float, against: str | None) -> None:
     """Scrape mode per Gen2 body, and a full collection with every chip's history full, on a
     ledger holding every host's folded exporter bodies (two scrapes each), without a server."""
     hosts = fleet("trn3-gen2-us", ultraservers, 0, "healthy", interval_s)
@@ -374,7 +418,9 @@ def scrape_only(ultraservers: int, interval_s: float) -> None:
                 )
             )
     collector = gc_with_full_histories(ledger)
-    scrape_s, reader_s, reference_s, body_bytes = scrape_ingest_s(hosts)
+    bodies = scrape_bodies(hosts)
+    scrape_s, reader_s, reference_s = scrape_ingest_s(bodies)
+    body_bytes = len(bodies[0].encode())
     print(
         f"{len(ledger.hosts)} hosts folded from their scrapes; garbage collector with every chip's history full "
         f"({collector['chips']} chips x {HISTORY_SAMPLES} samples): full collection {collector['pause_s'] * 1000:.0f} ms CPU "
@@ -382,11 +428,22 @@ def scrape_only(ultraservers: int, interval_s: float) -> None:
         f"storage before): {collector['old_pause_s'] * 1000:.0f} ms over {collector['old_tracked'] / 1e6:.2f} M"
     )
     print(
-        f"scrape mode, per Gen2 host body ({body_bytes / 1000:.0f} KB), process CPU time: ingest {scrape_s * 1000:.2f} ms, "
-        f"of which trnwatch's text reader {reader_s * 1000:.2f} ms; prometheus_client's parser on the same bodies "
-        f"{reference_s * 1000:.1f} ms ({reference_s / reader_s:.1f}x the reader, {reference_s / scrape_s:.1f}x the whole "
-        f"ingest)"
+        f"scrape mode, per Gen2 host body ({body_bytes / 1000:.0f} KB), process CPU time: ingest {scrape_s * 1000:.2f} ms "
+        f"{_against_target(scrape_s)}, of which trnwatch's text reader {reader_s * 1000:.2f} ms; prometheus_client's "
+        f"parser on the same bodies {reference_s * 1000:.1f} ms ({reference_s / reader_s:.1f}x the reader, "
+        f"{reference_s / scrape_s:.1f}x the whole ingest); load average {os.getloadavg()[0]:.1f}"
     )
+    if against:
+        print(f"scrape mode side by side with {against}'s code, on the same {len(bodies)} bodies:")
+        scrape_against(bodies, against, rounds=5)
+
+
+SCRAPE_TARGET_S = 0.003  # issue 10: ingest per Gen2 exporter body clearly under 3 ms
+
+
+def _against_target(ingest_s: float) -> str:
+    verdict = "met" if ingest_s < SCRAPE_TARGET_S else "NOT met"
+    return f"(target < {SCRAPE_TARGET_S * 1000:.0f} ms: {verdict})"
 
 
 def main() -> None:
@@ -410,9 +467,14 @@ def main() -> None:
         default=300.0,
         help="seconds to wait for Prometheus to hold every host (default 300; more on a loaded machine)",
     )
+    p.add_argument(
+        "--against",
+        metavar="REV",
+        help="with --scrape-only: also the scrape figures of commit REV's code (e.g. main), side by side, alternating",
+    )
     args = p.parse_args()
     if args.scrape_only:
-        scrape_only(args.ultraservers, args.scrape_interval)
+        scrape_only(args.ultraservers, args.scrape_interval, args.against)
         return
     if MISSING:
         sys.exit(MISSING)
@@ -470,7 +532,9 @@ def main() -> None:
     }
     direct_s = min(direct_fold_s(hosts, ultraservers) for _ in range(3))
     rss_mb = psutil.Process().memory_info().rss / 2**20
-    scrape_s, reader_s, reference_s, body_bytes = scrape_ingest_s(hosts)
+    bodies = scrape_bodies(hosts)
+    scrape_s, reader_s, reference_s = scrape_ingest_s(bodies)
+    body_bytes = len(bodies[0].encode())
     print(
         f"per refresh (median of {len(rows)}): query {med['query_s'] * 1000:.0f} ms for {med['bytes'] / 2**20:.1f} MiB "
         f"of answers ({len(SERVER_QUERIES)} queries), split {med['split_s'] * 1000:.0f} ms, "
@@ -513,8 +577,8 @@ def main() -> None:
     )
     print(
         f"scrape mode instead, per Gen2 host body ({body_bytes / 1000:.0f} KB), process CPU time: ingest "
-        f"{scrape_s * 1000:.2f} ms, of which trnwatch's text reader {reader_s * 1000:.2f} ms; prometheus_client's parser "
-        f"on the same bodies {reference_s * 1000:.1f} ms ({reference_s / reader_s:.1f}x the reader); server mode: "
+        f"{scrape_s * 1000:.2f} ms {_against_target(scrape_s)}, of which trnwatch's text reader {reader_s * 1000:.2f} ms; "
+        f"prometheus_client's parser on the same bodies {reference_s * 1000:.1f} ms ({reference_s / reader_s:.1f}x the reader); server mode: "
         f"{med['fold_s'] / n * 1000:.2f} ms fold per host"
     )
     print(
