@@ -55,7 +55,9 @@ Readings decided here, from the exporter's code and real scrapes:
   counter (cannot happen within one evaluation time) gives no ECC figure.
 """
 
-from collections.abc import Sized
+from collections.abc import Iterator, Sized
+from itertools import groupby
+from operator import itemgetter
 from typing import ClassVar, TypeVar
 
 import msgspec
@@ -278,28 +280,38 @@ class _HostSeries:
             self.cores[labels["neuroncore"]] = core  # read as a core index: the label is there
         return core
 
-    def read(self, name: str, labels: dict[str, str], value: float) -> None:
+    def read(self, name: str, run: Iterator[Sample]) -> None:
+        """A run of samples of one series `name` (consecutive in the host's samples)."""
         if name == UTILIZATION:
-            pct = _pct(value)
-            if pct is None:
-                self.reject(_UTIL_FIELD, name, labels, value)
-            self.runtime(labels, name).util[self.core(labels, name)] = pct
-            return
-        self.others.append(value)
-        if name.startswith(MEMORY_PREFIX):
-            memory = self.runtime(labels, name).memory
-            core = self.core(labels, name)
-            n = _count(value)
-            if n is None:
-                self.reject(_CORE_MEMORY_FIELD, name, labels, value)
-                memory[core] = None  # this core's memory is unknown, so is its chip's
-            else:
-                categories = memory.setdefault(core, {})
-                if categories is not None:
-                    categories[name[len(MEMORY_PREFIX) :]] = n
+            for _, labels, value in run:
+                pct = _pct(value)
+                if pct is None:
+                    self.reject(_UTIL_FIELD, name, labels, value)
+                self.runtime(labels, name).util[self.core(labels, name)] = pct
+        elif name.startswith(MEMORY_PREFIX):
+            category = name[len(MEMORY_PREFIX) :]
+            for _, labels, value in run:
+                self.others.append(value)
+                memory = self.runtime(labels, name).memory
+                core = self.core(labels, name)
+                n = _count(value)
+                if n is None:
+                    self.reject(_CORE_MEMORY_FIELD, name, labels, value)
+                    memory[core] = None  # this core's memory is unknown, so is its chip's
+                else:
+                    categories = memory.setdefault(core, {})
+                    if categories is not None:
+                        categories[category] = n
         elif name in _RUNTIME_FAMILIES:
-            self.runtime_value(name, labels, value)
-        elif name == "hardware_ecc_events_total":
+            self.runtime_values(name, run)
+        else:
+            for _, labels, value in run:
+                self.others.append(value)
+                self.system_value(name, labels, value)
+
+    def system_value(self, name: str, labels: dict[str, str], value: float) -> None:
+        """A sample of a host-wide series: ECC, vCPU, memory, identity."""
+        if name == "hardware_ecc_events_total":
             self.ecc(labels, value)
         elif name == "system_vcpu_usage_ratio":
             usage_type = _text(labels, "usage_type", name) or ""
@@ -319,22 +331,25 @@ class _HostSeries:
         else:
             self.identity_series(name, labels)
 
-    def runtime_value(self, name: str, labels: dict[str, str], value: float) -> None:
+    def runtime_values(self, name: str, run: Iterator[Sample]) -> None:
         label, what, check, field, optional = _RUNTIME_FAMILIES[name]
-        values = getattr(self.runtime(labels, name), what)
-        key = _text(labels, label, name) or ""
-        checked = check(value)
-        if checked is not None:
-            values[key] = checked
-        elif optional is not None:  # optional fields of the report (others are not read): left out
-            if key in optional:
-                self.reject(field + key, name, labels, value)
-        else:
-            self.reject(field, name, labels, value)
-            if what == "latency":
-                values[key] = None  # a nullable map value
+        for _, labels, value in run:
+            self.others.append(value)
+            runtime = self.runtime(labels, name)
+            values = getattr(runtime, what)
+            key = _text(labels, label, name) or ""
+            checked = check(value)
+            if checked is not None:
+                values[key] = checked
+            elif optional is not None:  # optional fields of the report (others are not read): left out
+                if key in optional:
+                    self.reject(field + key, name, labels, value)
             else:
-                self.runtime(labels, name).maps_removed.add(what)  # a counter map goes whole
+                self.reject(field, name, labels, value)
+                if what == "latency":
+                    values[key] = None  # a nullable map value
+                else:
+                    runtime.maps_removed.add(what)  # a counter map goes whole
 
     def ecc(self, labels: dict[str, str], value: float) -> None:
         name = "hardware_ecc_events_total"
@@ -402,8 +417,8 @@ def host_report(instance_id: str, samples: list[Sample], interval_s: float | Non
     the same report field); `ReportRejected` (reason `schema`) if a label is unusable or beyond
     its bound."""
     host = _HostSeries()
-    for name, labels, value in samples:
-        host.read(name, labels, value)
+    for name, run in groupby(samples, key=itemgetter(0)):
+        host.read(name, run)
     identity = host.identity
     if identity is None and samples:
         identity = samples[0][1]  # scrape series all carry the instance labels

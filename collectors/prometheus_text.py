@@ -81,26 +81,41 @@ def _value_and_timestamp(rest: str, line: str) -> float:
         raise ExpositionError(f"{exc}: {line[:120]!r}") from None
 
 
-def _plain_labels(block: str, names: set[str]) -> dict[str, str] | None:
-    """Labels of a block without backslashes, so without a quote inside a value: `="` and `",`
-    are exactly the pair's seams. None if the block is malformed. `names`: label names already
-    found valid in this body."""
-    if not block:
-        return {}
-    if block[-1] == ",":
-        block = block[:-1]
-    if not block or block[-1] != '"':
+# A block's seams (what is outside its quotes) -> its label names, None if they are not label
+# names in the strict form; kept for one body.
+_KeysOf = dict[tuple[str, ...], tuple[str, ...] | None]
+_UNSEEN: tuple[str, ...] = ("",)  # not in `keys_of` ("" is no label name)
+
+
+def _plain_labels(block: str, keys_of: _KeysOf) -> dict[str, str] | None:
+    """Labels of a block without backslashes, so without a quote inside a value: split at its
+    quotes, it alternates seams (`name=`, `,name=`, ..., then "" or a trailing ",") and values.
+    None if the block is malformed. A body repeats few seam sequences (the label names of each
+    family): each is checked once, in `keys_of`."""
+    parts = block.split('"')
+    if not len(parts) % 2:  # an odd number of quotes
         return None
-    parts = block[:-1].replace('="', '",').split('",')  # name, value, name, value, ...
-    if len(parts) % 2 or block.count('"') != len(parts):  # a stray quote: not name="value" pairs
+    seams = tuple(parts[0::2])
+    keys = keys_of.get(seams, _UNSEEN)
+    if keys is _UNSEEN:
+        keys = keys_of[seams] = _label_keys(seams)
+    if keys is None:
         return None
-    keys = parts[0::2]
-    if not names.issuperset(keys):
-        if not all(_label_name_ok(name) for name in keys):
-            return None
-        names.update(keys)
-    labels = dict(zip(keys, parts[1::2], strict=False))  # as many values as names: len(parts) is even
-    return labels if len(labels) == len(keys) else None
+    return dict(zip(keys, parts[1::2], strict=False))  # one value per name: an even number of quotes
+
+
+def _label_keys(seams: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The label names a block's seams give, None if they are not `name=`, `,name=`, ..., then ""
+    (or "," after at least one pair), or a name is not a label name or comes twice."""
+    if len(seams) == 1:
+        return () if seams[0] == "" else None
+    first, middle, last = seams[0], seams[1:-1], seams[-1]
+    if last not in ("", ",") or first[-1:] != "=" or not all(s[:1] == "," and s[-1:] == "=" for s in middle):
+        return None
+    keys = (first[:-1], *(s[1:-1] for s in middle))
+    if not all(_label_name_ok(name) for name in keys) or len(set(keys)) != len(keys):
+        return None
+    return keys
 
 
 def _label_name_ok(name: str) -> bool:
@@ -117,7 +132,7 @@ def _escaped_labels(block: str) -> dict[str, str] | None:
     return labels
 
 
-def _read_sample(line: str, names: set[str]) -> tuple[str, dict[str, str], str]:
+def _read_sample(line: str, keys_of: _KeysOf) -> tuple[str, dict[str, str], str]:
     """Name, labels and the text after them of a sample line in the strict form."""
     labels: dict[str, str] | None
     brace = line.find("{")
@@ -130,7 +145,7 @@ def _read_sample(line: str, names: set[str]) -> tuple[str, dict[str, str], str]:
             labels, rest = _escaped_block(line, brace)
         else:
             end = line.rfind("}")
-            labels, rest = _plain_labels(line[brace + 1 : end], names), line[end + 1 :]
+            labels, rest = _plain_labels(line[brace + 1 : end], keys_of), line[end + 1 :]
     if labels is None or not _NAME.fullmatch(name) or rest[:1] not in (" ", "\t"):
         raise ExpositionError(f'not a sample line (name{{label="value",...}} value): {line[:120]!r}')
     return name, labels, rest
@@ -165,7 +180,7 @@ def samples(body: str, wanted: tuple[str, ...]) -> list[Sample]:
     `_created`), in text order; `ExpositionError` if the body is malformed."""
     out: list[Sample] = []
     family = _UNTYPED
-    names: set[str] = set()  # label names found valid in this body
+    keys_of: _KeysOf = {}
     # Names of common-form lines (`name{...} value`) met since the family last changed -> the name
     # their samples are read as, "" if they are not read. The family rules look at the name only,
     # so a name's next lines in the same family need neither its check nor the rules again.
@@ -201,7 +216,7 @@ def samples(body: str, wanted: tuple[str, ...]) -> list[Sample]:
             else:  # any other form: read in full
                 read = line.startswith(wanted) and not _sample_name(line).endswith("_created")
                 if read:
-                    name, labels, rest = _read_sample(line, names)
+                    name, labels, rest = _read_sample(line, keys_of)
                 else:
                     name = _sample_name(line)  # only its name counts
                 after, as_name = _sample_family(name, family)
@@ -220,7 +235,7 @@ def samples(body: str, wanted: tuple[str, ...]) -> list[Sample]:
             block = line[brace + 1 : end]
             found = blocks.get(block)
             if found is None:
-                found = _plain_labels(block, names)
+                found = _plain_labels(block, keys_of)
                 if found is not None:
                     blocks[block] = found
             rest = line[end + 1 :]

@@ -181,10 +181,10 @@ def _tree_at(rev: str, into: Path) -> Path:
 
 
 def scrape_against(bodies: list[str], rev: str, rounds: int) -> None:
-    """Ingest and reader per body with this tree's code and with commit `rev`'s, side by side:
-    `rounds` rounds, each a fresh process per side (the same bodies, read from one file), the
-    side that goes first alternating; prints both sides' best and the median of the per-round
-    ratios."""
+    """Ingest and reader per body with this tree's code and with commit `rev`'s, side by side: one
+    child process per side (tests/benchmarks/scrape_ingest.py, the same bodies), measuring a round
+    of all bodies in turns, the side that goes first alternating; prints both sides' best round
+    and the median of the per-round ratios."""
     figures: dict[str, list[tuple[float, float]]] = {"this tree": [], rev: []}
     with tempfile.TemporaryDirectory(prefix="trnwatch-bench-") as tmp:
         work = Path(tmp)
@@ -193,24 +193,41 @@ def scrape_against(bodies: list[str], rev: str, rounds: int) -> None:
             "this tree": _package_tree(ROOT, work / "this"),
             rev: _package_tree(_tree_at(rev, work / "rev-src"), work / "rev"),
         }
-        sides = list(trees)
-        for i in range(rounds):
-            for side in sides if i % 2 == 0 else sides[::-1]:
-                child = subprocess.run(
-                    [sys.executable, str(SCRAPE_INGEST), str(work / "bodies.json")],
-                    env={**os.environ, "PYTHONPATH": str(trees[side])},
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                )
-                ingest_s, reader_s = json.loads(child.stdout)
-                figures[side].append((ingest_s, reader_s))
+        children = {
+            side: subprocess.Popen(
+                [sys.executable, str(SCRAPE_INGEST), str(work / "bodies.json")],
+                env={**os.environ, "PYTHONPATH": str(tree)},
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for side, tree in trees.items()
+        }
+        try:
+            sides = list(children)
+            for i in range(rounds + 1):  # the first round of each warms it up: not counted
+                for side in sides if i % 2 == 0 else sides[::-1]:
+                    child = children[side]
+                    assert child.stdin is not None and child.stdout is not None
+                    child.stdin.write("round\n")
+                    child.stdin.flush()
+                    answer = child.stdout.readline()
+                    if not answer:
+                        sys.exit(f"--against {rev}: the {side} side's child ended (its error is above)")
+                    if i:
+                        ingest_s, reader_s = json.loads(answer)
+                        figures[side].append((ingest_s, reader_s))
+        finally:
+            for child in children.values():
+                if child.stdin is not None:
+                    child.stdin.close()
+                child.wait()
     ours, theirs = figures["this tree"], figures[rev]
     for what, k in (("ingest", 0), ("of which the text reader", 1)):
-        ratios = statistics.median(a[k] / b[k] for a, b in zip(ours, theirs, strict=True))
+        ratio = statistics.median(a[k] / b[k] for a, b in zip(ours, theirs, strict=True))
         print(
             f"  {what}: this tree {min(a[k] for a in ours) * 1000:.2f} ms, {rev} {min(b[k] for b in theirs) * 1000:.2f} ms "
-            f"(best of {rounds} processes each); this tree / {rev}, median of the {rounds} rounds: {ratios:.2f}"
+            f"(best of {rounds} rounds each); this tree / {rev}, median of the {rounds} rounds: {ratio:.2f}"
         )
 
 
@@ -435,7 +452,7 @@ def scrape_only(ultraservers: int, interval_s: float, against: str | None) -> No
     )
     if against:
         print(f"scrape mode side by side with {against}'s code, on the same {len(bodies)} bodies:")
-        scrape_against(bodies, against, rounds=5)
+        scrape_against(bodies, against, rounds=15)
 
 
 SCRAPE_TARGET_S = 0.003  # issue 10: ingest per Gen2 exporter body clearly under 3 ms
