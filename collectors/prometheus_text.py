@@ -36,6 +36,7 @@ _PAIR_TEXT = rf"[a-zA-Z_][a-zA-Z0-9_]*={_QUOTED}"
 # A label block with escapes in it: pairs separated by single commas, an optional trailing comma.
 _BLOCK = re.compile(rf"\{{((?:{_PAIR_TEXT}(?:,{_PAIR_TEXT})*,?)?)\}}")
 _PAIR = re.compile(rf"([a-zA-Z_][a-zA-Z0-9_]*)=({_QUOTED})")
+_LABEL_NAMES = re.compile(r'[a-zA-Z_][a-zA-Z0-9_]*(?:"[a-zA-Z_][a-zA-Z0-9_]*)*')  # joined by '"'
 _ESCAPE = re.compile(r'\\[\\n"]')
 _UNESCAPED = {"\\\\": "\\", "\\n": "\n", '\\"': '"'}
 # prometheus_client splits comment lines on ASCII whitespace only (string.whitespace).
@@ -113,7 +114,10 @@ def _label_keys(seams: tuple[str, ...]) -> tuple[str, ...] | None:
     if last not in ("", ",") or first[-1:] != "=" or not all(s[:1] == "," and s[-1:] == "=" for s in middle):
         return None
     keys = (first[:-1], *(s[1:-1] for s in middle))
-    if not all(_label_name_ok(name) for name in keys) or len(set(keys)) != len(keys):
+    names = '"'.join(keys)  # a seam holds no quote
+    # Label names: ASCII identifiers, and `__` names are reserved (`__name__` would give the
+    # metric name twice).
+    if not _LABEL_NAMES.fullmatch(names) or '"__' in f'"{names}' or len(set(keys)) != len(keys):
         return None
     return keys
 
@@ -287,7 +291,11 @@ def _comment(line: str, family: _Family) -> _Family:
         if len(parts) < 4 or parts[3] not in _TYPES:
             raise ExpositionError(f"TYPE without a known type: {line[:120]!r}")
         suffixes = _TYPE_SUFFIXES.get(parts[3], ("",))
-        return name, tuple(name + suffix for suffix in suffixes), parts[3] == "counter" and not name.endswith("_total")
+        return (
+            name,
+            tuple([name + suffix for suffix in suffixes]),
+            parts[3] == "counter" and not name.endswith("_total"),
+        )
     return family
 
 

@@ -183,6 +183,11 @@ def test_the_families_read_are_exactly_the_full_readers(name):
         '{__name__="neuroncore_utilization_ratio",instance_id="i-1"} 0.5',  # issue 9.2: a line starting with "{"
         'neuroncore_utilization_ratio{instance_id="i-1" 0.5',
         'neuroncore_utilization_ratio{instance_id="i-1",instance_id="i-2"} 0.5',
+        'neuroncore_utilization_ratio{instance_id="i-1",b,c="2"} 0.5',  # a comma inside a label name
+        'neuroncore_utilization_ratio{instance_id="i-1",__x="2"} 0.5',  # a reserved label name
+        'neuroncore_utilization_ratio{instance_id="i-1",} 0.5 extra',
+        "neuroncore_utilization_ratio{,} 0.5",
+        'neuroncore_utilization_ratio{instance_id="i-1","} 0.5',  # an odd number of quotes
         "neuroncore_utilization_ratio 1_000",
         "neuroncore_utilization_ratio",
         "neuroncore_utilization_ratio 1 x",
