@@ -436,10 +436,7 @@ class JobLedger:
         self.collective_bytes[event.op] = event.bytes
         if any(phase != "steady" for phase in rank.open_phases):
             return  # start-up and checkpoint waits say nothing about a straggler
-        if rank.wait_per_step and rank.wait_per_step[-1][0] == event.step:
-            rank.wait_per_step[-1][1] += event.wait_s
-        else:
-            rank.wait_per_step.append([event.step, event.wait_s])
+        rank.wait_per_step.add(event.step, event.wait_s)
 
     def _checkpoint(self, rank: RankState, event: Checkpoint, on_timeline: bool) -> None:
         if event.state == "begin":
@@ -536,7 +533,7 @@ class JobLedger:
         """The rank (not dead) that waits least for its peers; None without two ranks of wait data."""
         dead = set(self.dead_ranks(now_s))
         wait_s = {
-            rank.rank: median(wait for _, wait in rank.wait_per_step)
+            rank.rank: rank.wait_per_step.median_s()
             for rank in self.ranks.values()
             if rank.rank not in dead and len(rank.wait_per_step) >= MIN_WAIT_STEPS
         }

@@ -4,6 +4,7 @@ Plain state, folded by `ledger/job.py`; the steady-state rules over it are in
 `ledger/job_steady.py`, the failure and blame rules in `ledger/job_blame.py`.
 """
 
+from bisect import bisect_left, insort
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Literal
@@ -27,6 +28,49 @@ class StepSample:
     kind: StepKind
     open_index: int  # how many steps with no phase open this process took before this one
     tokens_per_s_per_device: float | None = None  # as a passive log reports it (TorchTitan's tps)
+
+
+class WaitWindow:
+    """A rank's wait for peers per step, (step, wait_s), over its last WAIT_WINDOW_STEPS steps,
+    with the same waits kept sorted beside them: the median is read at every refresh for every
+    rank (the straggler rule), so it is kept ready as each collective folds, not sorted then."""
+
+    __slots__ = ("steps", "_sorted_s")
+
+    def __init__(self) -> None:
+        self.steps: deque[tuple[int, float]] = deque(maxlen=WAIT_WINDOW_STEPS)
+        self._sorted_s: list[float] = []
+
+    def add(self, step: int, wait_s: float) -> None:
+        """Add one collective's wait to its step: the newest step's total, or a new step (the
+        oldest leaves the window when it is full)."""
+        if self.steps and self.steps[-1][0] == step:
+            total_s = self.steps[-1][1]
+            self._drop(total_s)
+            wait_s += total_s
+            self.steps[-1] = (step, wait_s)
+        else:
+            if len(self.steps) == self.steps.maxlen:
+                self._drop(self.steps[0][1])
+            self.steps.append((step, wait_s))
+        insort(self._sorted_s, wait_s)
+
+    def _drop(self, wait_s: float) -> None:
+        del self._sorted_s[bisect_left(self._sorted_s, wait_s)]
+
+    def clear(self) -> None:
+        self.steps.clear()
+        self._sorted_s.clear()
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def median_s(self) -> float:
+        """`statistics.median` of the window's waits (the mean of the middle two when even)."""
+        n = len(self._sorted_s)
+        if n % 2:
+            return self._sorted_s[n // 2]
+        return (self._sorted_s[n // 2 - 1] + self._sorted_s[n // 2]) / 2
 
 
 RankStatus = Literal["running", "finished", "failed", "aborted"]
@@ -60,7 +104,7 @@ class RankState:
     first_step_times_s: list[float] = field(default_factory=list)  # this process's first open steps
     open_steps: int = 0  # steps with no phase open, this process
     steps: deque = field(default_factory=lambda: deque(maxlen=STEP_WINDOW))  # StepSample
-    wait_per_step: deque = field(default_factory=lambda: deque(maxlen=WAIT_WINDOW_STEPS))  # [step, wait_s]
+    wait_per_step: WaitWindow = field(default_factory=WaitWindow)
     error: str | None = None
     failed_ts: float | None = None
     warnings: int = 0  # non-fatal errors since its latest start
