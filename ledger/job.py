@@ -233,6 +233,8 @@ class JobLedger:
         # Passive job logs: source id -> the log profile reading it (None: none detected yet).
         self.log_profiles: dict[str, str | None] = {}
         self._timeline_rank: int | None = None
+        self._folded = 0  # events folded: what `dead_ranks` at one "now" is kept against
+        self._dead_at: tuple[float, int, list[int]] | None = None
 
     # ---- ingest ------------------------------------------------------------------------------
 
@@ -240,6 +242,7 @@ class JobLedger:
         """Fold one event received at `now_s`; raise `JobEventRejected` for an event of another
         run, stamped too far from its receive time, or beyond a bound (nothing is folded then)."""
         self._check(event, now_s)
+        self._folded += 1
         if self.run is None:
             self.run = event.run
         self.first_received_s = now_s if self.first_received_s is None else self.first_received_s
@@ -548,8 +551,11 @@ class JobLedger:
     # ---- accounting and blame ----------------------------------------------------------------
 
     def dead_ranks(self, now_s: float) -> list[int]:
-        """Running ranks of the in-job emitter that are gone (the rule: `job_blame.dead_ranks`)."""
-        return dead_ranks(self.ranks, now_s, self.dead_after_s)
+        """Running ranks of the in-job emitter that are gone (the rule: `job_blame.dead_ranks`);
+        a walk over every rank, done once per "now" and fold for the several rules that ask."""
+        if self._dead_at is None or self._dead_at[:2] != (now_s, self._folded):
+            self._dead_at = (now_s, self._folded, dead_ranks(self.ranks, now_s, self.dead_after_s))
+        return list(self._dead_at[2])
 
     def rank_counts(self, now_s: float) -> RankCounts:
         """running + finished + failed + dead + unknown = world size (dead ranks are not running)."""

@@ -123,7 +123,8 @@ def test_source_states_count_lost_and_stale_sources():
     ledger.end_source("sim-host-03", received_s(22, 3), "ssh: connection reset")
     m = sources_model(ledger, now_at(22) + 10)  # ten seconds on, nobody reported
     assert m.count("lost") == 1 and m.count("stale") == 35
-    assert next(s for s in m.sources if s.state == "lost").error == "ssh: connection reset"
+    assert m.first_in("lost").error == "ssh: connection reset"
+    assert m.total == 36 and len(m.notable) == 36  # every source stale or lost: each may be named
 
 
 def test_replay_clock_is_the_latest_line_not_the_wall_clock():

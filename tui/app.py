@@ -254,7 +254,7 @@ class TrnwatchApp(App[None]):
     def _status(self, frame: Frame) -> Text:
         pal = frame.palette
         m = sources_model(self.ledger, frame.now_s)
-        n = len(m.sources)
+        n = m.total
         parts: list = [
             (f" {n} source{'s' if n != 1 else ''}: ", pal["label"]),
             (f"{m.count('connected')} connected", pal["ok"] if m.count("connected") else pal["text"]),
@@ -264,7 +264,7 @@ class TrnwatchApp(App[None]):
             if count or state in ("stale", "lost"):
                 parts.append((f" · {count} {state}", pal[role] if count else pal["text"]))
         parts.append((f" · {m.rejected} rejected", pal["warn"] if m.rejected else pal["text"]))
-        worst = next((s for state in WORST_FIRST for s in m.sources if s.state == state), None)
+        worst = next((s for state in WORST_FIRST if (s := m.first_in(state)) is not None), None)
         if worst is not None:
             detail = (
                 worst.error
@@ -278,7 +278,7 @@ class TrnwatchApp(App[None]):
                 outside(detail or "", 40, pal["warn"]),
             ]
         elif m.rejected:
-            noisy = max(m.sources, key=lambda s: s.rejected)
+            noisy = max(m.notable, key=lambda s: s.rejected)
             parts += [
                 ("  ", None),
                 outside(noisy.source_id, 20, pal["warn"]),

@@ -1,13 +1,19 @@
-"""The status line's model: every source's state, plain data (no Textual, no terminal)."""
+"""The status line's model: how many sources are in each state, and the ones it may name.
 
+Built at every refresh over every source (612 in the demo: 36 hosts and 576 rank files), so
+each source's state is counted once, and only the sources the line may name (not connected, or
+with rejected lines) are kept with their details.
+"""
+
+from collections import Counter
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.ledger.rollups import source_periods_s
 
 
-@dataclass(frozen=True)
-class SourceLine:
+class SourceLine(NamedTuple):
     source_id: str
     kind: str
     state: str  # SourceStats.state
@@ -22,30 +28,34 @@ class SourceLine:
 class SourcesModel:
     """Every source's state, so the status line can say how many are connected, stale, lost."""
 
-    sources: tuple[SourceLine, ...]
-
-    def count(self, state: str) -> int:
-        return sum(1 for s in self.sources if s.state == state)
+    states: Counter[str]  # state -> how many sources are in it
+    rejected: int  # lines rejected, over every source
+    notable: tuple[SourceLine, ...]  # by source id: each source not connected or with rejected lines
 
     @property
-    def rejected(self) -> int:
-        return sum(s.rejected for s in self.sources)
+    def total(self) -> int:
+        return sum(self.states.values())
+
+    def count(self, state: str) -> int:
+        return self.states[state]
+
+    def first_in(self, state: str) -> SourceLine | None:
+        """The first source (by id) in `state` (other than "connected"), if any."""
+        return next((s for s in self.notable if s.state == state), None)
 
 
 def sources_model(ledger: Ledger, now_s: float) -> SourcesModel:
     period_by_source = source_periods_s(ledger)
-    lines = []
-    for s in sorted(ledger.sources.values(), key=lambda s: s.source_id):
-        lines.append(
-            SourceLine(
-                s.source_id,
-                s.kind,
-                s.state(now_s, period_by_source.get(s.source_id)),
-                None if s.last_s is None else max(0.0, now_s - s.last_s),
-                s.reports,
-                sum(s.rejected.values()),
-                s.last_rejection,
-                s.end_error or s.link_error,
-            )
-        )
-    return SourcesModel(tuple(lines))
+    states: Counter[str] = Counter()
+    rejected = 0
+    notable = []
+    for s in ledger.sources.values():
+        state = s.state(now_s, period_by_source.get(s.source_id))
+        states[state] += 1
+        lines = sum(s.rejected.values()) if s.rejected else 0
+        rejected += lines
+        if state != "connected" or lines:
+            age_s = None if s.last_s is None else max(0.0, now_s - s.last_s)
+            error = s.end_error or s.link_error
+            notable.append(SourceLine(s.source_id, s.kind, state, age_s, s.reports, lines, s.last_rejection, error))
+    return SourcesModel(states, rejected, tuple(sorted(notable)))

@@ -1,6 +1,6 @@
 """Benchmark: what the screen costs on the wire and in CPU, in steady state.
 
-    python tests/benchmarks/bench_tui.py [--warmup S] [--window S] [--cluster-only]
+    python tests/benchmarks/bench_tui.py [--warmup S] [--window S] [--cluster-only | --in-process-only]
 
 Runs the real app (`trnwatch demo`: 36 simulated hosts, 144 chips, 1 s refresh) in pseudo-
 terminals of 80x24 and 200x60, at the same time, reads everything each one writes to its
@@ -14,6 +14,13 @@ terminal, and reports side by side:
 
 TERM is xterm-256color without COLORTERM, as over a default SSH connection (256 colours); the
 truecolor rows set COLORTERM=truecolor, as a local terminal usually does.
+
+Then, in this process (headless, Textual's pilot, so no other process's load is in the figure
+but this machine's), the CPU of each refresh of the UltraServer view at both sizes: the demo's
+36 hosts and 576 ranks (each rank's events from its own rank file, 612 sources) folded tick by
+tick, then the refresh and Textual's compositing of it. The targets are printed beside every
+figure (issue 10: <= 3 KB/s, <= 2% of a core at 80x24, <= 3% at 200x60; in process, at one
+refresh a second, 20 ms and 30 ms of CPU per refresh).
 
 Then the cluster view at the target scale, in this process (headless, Textual's pilot): 32
 simulated UltraServers = 1,152 hosts = 4,608 chips in the ledger, the time one repaint of the
@@ -30,6 +37,7 @@ Not a test: it takes about two minutes and prints figures.
 import argparse
 import asyncio
 import fcntl
+import json
 import os
 import pty
 import select
@@ -49,7 +57,14 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # for tests.* helpers when run as a script
 
-from tests.tui_fleet import cluster_view_latency, scale_app, summary_ms
+from trnwatch.collectors.lines import Line
+from trnwatch.ledger.ledger import Ledger
+from trnwatch.tui.app import TrnwatchApp
+from trnwatch.workloads.sim.fleet import fleet_hosts
+from trnwatch.workloads.sim.job import rank_events
+from trnwatch.workloads.sim.source import host_source_id
+from trnwatch.workloads.sim.topology import get_topology
+from tests.tui_fleet import SEED, cluster_view_latency, now_at, received_s, scale_app, summary_ms
 
 TRNWATCH = [sys.executable, "-m", "trnwatch"]
 SIZES = ((80, 24), (200, 60))
@@ -57,6 +72,10 @@ COLOURS = ("256", "truecolor")
 CHIP_KEYS = (b"/", b"7/2", b"\r")
 MINIMAL_APP = Path(__file__).with_name("minimal_textual_app.py")
 KEY_PRESSES = 40  # for the key-to-screen latency at 36 hosts
+# Issue 10's targets for the UltraServer view: bytes/s on the wire (either colour mode) and the
+# screen's share of one core, by terminal size.
+TARGET_BYTES_PER_S = 3000
+TARGET_SCREEN_PCT = {(80, 24): 2.0, (200, 60): 3.0}
 # A key and what its answer draws first (the header's scope name, repainted from its left edge).
 KEY_ANSWERS = ((b"h", b"HOST "), (b"u", b"ULTRASERVER "))
 
@@ -146,6 +165,68 @@ def key_latency_ms(run: Run) -> list[float]:
     return out
 
 
+def ultraserver_targets(size: tuple[int, int], bytes_per_s: float, screen_pct: float) -> str:
+    """The UltraServer view's figures against issue 10's targets, as printed beside them."""
+    target_pct = TARGET_SCREEN_PCT[size]
+    return (
+        f"<= {TARGET_BYTES_PER_S} B/s: {'met' if bytes_per_s <= TARGET_BYTES_PER_S else 'NOT met'}; "
+        f"screen <= {target_pct:.0f}% of a core: {'met' if screen_pct <= target_pct else 'NOT met'}"
+    )
+
+
+def demo_tick_lines(hosts, tick: int):
+    """One tick of the demo as the screen's ledger gets it: each rank's events from its own rank
+    file (576 sources, as `trnwatch demo` follows them), then each host's report."""
+    for host in hosts:
+        for chip in range(host.topology.chips_per_host):
+            for core in range(host.topology.cores_per_chip):
+                for event in rank_events(host, chip, core, tick, now_at(tick) - 0.5):
+                    yield Line(f"job:rank-{event['rank']:05d}.jsonl", "job", event["ts"], json.dumps(event))
+    for host in hosts:
+        yield Line(host_source_id(host), "neuron-monitor", received_s(tick, host.host_index), host.report_line(tick))
+
+
+def refresh_cpu_ms(size: tuple[int, int], first_tick: int = 40, refreshes: int = 30) -> list[float]:
+    """CPU (ms, this process) of each refresh of the UltraServer view in a headless pilot: the
+    demo folded tick by tick (not timed), then the refresh itself (`render_now`: findings, the
+    view's lines, the widgets' strips) and Textual's compositing of it until the app is idle."""
+    hosts = fleet_hosts(get_topology("trn3-gen2-us"), SEED, "healthy", 1.0)
+    ledger = Ledger("simulated")
+    for tick in range(first_tick):
+        for line in demo_tick_lines(hosts, tick):
+            ledger.ingest(line)
+    clock = [now_at(first_tick - 1)]
+    app = TrnwatchApp(ledger, clock=lambda: clock[0], theme="dark", refresh_s=3600)  # refreshed by hand
+    cpu_ms: list[float] = []
+
+    async def run() -> None:
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            for tick in range(first_tick, first_tick + refreshes):
+                for line in demo_tick_lines(hosts, tick):
+                    ledger.ingest(line)
+                clock[0] = now_at(tick)
+                start = time.process_time()
+                app.render_now()
+                await pilot.pause()
+                cpu_ms.append((time.process_time() - start) * 1000)
+
+    asyncio.run(run())
+    return cpu_ms
+
+
+def print_refresh_figures() -> None:
+    print("UltraServer view in process (headless pilot, the demo's 36 hosts and 576 ranks folded tick by tick):")
+    for size in SIZES:
+        cpu_ms = refresh_cpu_ms(size)
+        target_pct = TARGET_SCREEN_PCT[size]
+        print(
+            f"  {size[0]}x{size[1]}: CPU per refresh {summary_ms(cpu_ms)}, fastest {min(cpu_ms):.1f} ms (of "
+            f"{len(cpu_ms)}); target at 1 refresh/s: <= {10 * target_pct:.0f} ms: "
+            f"{'met' if statistics.median(cpu_ms) <= 10 * target_pct else 'NOT met'} by the median"
+        )
+
+
 def cluster_view_figures(ultraservers: int, size: tuple[int, int]) -> dict[str, list[float]]:
     """Repaint and key latency of the cluster view over `ultraservers` UltraServers of 36 hosts."""
     app, next_refresh = scale_app(ultraservers)
@@ -193,11 +274,18 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=25.0, help="seconds before measuring (compile + warmup ticks)")
     parser.add_argument("--window", type=float, default=20.0, help="seconds measured per view")
     parser.add_argument("--cluster-only", action="store_true", help="only the cluster view's figures at 1,152 hosts")
+    parser.add_argument(
+        "--in-process-only", action="store_true", help="only the UltraServer view's CPU per refresh, in process"
+    )
     args = parser.parse_args()
     print(
         f"load average at start: {' / '.join(f'{x:.1f}' for x in os.getloadavg())} (1 / 5 / 15 min), "
         f"{os.cpu_count()} cores"
     )
+    if args.in_process_only:
+        print_refresh_figures()
+        print(f"load average at end: {' / '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        return 0
     if args.cluster_only:
         print_cluster_figures(32)
         print(f"load average at end: {' / '.join(f'{x:.1f}' for x in os.getloadavg())}")
@@ -256,14 +344,15 @@ def main() -> int:
         )
         print(
             f"{'view':<12} {'size':>7} {'colours':>9} {'bytes/s':>9} {'CPU % proc':>11} {'CPU % screen':>13} "
-            f"{'ms/refresh':>11}"
+            f"{'ms/refresh':>11}  targets (issue 10)"
         )
         for view, rows in results.items():
             for run, bytes_per_s, cpu_pct, base_pct in rows:
                 screen_pct = cpu_pct - (0.0 if view == "minimal" else base_pct)
                 print(
                     f"{view:<12} {run.size[0]:>3}x{run.size[1]:<3} {run.colours:>9} {bytes_per_s:>9.0f} {cpu_pct:>11.1f} "
-                    f"{screen_pct:>13.1f} {10 * screen_pct:>11.1f}"
+                    f"{screen_pct:>13.1f} {10 * screen_pct:>11.1f}  "
+                    + (ultraserver_targets(run.size, bytes_per_s, screen_pct) if view == "ultraserver" else "")
                 )
         base = results["ultraserver"][0][3]
         print(
@@ -286,6 +375,7 @@ def main() -> int:
                 proc.kill()
                 proc.wait()
 
+    print_refresh_figures()
     print_cluster_figures(32)
     print(f"load average at end: {' / '.join(f'{x:.1f}' for x in os.getloadavg())}")
     return 0
