@@ -282,6 +282,7 @@ def main() -> int:
         f"load average at start: {' / '.join(f'{x:.1f}' for x in os.getloadavg())} (1 / 5 / 15 min), "
         f"{os.cpu_count()} cores"
     )
+    load_at_start = os.getloadavg()[0]
     if args.in_process_only:
         print_refresh_figures()
         print(f"load average at end: {' / '.join(f'{x:.1f}' for x in os.getloadavg())}")
@@ -355,6 +356,13 @@ def main() -> int:
                     + (ultraserver_targets(run.size, bytes_per_s, screen_pct) if view == "ultraserver" else "")
                 )
         base = results["ultraserver"][0][3]
+        if max(os.getloadavg()[0], load_at_start) > (os.cpu_count() or 1):
+            print(
+                "WARNING: the load average was above this machine's cores: the runs competed for CPU with each "
+                "other and with whatever else ran, so the processes' CPU is what the scheduler gave them, not what "
+                "the screen needs (late refreshes also make hosts flap stale, adding bytes); the in-process rows "
+                "below are the screen's cost"
+            )
         print(
             f"baseline: the same demo headless (sources, parsing, ledger; no screen) used {base:.1f} % of one core; "
             "'CPU % screen' is the process minus that baseline; 'minimal' is a Textual app updating one Static per "
