@@ -269,6 +269,53 @@ def print_cluster_figures(ultraservers: int) -> None:
         )
 
 
+def stop(procs: list[subprocess.Popen]) -> None:
+    for proc in procs:
+        proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def print_pair_figures(warmup_s: float, window_s: float) -> int:
+    """The UltraServer view's whole-process cost with only two demos running: for each size and
+    colour mode in turn, one app in a pty beside the same demo headless, started together and
+    measured over the same window, so the 2 cores are not shared by nine demos as in the full run."""
+    print(f"UltraServer view, one size and colour mode at a time beside its headless baseline, {window_s:.0f} s each:")
+    duration_s = warmup_s + window_s + 120
+    for colours in COLOURS:
+        for size in SIZES:
+            with tempfile.TemporaryDirectory() as tmp:
+                run = start_screen(size, colours, duration_s, f"{tmp}/r.json")
+                headless = subprocess.Popen(
+                    TRNWATCH + ["demo", "--headless", "--duration", str(duration_s), "--receipt", f"{tmp}/h.json"],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+                time.sleep(warmup_s)
+                start = time.monotonic()
+                cpu0, base0 = cpu_s(run.proc.pid), cpu_s(headless.pid)
+                time.sleep(window_s)
+                end = time.monotonic()
+                if run.proc.poll() is not None or headless.poll() is not None:
+                    print(f"a run ended inside the {size[0]}x{size[1]} {colours} window", file=sys.stderr)
+                    stop([run.proc, headless])
+                    return 1
+                cpu_pct = 100 * (cpu_s(run.proc.pid) - cpu0) / (end - start)
+                base_pct = 100 * (cpu_s(headless.pid) - base0) / (end - start)
+                bytes_per_s = run.bytes_between(start, end) / (end - start)
+                screen_pct = cpu_pct - base_pct
+                print(
+                    f"  {size[0]:>3}x{size[1]:<3} {colours:>9}: {bytes_per_s:>6.0f} B/s, process {cpu_pct:.1f}%, "
+                    f"headless {base_pct:.1f}%, screen {screen_pct:.1f}% of a core; "
+                    f"{ultraserver_targets(size, bytes_per_s, screen_pct)}; load {os.getloadavg()[0]:.1f}"
+                )
+                stop([run.proc, headless])
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--warmup", type=float, default=25.0, help="seconds before measuring (compile + warmup ticks)")
@@ -277,12 +324,19 @@ def main() -> int:
     parser.add_argument(
         "--in-process-only", action="store_true", help="only the UltraServer view's CPU per refresh, in process"
     )
+    parser.add_argument(
+        "--pairs",
+        action="store_true",
+        help="only the UltraServer view, one size and colour mode at a time beside its headless baseline",
+    )
     args = parser.parse_args()
     print(
         f"load average at start: {' / '.join(f'{x:.1f}' for x in os.getloadavg())} (1 / 5 / 15 min), "
         f"{os.cpu_count()} cores"
     )
     load_at_start = os.getloadavg()[0]
+    if args.pairs:
+        return print_pair_figures(args.warmup, args.window)
     if args.in_process_only:
         print_refresh_figures()
         print(f"load average at end: {' / '.join(f'{x:.1f}' for x in os.getloadavg())}")
