@@ -250,7 +250,12 @@ async def fetch_async(url: str, token: str | None, timeout_s: float, max_bytes: 
 
     threading.Thread(target=work, name="trnwatch-http", daemon=True).start()
     try:
-        return await asyncio.wait_for(done, timeout_s)  # on timeout or cancel, `done` is cancelled
+        # Not `asyncio.wait_for`: on Python 3.11 it returns the answer when the task is cancelled
+        # in the same turn as the answer arrives (CPython gh-86296), and the scrape loop, which
+        # only ends by cancellation, would then run on after the session ended. `timeout` passes
+        # a cancel through; on timeout or cancel, awaiting `done` cancels it.
+        async with asyncio.timeout(timeout_s):
+            return await done
     except TimeoutError:
         raise FetchError(f"{url} did not finish answering within {timeout_s:g} s") from None
     finally:

@@ -1,37 +1,47 @@
 """The demo's receipt carries every field of issue 12, and its Markdown and SVG are readable."""
 
 import json
+import signal
 import stat
 import subprocess
 import sys
+import threading
 
 import pytest
 
 from trnwatch.ledger.boundary import BOUNDARY_FIELDS
-
-# compile (10 ticks) and warm-up (10 ticks) come first: a few steady steps need about 26 s.
-DEMO_SECONDS = 26
+from tests.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
+    """The demo's receipt once its job has made a few steady steps: compile (10 ticks) and warm-up
+    (10 ticks) come first, which a loaded machine stretches, so the demo runs until its headless
+    progress line (every 10 s) said "job steady" and then one more, and is ended by Ctrl-C."""
     path = tmp_path_factory.mktemp("demo") / "demo.json"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "trnwatch",
-            "demo",
-            "--headless",
-            "--duration",
-            str(DEMO_SECONDS),
-            "--receipt",
-            str(path),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
+    command = [sys.executable, "-m", "trnwatch", "demo", "--headless", "--receipt", str(path)]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    said: list[str] = []
+    threading.Thread(target=lambda: said.extend(proc.stderr), daemon=True).start()
+
+    def steady_then_one_more_line() -> bool:
+        lines = [line for line in list(said) if " lines folded" in line]
+        first = next((i for i, line in enumerate(lines) if line.rstrip().endswith("job steady")), None)
+        return first is not None and len(lines) > first + 1
+
+    try:
+        wait_until(
+            lambda: steady_then_one_more_line() or proc.poll() is not None,
+            "two progress lines saying job steady",
+            300,
+            detail=lambda: "".join(said)[-2000:],
+        )
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=300) == 0, "".join(said)[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     return path
 
 

@@ -317,9 +317,11 @@ async def progress_lines(session: Session, every_s: float, out=sys.stderr) -> No
         reports = sum(s.reports for s in ledger.sources.values())
         rejected = sum(sum(s.rejected.values()) for s in ledger.sources.values())
         fresh = sum(1 for h in ledger.hosts.values() if ledger.host_fresh(h, now))
+        diagnosis = ledger.job_diagnosis(now)  # the job's verdict too, when job telemetry is read
+        job = f", job {diagnosis.verdict}" if diagnosis is not None else ""
         print(
             f"trnwatch: {now - session.started_s:.0f} s, {fresh}/{len(ledger.hosts)} hosts reporting, "
-            f"{reports} lines folded, {rejected} rejected",
+            f"{reports} lines folded, {rejected} rejected{job}",
             file=out,
             flush=True,
         )
