@@ -269,14 +269,16 @@ def print_cluster_figures(ultraservers: int) -> None:
         )
 
 
-def stop(procs: list[subprocess.Popen]) -> None:
+def stop(procs: list[subprocess.Popen], timeout_s: float) -> None:
+    """End the runs with SIGTERM (each writes its receipt), killing any still up after `timeout_s`."""
     for proc in procs:
         proc.send_signal(signal.SIGTERM)
     for proc in procs:
         try:
-            proc.wait(timeout=120)
+            proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             proc.kill()
+            proc.wait()
 
 
 def print_pair_figures(warmup_s: float, window_s: float) -> int:
@@ -301,7 +303,7 @@ def print_pair_figures(warmup_s: float, window_s: float) -> int:
                 end = time.monotonic()
                 if run.proc.poll() is not None or headless.poll() is not None:
                     print(f"a run ended inside the {size[0]}x{size[1]} {colours} window", file=sys.stderr)
-                    stop([run.proc, headless])
+                    stop([run.proc, headless], 120)
                     return 1
                 cpu_pct = 100 * (cpu_s(run.proc.pid) - cpu0) / (end - start)
                 base_pct = 100 * (cpu_s(headless.pid) - base0) / (end - start)
@@ -312,7 +314,7 @@ def print_pair_figures(warmup_s: float, window_s: float) -> int:
                     f"headless {base_pct:.1f}%, screen {screen_pct:.1f}% of a core; "
                     f"{ultraserver_targets(size, bytes_per_s, screen_pct)}; load {os.getloadavg()[0]:.1f}"
                 )
-                stop([run.proc, headless])
+                stop([run.proc, headless], 120)
     return 0
 
 
@@ -383,6 +385,7 @@ def main() -> int:
                         f"output:\n{bytes(r.output[-2000:]).decode('utf-8', 'replace')}",
                         file=sys.stderr,
                     )
+                stop([r.proc for r in runs + minimal] + [headless], 600)
                 return 1
             cpu1 = [cpu_s(r.proc.pid) for r in runs + minimal]
             base_pct = 100 * (cpu_s(headless.pid) - base0) / (end - start)
@@ -428,14 +431,7 @@ def main() -> int:
                 f"arrived): {summary_ms(key_ms)} (of {len(key_ms)})"
             )
         # Printed before the runs end: on a loaded machine a receipt can take minutes.
-        for proc in [r.proc for r in runs + minimal] + [headless]:
-            proc.send_signal(signal.SIGTERM)
-        for proc in [r.proc for r in runs + minimal] + [headless]:
-            try:
-                proc.wait(timeout=600)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop([r.proc for r in runs + minimal] + [headless], 600)
 
     print_refresh_figures()
     print_cluster_figures(32)
