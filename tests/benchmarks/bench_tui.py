@@ -1,6 +1,7 @@
 """Benchmark: what the screen costs on the wire and in CPU, in steady state.
 
     python tests/benchmarks/bench_tui.py [--warmup S] [--window S] [--cluster-only | --in-process-only]
+    python tests/benchmarks/bench_tui.py --pairs [--rounds N] [--window S] [--against REV]
 
 Runs the real app (`trnwatch demo`: 36 simulated hosts, 144 chips, 1 s refresh) in pseudo-
 terminals of 80x24 and 200x60, at the same time, reads everything each one writes to its
@@ -31,7 +32,18 @@ until the selection moved and the view repainted) while the next refresh's 1,152
 on the event loop in chunks, as in Prometheus server mode (tests/tui_fleet.py,
 `cluster_view_latency`).
 
-Not a test: it takes about two minutes and prints figures.
+`--pairs` measures only the UltraServer view's whole-process cost, one size and colour mode at a
+time: one app in a pty beside its own headless baseline, over `--rounds` windows, printing each
+figure's median and range over the windows (the screen's CPU is a difference of two process
+figures, so one window does not settle tenths of a percent). Its data side is cheaper than the
+demo's and the same for every run: the demo is recorded once (headless, `--record`), and each run
+replays that recording in real time (`trnwatch replay R` in the pty, `trnwatch replay R --headless
+--speed 1` beside it): the same lines at the same pace, so the screen does the demo's work, without
+the simulator and the 576 rank files it writes and follows. `--against REV` runs commit REV's code
+(`git archive`, staged as it installs, on PYTHONPATH) as a second pair in the same windows, on the
+same recording, and prints the per-window differences.
+
+Not a test: it takes about two minutes (`--pairs`: about eight) and prints figures.
 """
 
 import argparse
@@ -50,12 +62,14 @@ import tempfile
 import termios
 import threading
 import time
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # for tests.* helpers when run as a script
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # for tests.* helpers when run as a script
 
 from trnwatch.collectors.lines import Line
 from trnwatch.ledger.ledger import Ledger
@@ -127,7 +141,30 @@ def cpu_s(pid: int) -> float:
     return times.user + times.system
 
 
-def start_screen(size: tuple[int, int], colours: str, duration_s: float, receipt: str, minimal: bool = False) -> Run:
+def demo(duration_s: float, receipt: str, headless: bool = False) -> list[str]:
+    """The demo's command line (the full run's data side)."""
+    return (
+        TRNWATCH
+        + ["demo"]
+        + (["--headless"] if headless else [])
+        + ["--duration", str(duration_s), "--receipt", receipt]
+    )
+
+
+def replay(recording: Path, duration_s: float, receipt: str, headless: bool = False) -> list[str]:
+    """A replay of `recording` in real time (`--pairs`' data side: the demo's own lines, without
+    the simulator and the rank files it writes and follows, so the baseline is half the demo's)."""
+    mode = ["--headless", "--speed", "1"] if headless else []
+    return TRNWATCH + ["replay", str(recording), *mode, "--duration", str(duration_s), "--receipt", receipt]
+
+
+def with_tree(env: dict[str, str], tree: Path | None) -> dict[str, str]:
+    """`env` for a child that runs the code of `tree` (a staged package tree), or this tree's."""
+    return env if tree is None else {**env, "PYTHONPATH": str(tree)}
+
+
+def start_screen(size: tuple[int, int], colours: str, command: list[str], tree: Path | None = None) -> Run:
+    """`command` (a screen) in a new pseudo-terminal of `size`; `tree` as for `with_tree`."""
     master, slave = pty.openpty()
     cols, rows = size
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
@@ -135,16 +172,40 @@ def start_screen(size: tuple[int, int], colours: str, duration_s: float, receipt
     env["TERM"] = "xterm-256color"
     if colours == "truecolor":
         env["COLORTERM"] = "truecolor"
-    command = (
-        [sys.executable, str(MINIMAL_APP), str(duration_s)]
-        if minimal
-        else TRNWATCH + ["demo", "--duration", str(duration_s), "--receipt", receipt]
+    proc = subprocess.Popen(
+        command, stdin=slave, stdout=slave, stderr=slave, env=with_tree(env, tree), start_new_session=True
     )
-    proc = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True)
     os.close(slave)
     run = Run(size, colours, proc, master)
     threading.Thread(target=run.read_until_exit, daemon=True).start()
     return run
+
+
+def start_headless(command: list[str], tree: Path | None = None) -> subprocess.Popen:
+    """`command` with no terminal (the baseline: the same data, no screen)."""
+    return subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=with_tree(dict(os.environ), tree)
+    )
+
+
+def staged_tree(rev: str, into: Path) -> Path:
+    """Commit `rev`'s trnwatch laid out as it installs (from that commit's package-dir table), under
+    `into`, for PYTHONPATH: a child run with it imports that code (ahead of the editable install)."""
+    source = into / "src"
+    source.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=False)
+    if archive.returncode:
+        sys.exit(f"--against {rev}: {archive.stderr.decode(errors='replace').strip()}")
+    subprocess.run(["tar", "-x", "-C", str(source)], input=archive.stdout, check=True)
+    package_dir = tomllib.loads((source / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    package = into / "tree" / "trnwatch"
+    package.mkdir(parents=True)
+    for entry in (source / package_dir["trnwatch"]).iterdir():
+        (package / entry.name).symlink_to(entry)
+    for name, folder in package_dir.items():
+        if name.count(".") == 1:  # trnwatch.X (deeper packages are folders inside these)
+            (package / name.split(".")[1]).symlink_to(source / folder)
+    return into / "tree"
 
 
 def key_latency_ms(run: Run) -> list[float]:
@@ -281,40 +342,84 @@ def stop(procs: list[subprocess.Popen], timeout_s: float) -> None:
             proc.wait()
 
 
-def print_pair_figures(warmup_s: float, window_s: float) -> int:
-    """The UltraServer view's whole-process cost with only two demos running: for each size and
-    colour mode in turn, one app in a pty beside the same demo headless, started together and
-    measured over the same window, so the 2 cores are not shared by nine demos as in the full run."""
-    print(f"UltraServer view, one size and colour mode at a time beside its headless baseline, {window_s:.0f} s each:")
-    duration_s = warmup_s + window_s + 120
-    for colours in COLOURS:
-        for size in SIZES:
-            with tempfile.TemporaryDirectory() as tmp:
-                run = start_screen(size, colours, duration_s, f"{tmp}/r.json")
-                headless = subprocess.Popen(
-                    TRNWATCH + ["demo", "--headless", "--duration", str(duration_s), "--receipt", f"{tmp}/h.json"],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
+def spread(values: list[float], fmt: str) -> str:
+    """The median of `values` and their range, as "median (min-max)"."""
+    return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}-{max(values):{fmt}})"
+
+
+def print_pair_figures(warmup_s: float, window_s: float, rounds: int, against: str | None) -> int:
+    """The UltraServer view's whole-process cost with few demos running: for each size and colour
+    mode in turn, one app in a pty beside the same demo headless (and, with `against`, the same pair
+    again with commit `against`'s code), started together and measured over the same `rounds`
+    windows; per window the screen's CPU is its process's minus its own headless baseline's, and
+    the figures are the windows' median and range, so one window's noise does not decide a target."""
+    duration_s = warmup_s + rounds * window_s + 120
+    with tempfile.TemporaryDirectory(prefix="trnwatch-bench-") as tmp:
+        trees: dict[str, Path | None] = {"this tree": None}
+        if against:
+            trees[against] = staged_tree(against, Path(tmp) / "against")
+        # One recording of the demo for every run: each side replays the same lines. It outlasts
+        # the windows, so no replay reaches its end inside one.
+        recording = Path(tmp) / "demo.rec"
+        record_s = warmup_s + rounds * window_s + 30
+        print(f"recording {record_s:.0f} s of the demo (headless) for the runs to replay ...", flush=True)
+        recorded = subprocess.run(
+            demo(record_s, f"{tmp}/recorded.json", headless=True) + ["--record", str(recording)],
+            capture_output=True,
+            text=True,
+        )
+        if recorded.returncode:
+            print(f"recording the demo failed:\n{recorded.stderr}", file=sys.stderr)
+            return 1
+        print(
+            f"UltraServer view, one size and colour mode at a time beside its headless baseline, "
+            f"{rounds} windows of {window_s:.0f} s each ({', '.join(trees)} side by side in the same windows):"
+        )
+        for colours in COLOURS:
+            for size in SIZES:
+                pairs = {
+                    side: (
+                        start_screen(size, colours, replay(recording, duration_s, f"{tmp}/r-{i}.json"), tree),
+                        start_headless(replay(recording, duration_s, f"{tmp}/h-{i}.json", headless=True), tree),
+                    )
+                    for i, (side, tree) in enumerate(trees.items())
+                }
+                procs = [p for run, headless in pairs.values() for p in (run.proc, headless)]
                 time.sleep(warmup_s)
-                start = time.monotonic()
-                cpu0, base0 = cpu_s(run.proc.pid), cpu_s(headless.pid)
-                time.sleep(window_s)
-                end = time.monotonic()
-                if run.proc.poll() is not None or headless.poll() is not None:
-                    print(f"a run ended inside the {size[0]}x{size[1]} {colours} window", file=sys.stderr)
-                    stop([run.proc, headless], 120)
-                    return 1
-                cpu_pct = 100 * (cpu_s(run.proc.pid) - cpu0) / (end - start)
-                base_pct = 100 * (cpu_s(headless.pid) - base0) / (end - start)
-                bytes_per_s = run.bytes_between(start, end) / (end - start)
-                screen_pct = cpu_pct - base_pct
-                print(
-                    f"  {size[0]:>3}x{size[1]:<3} {colours:>9}: {bytes_per_s:>6.0f} B/s, process {cpu_pct:.1f}%, "
-                    f"headless {base_pct:.1f}%, screen {screen_pct:.1f}% of a core; "
-                    f"{ultraserver_targets(size, bytes_per_s, screen_pct)}; load {os.getloadavg()[0]:.1f}"
-                )
-                stop([run.proc, headless], 120)
+                windows: dict[str, list[tuple[float, float, float]]] = {side: [] for side in pairs}
+                for _ in range(rounds):
+                    start = time.monotonic()
+                    cpu0 = {side: (cpu_s(run.proc.pid), cpu_s(h.pid)) for side, (run, h) in pairs.items()}
+                    time.sleep(window_s)
+                    end = time.monotonic()
+                    if any(p.poll() is not None for p in procs):
+                        print(f"a run ended inside the {size[0]}x{size[1]} {colours} window", file=sys.stderr)
+                        stop(procs, 120)
+                        return 1
+                    for side, (run, headless) in pairs.items():
+                        screen0, base0 = cpu0[side]
+                        cpu_pct = 100 * (cpu_s(run.proc.pid) - screen0) / (end - start)
+                        base_pct = 100 * (cpu_s(headless.pid) - base0) / (end - start)
+                        windows[side].append((run.bytes_between(start, end) / (end - start), cpu_pct, base_pct))
+                for side, rows in windows.items():
+                    bytes_per_s = [b for b, _, _ in rows]
+                    screen_pct = [c - h for _, c, h in rows]
+                    print(
+                        f"  {size[0]:>3}x{size[1]:<3} {colours:>9} {side:>10}: {spread(bytes_per_s, '.0f')} B/s, "
+                        f"screen {spread(screen_pct, '.1f')}% of a core (process {spread([c for _, c, _ in rows], '.1f')}"
+                        f", headless {spread([h for _, _, h in rows], '.1f')}); by the medians: "
+                        f"{ultraserver_targets(size, statistics.median(bytes_per_s), statistics.median(screen_pct))}"
+                    )
+                if against:
+                    ours, theirs = windows["this tree"], windows[against]
+                    print(
+                        f"  {'':>19} this tree - {against}, per window: bytes/s "
+                        f"{spread([a[0] - b[0] for a, b in zip(ours, theirs, strict=True)], '+.0f')}, screen "
+                        f"{spread([(a[1] - a[2]) - (b[1] - b[2]) for a, b in zip(ours, theirs, strict=True)], '+.1f')}"
+                        " points"
+                    )
+                print(f"  {'':>19} load average {' / '.join(f'{x:.1f}' for x in os.getloadavg())}")
+                stop(procs, 120)
     return 0
 
 
@@ -331,6 +436,10 @@ def main() -> int:
         action="store_true",
         help="only the UltraServer view, one size and colour mode at a time beside its headless baseline",
     )
+    parser.add_argument("--rounds", type=int, default=6, help="--pairs: windows measured per size and colour mode")
+    parser.add_argument(
+        "--against", metavar="REV", help="--pairs: also run commit REV's code, side by side in the same windows"
+    )
     args = parser.parse_args()
     print(
         f"load average at start: {' / '.join(f'{x:.1f}' for x in os.getloadavg())} (1 / 5 / 15 min), "
@@ -338,7 +447,7 @@ def main() -> int:
     )
     load_at_start = os.getloadavg()[0]
     if args.pairs:
-        return print_pair_figures(args.warmup, args.window)
+        return print_pair_figures(args.warmup, args.window, args.rounds, args.against)
     if args.in_process_only:
         print_refresh_figures()
         print(f"load average at end: {' / '.join(f'{x:.1f}' for x in os.getloadavg())}")
@@ -352,16 +461,12 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         runs = [
-            start_screen(size, colours, duration_s, f"{tmp}/r-{size[0]}-{colours}.json")
+            start_screen(size, colours, demo(duration_s, f"{tmp}/r-{size[0]}-{colours}.json"))
             for colours in COLOURS
             for size in SIZES
         ]
-        minimal = [start_screen(size, "256", duration_s, "", minimal=True) for size in SIZES]
-        headless = subprocess.Popen(
-            TRNWATCH + ["demo", "--headless", "--duration", str(duration_s), "--receipt", f"{tmp}/headless.json"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        minimal = [start_screen(size, "256", [sys.executable, str(MINIMAL_APP), str(duration_s)]) for size in SIZES]
+        headless = start_headless(demo(duration_s, f"{tmp}/headless.json", headless=True))
         results: dict[str, list] = {}
         time.sleep(args.warmup)
         for view in ("ultraserver", "chip"):
