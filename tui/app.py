@@ -48,6 +48,7 @@ from trnwatch.tui.navigation import NAVIGATION, settle, step
 from trnwatch.tui.scope import SCOPES, Frame, ScopeView, Selection, outside, styled
 from trnwatch.tui.screens import KEYMAP, HelpScreen, JumpScreen
 from trnwatch.tui.sources_model import sources_model
+from trnwatch.tui.span_updates import send_dirty_spans_only
 from trnwatch.tui.terminal import TrnwatchDriver, require_terminal
 from trnwatch.tui.text import clip
 from trnwatch.tui.ultraserver_view import UltraServerView
@@ -499,6 +500,7 @@ def run_app(
     session like `q` does; the receipt is written on every path, even if the app crashes.
     """
     require_terminal()
+    send_dirty_spans_only()
     app = TrnwatchApp(
         session.ledger,
         session=session,

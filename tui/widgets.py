@@ -1,14 +1,16 @@
 """Widgets that cost little on the wire, and the glyphs they draw levels with.
 
 `TextLines` is a line-API widget: a view hands it a list of `rich.text.Text` lines on every
-refresh and it repaints only the lines that changed, and on a changed line only up to the
-last changed cell (Textual re-sends a dirty span from the widget's left edge, so the tail is
-what can be saved). An unchanged screen sends nothing at all.
+refresh and it repaints only the lines that changed, and on a changed line only the runs of
+cells that changed (sent from their own first cell with `span_updates.send_dirty_spans_only`;
+without it Textual re-sends each run from the widget's left edge). An unchanged screen sends
+nothing at all.
 
 Levels are glyphs first: utilisation is a bar height, HBM fill a shade, so they read without
 colour (monochrome theme, NO_COLOR); sparklines are single-style text.
 """
 
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -110,28 +112,46 @@ def merge_blanks(segments) -> list[Segment]:
     return out
 
 
-def _cells(strip: Strip) -> list[tuple[str, Style | None]]:
-    cells = []
+# Two changed runs of a line closer than this many cells are sent as one span: a span of its own
+# costs a cursor move, and the cells between cost little more.
+SPAN_GAP_CELLS = 3
+
+
+def _cells(strip: Strip) -> tuple[list[tuple[str, Style | None]], list[int]]:
+    """Each character of a line with its style, and the cell each one starts at (and, last, the end)."""
+    cells: list[tuple[str, Style | None]] = []
+    starts = [0]
     for text, style, _ in strip:
         for ch in text:
             cells.append((ch, style))
-    return cells
+            starts.append(starts[-1] + cell_len(ch))
+    return cells, starts
 
 
-def last_changed_cell(old: Strip | None, new: Strip) -> int:
-    """Index one past the last cell that differs between two lines (0 when they are equal)."""
+def changed_spans(old: Strip | None, new: Strip) -> list[tuple[int, int]]:
+    """The (start, end) cells of the runs that differ between two versions of a line, runs
+    closer than `SPAN_GAP_CELLS` joined; [] when the lines are equal."""
     if old is None:
-        return max(new.cell_length, 1)
+        return [(0, max(new.cell_length, 1))]
     if old == new:
-        return 0
-    a, b = _cells(old), _cells(new)
+        return []
+    (a, a_at), (b, b_at) = _cells(old), _cells(new)
     n = max(len(a), len(b))
+    # Past a line's end its cells are blank, one per character.
+    a_at += [a_at[-1] + i for i in range(1, n - len(a) + 1)]
+    b_at += [b_at[-1] + i for i in range(1, n - len(b) + 1)]
     a += [(" ", None)] * (n - len(a))
     b += [(" ", None)] * (n - len(b))
-    for i in range(n - 1, -1, -1):
-        if a[i] != b[i]:
-            return i + 1
-    return 0
+    spans: list[tuple[int, int]] = []
+    for i in range(n):
+        if a[i] == b[i]:
+            continue
+        start, end = min(a_at[i], b_at[i]), max(a_at[i + 1], b_at[i + 1])
+        if spans and start - spans[-1][1] < SPAN_GAP_CELLS:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], end))
+        else:
+            spans.append((start, end))
+    return spans
 
 
 class TextLines(ScrollView, can_focus=False):
@@ -174,9 +194,10 @@ class TextLines(ScrollView, can_focus=False):
         self._strips = new
         scroll_x, scroll_y = self.scroll_offset
         for y, strip in enumerate(new):
-            end = last_changed_cell(old[y] if y < len(old) else None, strip)
-            if end:
-                self.refresh(Region(0, y - scroll_y, max(0, end - scroll_x), 1))
+            for start, end in changed_spans(old[y] if y < len(old) else None, strip):
+                x = max(0, start - scroll_x)
+                if end - scroll_x > x:
+                    self.refresh(Region(x, y - scroll_y, end - scroll_x - x, 1))
         if len(old) > len(new):
             self.refresh(Region(0, len(new) - scroll_y, self.size.width, len(old) - len(new)))
 

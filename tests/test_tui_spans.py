@@ -1,0 +1,102 @@
+"""Partial screen updates: only the changed runs of a line are sent, and the terminal ends up the same."""
+
+import re
+
+import textual
+from rich.cells import cell_len
+from rich.console import Console
+from rich.segment import Segment
+from rich.style import Style
+from textual._compositor import ChopsUpdate
+from textual.strip import Strip
+
+from trnwatch.tui.span_updates import CHECKED_VERSIONS, render_dirty_spans, send_dirty_spans_only
+from trnwatch.tui.widgets import SPAN_GAP_CELLS, changed_spans
+
+RED, BLUE, GREEN = Style(color="#ff0000"), Style(color="#0000ff", bgcolor="#101010"), Style(color="#00ff00", bold=True)
+CONTROL = re.compile(r"\x1b\[(\d+);(\d+)H|\x1b\[([0-9;]*)m|(\n)|(.)", re.DOTALL)
+
+
+def terminal(output: str, cells: dict | None = None) -> dict[tuple[int, int], tuple[str, str]]:
+    """What `output` leaves on a terminal: (y, x) -> (character, SGR parameters in force); a
+    minimal model of the cursor moves, colour sequences and text Textual writes."""
+    cells = {} if cells is None else cells
+    y = x = 0
+    sgr = ""
+    for move_y, move_x, params, newline, ch in CONTROL.findall(output):
+        if move_y:
+            y, x = int(move_y) - 1, int(move_x) - 1
+        elif newline:
+            y, x = y + 1, 0
+        elif ch:
+            cells[(y, x)] = (ch, sgr)
+            x += cell_len(ch)
+        else:  # a colour sequence: a reset, or more attributes on those in force
+            sgr = "" if params in ("", "0") else sgr + ";" + params
+    return cells
+
+
+def strip(*parts: tuple[str, Style]) -> Strip:
+    return Strip([Segment(text, style) for text, style in parts])
+
+
+def test_a_dirty_span_is_sent_from_its_own_first_cell_and_leaves_the_same_terminal():
+    # Two widgets side by side on one line (cells 0-19 and 20-29); the span 7-24 is dirty.
+    left = strip(("ab", RED), ("cdef", BLUE), ("▁▂▃", GREEN), ("ghijklmnopq", RED))
+    right = strip(("0123", BLUE), ("456789", GREEN))
+    update = ChopsUpdate([{0: left, 20: right}], [(0, 7, 25)], [[20, 30]])
+    console = Console(color_system="truecolor", force_terminal=True, width=30)
+    before, after = update.render_segments(console), render_dirty_spans(update, console)
+    full = terminal(before)
+    sent = terminal(after)
+    assert sorted(x for _, x in sent) == list(range(7, 25))  # the dirty cells, no more
+    assert all(full[cell] == sent[cell] for cell in sent)  # in the same characters and styles
+    assert min(x for _, x in full) == 0  # Textual's own method re-sends the line from its left edge
+    assert len(after) < len(before)
+    # Painted over the screen the full method leaves, the new one changes nothing.
+    assert terminal(after, dict(full)) == full
+
+
+def test_a_line_wholly_inside_its_span_is_sent_whole():
+    line = strip(("abc", RED), ("def", BLUE))
+    update = ChopsUpdate([{0: line}], [(0, 0, 6)], [[6]])
+    console = Console(color_system="256", force_terminal=True, width=6)
+    assert render_dirty_spans(update, console) == update.render_segments(console)
+
+
+def test_the_replacement_is_installed_only_under_the_textual_versions_it_was_checked_against(monkeypatch):
+    original = ChopsUpdate.render_segments
+    monkeypatch.setattr(ChopsUpdate, "render_segments", original)  # restored after the test
+    monkeypatch.setattr(textual, "__version__", "0.0.0")
+    assert not send_dirty_spans_only()
+    assert ChopsUpdate.render_segments is original
+    monkeypatch.setattr(textual, "__version__", CHECKED_VERSIONS[0])
+    assert send_dirty_spans_only()
+    assert ChopsUpdate.render_segments is render_dirty_spans
+
+
+def test_the_installed_textual_is_one_the_replacement_was_checked_against():
+    # Fails when the venv moves to a Textual this module was not checked against: look at its
+    # ChopsUpdate.render_segments and add the version (or drop the replacement) on purpose.
+    assert textual.__version__ in CHECKED_VERSIONS
+
+
+def test_changed_spans_are_the_runs_that_differ_with_near_runs_joined():
+    old = strip(("0123456789", RED), ("abcdefghij", BLUE))
+    assert changed_spans(old, old) == []
+    assert changed_spans(None, old) == [(0, 20)]
+    one = strip(("01X3456789", RED), ("abcdefghiZ", BLUE))
+    assert changed_spans(old, one) == [(2, 3), (19, 20)]
+    assert SPAN_GAP_CELLS == 3  # the two lines below: runs 2 cells apart are joined, 3 apart are not
+    assert changed_spans(old, strip(("01X34Y6789", RED), ("abcdefghij", BLUE))) == [(2, 6)]
+    assert changed_spans(old, strip(("01X345Y789", RED), ("abcdefghij", BLUE))) == [(2, 3), (6, 7)]
+    restyled = strip(("0123456789", RED), ("abc", BLUE), ("def", GREEN), ("ghij", BLUE))
+    assert changed_spans(old, restyled) == [(13, 16)]
+
+
+def test_changed_spans_count_cells_not_characters():
+    old = strip(("日本ab", RED))  # two double-width characters, then a, b at cells 4 and 5
+    new = strip(("日本aX", RED))
+    assert changed_spans(old, new) == [(5, 6)]
+    shorter = strip(("日本", RED))  # the tail is cleared: cells 4 and 5
+    assert changed_spans(old, shorter) == [(4, 6)]
