@@ -24,6 +24,7 @@ from trnwatch.tui import units
 from trnwatch.tui.cluster_model import CLUSTER_SORT_HELP, ClusterModel, UltraServerLine, cluster_model
 from trnwatch.tui.host_rows import NO_GROUP
 from trnwatch.tui.job_view import VERDICT_ROLE
+from trnwatch.tui.rollup_lines import rollup_lines
 from trnwatch.tui.scope import Frame, ScopeView, Screenful, Selection, no_host_yet, styled
 from trnwatch.tui.text import clip
 from trnwatch.tui.widgets import TextLines
@@ -113,42 +114,12 @@ class ClusterView(ScopeView):
 
     def _summary(self, m: ClusterModel, frame: Frame) -> list[Text]:
         pal = frame.palette
-        r = m.rollup
-        full = hbm_high(r.hbm_fill_pct)
-        figures = styled(
-            ("HBM ", pal["label"]),
-            (
-                units.used_of(r.hbm_used_bytes if r.chips else None, r.hbm_capacity_bytes),
-                pal["hbm-full"] if full else pal["text"],
-            ),
-            ("  util mean ", pal["label"]),
-            (units.pct(r.util_mean_pct), pal["text"]),
-            (" min ", pal["label"]),
-            (units.pct(r.util_min_pct), pal["text"]),
-            ("  idle ", pal["label"]),
-            (f"{r.chips_idle}", pal["warn"] if r.chips_idle else pal["text"]),
-            ("  ECC ", pal["label"]),
-            (units.plural(r.chips_with_ecc, "chip"), pal["bad"] if r.chips_with_ecc else pal["text"]),
-        )
-        not_fresh = r.hosts_left_out
-        boundary = styled(
-            (
-                f"over {units.plural(r.chips, 'chip')} on {r.hosts_fresh}/{units.plural(r.hosts_total, 'fresh host')}",
-                pal["dim"],
-            ),
-            ("  stale ", pal["label"]),
-            (f"{r.hosts_stale}", pal["warn"] if r.hosts_stale else pal["text"]),
-            ("  lost ", pal["label"]),
-            (f"{r.hosts_lost}", pal["bad"] if r.hosts_lost else pal["text"]),
-            *((("  never reported ", pal["label"]), (f"{r.hosts_silent}", pal["warn"])) if r.hosts_silent else ()),
-            ("  (left out)" if not_fresh else "", pal["dim"]),
-        )
         legend = styled(
             ("sort ", pal["label"]),
             (CLUSTER_SORT_HELP[m.sort], pal["text"]),
             (" · Enter opens the selected UltraServer", pal["dim"]),
         )
-        return [figures, boundary, self._job_line(m, frame), legend]
+        return [*rollup_lines(m.rollup, pal, frame.width), self._job_line(m, frame), legend]
 
     def _job_line(self, m: ClusterModel, frame: Frame) -> Text:
         """The job's verdict and where its suspect ranks are, or why the stalls column is empty."""

@@ -13,9 +13,9 @@ from rich.text import Text
 from textual import events
 
 from trnwatch.ledger.findings import chips_to_look_at
-from trnwatch.ledger.rollups import hbm_high
 from trnwatch.tui import units
 from trnwatch.tui.host_rows import FILTER_HELP, NO_GROUP, ChipCell, HostRow
+from trnwatch.tui.rollup_lines import rollup_lines
 from trnwatch.tui.scope import Frame, ScopeView, Screenful, Selection, column, no_host_yet, outside, styled
 from trnwatch.tui.ultraserver_model import UltraServerModel, ultraserver_model
 from trnwatch.tui.widgets import BARS, SHADES, TextLines, hbm_glyph, level, util_glyph
@@ -161,41 +161,6 @@ class UltraServerView(ScopeView):
                 outside(m.group, 40, pal["title"]),
                 (f"  {units.plural(r.hosts_total, 'host')}  {units.plural(r.chips_total, 'chip')}", pal["text"]),
             )
-        full = hbm_high(r.hbm_fill_pct)
-        figures = styled(
-            ("HBM ", pal["label"]),
-            (
-                units.used_of(r.hbm_used_bytes if r.chips else None, r.hbm_capacity_bytes),
-                pal["hbm-full"] if full else pal["text"],
-            ),
-            ("  util mean ", pal["label"]),
-            (units.pct(r.util_mean_pct), pal["text"]),
-            (" min ", pal["label"]),
-            (units.pct(r.util_min_pct), pal["text"]),
-            ("  idle ", pal["label"]),
-            (f"{r.chips_idle}", pal["warn"] if r.chips_idle else pal["text"]),
-            ("  ECC ", pal["label"]),
-            (
-                f"{r.chips_with_ecc} chip{'s' if r.chips_with_ecc != 1 else ''}",
-                pal["bad"] if r.chips_with_ecc else pal["text"],
-            ),
-            (
-                f" ({r.chips_with_uncorrected_ecc} uncorrected)" if r.chips_with_uncorrected_ecc else "",
-                pal["bad"] + Style(reverse=True),
-            ),
-        )
-        not_fresh = r.hosts_left_out
-        boundary = styled(
-            (
-                f"over {units.plural(r.chips, 'chip')} on {r.hosts_fresh}/{units.plural(r.hosts_total, 'fresh host')}",
-                pal["dim"],
-            ),
-            ("  stale ", pal["label"]),
-            (f"{r.hosts_stale}", pal["warn"] if r.hosts_stale else pal["text"]),
-            ("  lost ", pal["label"]),
-            (f"{r.hosts_lost}", pal["bad"] if r.hosts_lost else pal["text"]),
-            ("  (left out of the figures)" if not_fresh else "", pal["dim"]),
-        )
         legend = styled(
             ("sort ", pal["label"]),
             (m.sort, pal["text"]),
@@ -206,7 +171,7 @@ class UltraServerView(ScopeView):
             (f" HBM {SHADES}", pal["text"]),
             (f" {ECC_MARK} ECC {UNCORRECTED_MARK} uncorr. {STALE_MARK} stale {LOST_MARK} lost", pal["dim"]),
         )
-        return [title, figures, boundary, legend]
+        return [title, *rollup_lines(r, pal, frame.width), legend]
 
     def _filtered_note(self, m: UltraServerModel, frame: Frame) -> list[Text]:
         if m.filter == "all":
