@@ -2,6 +2,7 @@
 
     python tests/benchmarks/bench_tui.py [--warmup S] [--window S] [--cluster-only | --in-process-only]
     python tests/benchmarks/bench_tui.py --pairs [--rounds N] [--window S] [--against REV]
+    python tests/benchmarks/bench_tui.py --in-process-only [--against REV [--rounds N]]
 
 Runs the real app (`trnwatch demo`: 36 simulated hosts, 144 chips, 1 s refresh) in pseudo-
 terminals of 80x24 and 200x60, at the same time, reads everything each one writes to its
@@ -41,7 +42,7 @@ replays that recording in real time (`trnwatch replay R` in the pty, `trnwatch r
 --speed 1` beside it): the same lines at the same pace, so the screen does the demo's work, without
 the simulator and the 576 rank files it writes and follows. `--against REV` runs commit REV's code
 (`git archive`, staged as it installs, on PYTHONPATH) as a second pair in the same windows, on the
-same recording, and prints the per-window differences.
+same recording, and prints the per-window differences. `--data demo` runs the demo itself on both sides instead.
 
 Not a test: it takes about two minutes (`--pairs`: about eight) and prints figures.
 """
@@ -288,6 +289,42 @@ def print_refresh_figures() -> None:
         )
 
 
+def print_refresh_against(rev: str, rounds: int) -> None:
+    """CPU per refresh in process, this tree's code and commit `rev`'s side by side: each round
+    runs `refresh_cpu_ms` once per side in a child process of its own (the side going first
+    alternating), and the figures are each side's median refresh over all rounds, and the median
+    of the rounds' ratios of medians."""
+    with tempfile.TemporaryDirectory(prefix="trnwatch-bench-") as tmp:
+        trees: dict[str, Path | None] = {"this tree": None, rev: staged_tree(rev, Path(tmp) / "against")}
+        print(f"UltraServer view in process, this tree and {rev} side by side, {rounds} alternating rounds:")
+        for size in SIZES:
+            cpu_ms: dict[str, list[list[float]]] = {side: [] for side in trees}
+            for i in range(rounds):
+                for side in list(trees) if i % 2 == 0 else list(trees)[::-1]:
+                    child = subprocess.run(
+                        [sys.executable, __file__, "--refresh-child", f"{size[0]}x{size[1]}"],
+                        env=with_tree(dict(os.environ), trees[side]),
+                        capture_output=True,
+                        text=True,
+                        check=True,
+                    )
+                    cpu_ms[side].append(json.loads(child.stdout.splitlines()[-1]))
+            ours, theirs = cpu_ms["this tree"], cpu_ms[rev]
+            ratio = statistics.median(
+                statistics.median(a) / statistics.median(b) for a, b in zip(ours, theirs, strict=True)
+            )
+            target_ms = 10 * TARGET_SCREEN_PCT[size]
+            for side, rounds_ms in cpu_ms.items():
+                every = [ms for one in rounds_ms for ms in one]
+                print(
+                    f"  {size[0]}x{size[1]} {side:>10}: CPU per refresh {summary_ms(every)} (of {len(every)}), "
+                    f"rounds' medians {', '.join(f'{statistics.median(one):.1f}' for one in rounds_ms)} ms; "
+                    f"target at 1 refresh/s <= {target_ms:.0f} ms: "
+                    f"{'met' if statistics.median(every) <= target_ms else 'NOT met'} by the median"
+                )
+            print(f"  {size[0]}x{size[1]} this tree / {rev}, median of the rounds' ratios: {ratio:.2f}")
+
+
 def cluster_view_figures(ultraservers: int, size: tuple[int, int]) -> dict[str, list[float]]:
     """Repaint and key latency of the cluster view over `ultraservers` UltraServers of 36 hosts."""
     app, next_refresh = scale_app(ultraservers)
@@ -347,7 +384,7 @@ def spread(values: list[float], fmt: str) -> str:
     return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}-{max(values):{fmt}})"
 
 
-def print_pair_figures(warmup_s: float, window_s: float, rounds: int, against: str | None) -> int:
+def print_pair_figures(warmup_s: float, window_s: float, rounds: int, against: str | None, data: str) -> int:
     """The UltraServer view's whole-process cost with few demos running: for each size and colour
     mode in turn, one app in a pty beside the same demo headless (and, with `against`, the same pair
     again with commit `against`'s code), started together and measured over the same `rounds`
@@ -358,29 +395,39 @@ def print_pair_figures(warmup_s: float, window_s: float, rounds: int, against: s
         trees: dict[str, Path | None] = {"this tree": None}
         if against:
             trees[against] = staged_tree(against, Path(tmp) / "against")
-        # One recording of the demo for every run: each side replays the same lines. It outlasts
-        # the windows, so no replay reaches its end inside one.
-        recording = Path(tmp) / "demo.rec"
-        record_s = warmup_s + rounds * window_s + 30
-        print(f"recording {record_s:.0f} s of the demo (headless) for the runs to replay ...", flush=True)
-        recorded = subprocess.run(
-            demo(record_s, f"{tmp}/recorded.json", headless=True) + ["--record", str(recording)],
-            capture_output=True,
-            text=True,
-        )
-        if recorded.returncode:
-            print(f"recording the demo failed:\n{recorded.stderr}", file=sys.stderr)
-            return 1
+        if data == "replay":
+            # One recording of the demo for every run: each side replays the same lines. It outlasts
+            # the windows, so no replay reaches its end inside one.
+            recording = Path(tmp) / "demo.rec"
+            record_s = warmup_s + rounds * window_s + 30
+            print(f"recording {record_s:.0f} s of the demo (headless) for the runs to replay ...", flush=True)
+            recorded = subprocess.run(
+                demo(record_s, f"{tmp}/recorded.json", headless=True) + ["--record", str(recording)],
+                capture_output=True,
+                text=True,
+            )
+            if recorded.returncode:
+                print(f"recording the demo failed:\n{recorded.stderr}", file=sys.stderr)
+                return 1
+
+            def command(receipt: str, headless: bool = False) -> list[str]:
+                return replay(recording, duration_s, receipt, headless)
+        else:
+
+            def command(receipt: str, headless: bool = False) -> list[str]:
+                return demo(duration_s, receipt, headless)
+
         print(
             f"UltraServer view, one size and colour mode at a time beside its headless baseline, "
-            f"{rounds} windows of {window_s:.0f} s each ({', '.join(trees)} side by side in the same windows):"
+            f"{rounds} windows of {window_s:.0f} s each ({', '.join(trees)} side by side in the same windows; data: "
+            f"{'a replay of the recorded demo' if data == 'replay' else 'the demo itself'}):"
         )
         for colours in COLOURS:
             for size in SIZES:
                 pairs = {
                     side: (
-                        start_screen(size, colours, replay(recording, duration_s, f"{tmp}/r-{i}.json"), tree),
-                        start_headless(replay(recording, duration_s, f"{tmp}/h-{i}.json", headless=True), tree),
+                        start_screen(size, colours, command(f"{tmp}/r-{i}.json"), tree),
+                        start_headless(command(f"{tmp}/h-{i}.json", headless=True), tree),
                     )
                     for i, (side, tree) in enumerate(trees.items())
                 }
@@ -436,18 +483,40 @@ def main() -> int:
         action="store_true",
         help="only the UltraServer view, one size and colour mode at a time beside its headless baseline",
     )
-    parser.add_argument("--rounds", type=int, default=6, help="--pairs: windows measured per size and colour mode")
     parser.add_argument(
-        "--against", metavar="REV", help="--pairs: also run commit REV's code, side by side in the same windows"
+        "--rounds",
+        type=int,
+        default=6,
+        help="--pairs: windows per size and colour mode; --in-process-only --against: alternating rounds",
     )
+    parser.add_argument(
+        "--against",
+        metavar="REV",
+        help="--pairs or --in-process-only: also run commit REV's code, side by side (same windows / alternating rounds)",
+    )
+    parser.add_argument(
+        "--data",
+        choices=("replay", "demo"),
+        default="replay",
+        help="--pairs: the runs replay one recording of the demo (default), or each runs the demo itself",
+    )
+    parser.add_argument("--refresh-child", metavar="WxH", help=argparse.SUPPRESS)  # one side's figures, as JSON
     args = parser.parse_args()
+    if args.refresh_child:
+        cols, rows = (int(n) for n in args.refresh_child.split("x"))
+        print(json.dumps(refresh_cpu_ms((cols, rows))))
+        return 0
     print(
         f"load average at start: {' / '.join(f'{x:.1f}' for x in os.getloadavg())} (1 / 5 / 15 min), "
         f"{os.cpu_count()} cores"
     )
     load_at_start = os.getloadavg()[0]
     if args.pairs:
-        return print_pair_figures(args.warmup, args.window, args.rounds, args.against)
+        return print_pair_figures(args.warmup, args.window, args.rounds, args.against, args.data)
+    if args.in_process_only and args.against:
+        print_refresh_against(args.against, args.rounds)
+        print(f"load average at end: {' / '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        return 0
     if args.in_process_only:
         print_refresh_figures()
         print(f"load average at end: {' / '.join(f'{x:.1f}' for x in os.getloadavg())}")
