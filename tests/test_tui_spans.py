@@ -1,17 +1,21 @@
 """Partial screen updates: only the changed runs of a line are sent, and the terminal ends up the same."""
 
+import asyncio
 import re
 
+import pytest
 import textual
 from rich.cells import cell_len
 from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
+from rich.text import Text
 from textual._compositor import ChopsUpdate
 from textual.strip import Strip
 
 from trnwatch.tui.span_updates import CHECKED_VERSIONS, render_dirty_spans, send_dirty_spans_only
-from trnwatch.tui.widgets import SPAN_GAP_CELLS, changed_spans
+from trnwatch.tui.widgets import SPAN_GAP_CELLS, TextLines, changed_spans, line_segments
+from tests.tui_fleet import make_scenario_app
 
 RED, BLUE, GREEN = Style(color="#ff0000"), Style(color="#0000ff", bgcolor="#101010"), Style(color="#00ff00", bold=True)
 CONTROL = re.compile(r"\x1b\[(\d+);(\d+)H|\x1b\[([0-9;]*)m|(\n)|(.)", re.DOTALL)
@@ -100,3 +104,41 @@ def test_changed_spans_count_cells_not_characters():
     assert changed_spans(old, new) == [(5, 6)]
     shorter = strip(("日本", RED))  # the tail is cleared: cells 4 and 5
     assert changed_spans(old, shorter) == [(4, 6)]
+
+
+def every_line(app) -> list[Text]:
+    return [line for widget in app.query(TextLines) for line in widget._texts]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 60)])
+@pytest.mark.parametrize("scenario", ["ecc", "hang", "host-loss"])
+def test_lines_are_cut_at_their_spans_as_rich_renders_them(scenario, size):
+    app = make_scenario_app(scenario)
+    lines: list[Text] = []
+
+    async def run() -> None:
+        async with app.run_test(size=size) as pilot:
+            for key in ("", "l", "j", "h", "c"):  # every scope's lines
+                if key:
+                    await pilot.press(key)
+                await pilot.pause()
+                lines.extend(every_line(app))
+
+    asyncio.run(run())
+    console, base = app.console, Style(color="#cccccc", bgcolor="#111111")
+    assert len(lines) > 100
+    for line in lines:
+        assert list(line_segments(line, console, base)) == list(Segment.apply_style(line.render(console), base))
+
+
+def test_lines_rich_must_walk_are_left_to_rich():
+    console, base = Console(), Style(bgcolor="#111111")
+    overlapping = Text("abcdef")
+    overlapping.stylize(RED, 0, 4)
+    overlapping.stylize(GREEN, 2, 6)
+    with_base = Text("abc", style=BLUE)
+    with_base.stylize(RED, 1, 2)
+    named = Text("abc")
+    named.stylize("bold", 0, 2)
+    for line in (overlapping, with_base, named):
+        assert list(line_segments(line, console, base)) == list(Segment.apply_style(line.render(console), base))

@@ -10,7 +10,10 @@ Levels are glyphs first: utilisation is a bar height, HBM fill a shade, so they 
 colour (monochrome theme, NO_COLOR); sparklines are single-style text.
 """
 
+from collections.abc import Iterable
+
 from rich.cells import cell_len
+from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -112,6 +115,34 @@ def merge_blanks(segments) -> list[Segment]:
     return out
 
 
+def line_segments(line: Text, console: Console, base: Style) -> Iterable[Segment]:
+    """`Segment.apply_style(line.render(console), base)`: the line's segments over the widget's
+    colours. The lines `scope.styled` builds (spans in order, none overlapping, each a Style) are
+    cut at their spans directly, which is what Rich's general walk over span edges gives them."""
+    spans = line.spans
+    if (
+        line.style
+        or not all(isinstance(span.style, Style) for span in spans)
+        or any(b.start < a.end for a, b in zip(spans, spans[1:], strict=False))
+    ):
+        return Segment.apply_style(line.render(console), base)
+    text = line.plain
+    if not spans:
+        return [Segment(text, base)]
+    out = []
+    at = 0
+    for span in spans:
+        if span.end <= span.start:
+            continue
+        if span.start > at:
+            out.append(Segment(text[at : span.start], base))
+        out.append(Segment(text[span.start : span.end], base + span.style))  # type: ignore[operator]
+        at = span.end
+    if at < len(text):
+        out.append(Segment(text[at:], base))
+    return out
+
+
 # Two changed runs of a line closer than this many cells are sent as one span: a span of its own
 # costs a cursor move, and the cells between cost little more.
 SPAN_GAP_CELLS = 3
@@ -182,7 +213,7 @@ class TextLines(ScrollView, can_focus=False):
         new = [
             self._strips[y]
             if y < len(old_texts) and (line is old_texts[y] or line == old_texts[y])
-            else Strip(merge_blanks(Segment.apply_style(line.render(console), base)), line.cell_len)
+            else Strip(merge_blanks(line_segments(line, console, base)), line.cell_len)
             for y, line in enumerate(lines)
         ]
         self._texts, self._style = list(lines), base
