@@ -49,5 +49,5 @@ def send_dirty_spans_only() -> bool:
     docstring); True if installed, False under a Textual version it was not checked against."""
     if textual.__version__ not in CHECKED_VERSIONS:
         return False
-    ChopsUpdate.render_segments = render_dirty_spans  # type: ignore[method-assign]
+    ChopsUpdate.render_segments = render_dirty_spans  # type: ignore[method-assign,assignment]
     return True
