@@ -43,7 +43,7 @@ def test_cluster_key_shows_every_ultraserver_as_a_row_and_the_header_names_the_c
     assert "CLUSTER · 3 UltraServers · 109 hosts · 448 chips" in seen.header
     text = seen.text
     assert "over 444 chips on 108/109 fresh hosts  stale 1  lost 0  (left out)" in text
-    assert "ECC 1 chip" in text and "idle 140" in text
+    assert "ECC 1 (1 uncorr.)" in text and "idle 140" in text  # the short wording that fits 80 columns
     lines = rows(seen.text)
     assert len(lines) == 4
     stale = next(line for line in lines if line.startswith(ultraserver_id(2)[:15]))

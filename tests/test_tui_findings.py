@@ -84,7 +84,7 @@ def test_go_to_fault_key_opens_the_culprit_chip():
 
 def test_uncorrected_ecc_is_counted_apart_on_the_ultraserver_and_chip_views():
     text = drive(make_scenario_app("ecc")).text
-    assert "ECC 1 chip (1 uncorrected)" in text
+    assert "ECC 1 (1 uncorr.)" in text  # the rollup line's wording that fits 80 columns
     assert "1 uncorrected ECC" in text  # why 7/2 is the chip to look at first
     chip = drive(make_scenario_app("ecc"), keys=("g",)).text
     assert "(1 UNCORRECTED)" in chip
