@@ -22,6 +22,7 @@ import pytest
 
 from trnwatch.workloads.sim.fleet import SimHost
 from trnwatch.workloads.sim.topology import get_topology
+from tests.terminal_screen import screen_lines
 
 pytestmark = pytest.mark.slow
 
@@ -86,11 +87,14 @@ class PtyApp:
             time.sleep(0.1)
 
     def wait_for_screen(self, chips: str = "144 chips") -> None:
-        """The screen is drawn and every host has reported: the header counts `chips`. (Updates
-        repaint a changed line from its left edge up to its last changed cell, so the header's
-        boundary, which ends where its count changed, passes the wire whole.)"""
+        """The screen is drawn and every host has reported: the header counts `chips` (read on
+        the screen the bytes leave: an update sends only the changed cells of a line)."""
         self.wait_for("ULTRASERVER")
-        self.wait_for(chips)
+        deadline = time.monotonic() + 120.0
+        while not any(chips in line for line in screen_lines(self.text())):
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise AssertionError(f"{chips!r} never appeared on screen: {screen_lines(self.text())[:3]!r}")
+            time.sleep(0.1)
 
     def send(self, keys: bytes) -> None:
         os.write(self.master, keys)

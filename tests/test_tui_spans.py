@@ -1,11 +1,9 @@
 """Partial screen updates: only the changed runs of a line are sent, and the terminal ends up the same."""
 
 import asyncio
-import re
 
 import pytest
 import textual
-from rich.cells import cell_len
 from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
@@ -15,50 +13,31 @@ from textual.strip import Strip
 
 from trnwatch.tui.span_updates import CHECKED_VERSIONS, render_dirty_spans, send_dirty_spans_only
 from trnwatch.tui.widgets import SPAN_GAP_CELLS, TextLines, changed_spans, line_segments
+from tests.terminal_screen import terminal_cells
 from tests.tui_fleet import make_scenario_app
 
 RED, BLUE, GREEN = Style(color="#ff0000"), Style(color="#0000ff", bgcolor="#101010"), Style(color="#00ff00", bold=True)
-CONTROL = re.compile(r"\x1b\[(\d+);(\d+)H|\x1b\[([0-9;]*)m|(\n)|(.)", re.DOTALL)
-
-
-def terminal(output: str, cells: dict | None = None) -> dict[tuple[int, int], tuple[str, str]]:
-    """What `output` leaves on a terminal: (y, x) -> (character, SGR parameters in force); a
-    minimal model of the cursor moves, colour sequences and text Textual writes."""
-    cells = {} if cells is None else cells
-    y = x = 0
-    sgr = ""
-    for move_y, move_x, params, newline, ch in CONTROL.findall(output):
-        if move_y:
-            y, x = int(move_y) - 1, int(move_x) - 1
-        elif newline:
-            y, x = y + 1, 0
-        elif ch:
-            cells[(y, x)] = (ch, sgr)
-            x += cell_len(ch)
-        else:  # a colour sequence: a reset, or more attributes on those in force
-            sgr = "" if params in ("", "0") else sgr + ";" + params
-    return cells
 
 
 def strip(*parts: tuple[str, Style]) -> Strip:
     return Strip([Segment(text, style) for text, style in parts])
 
 
-def test_a_dirty_span_is_sent_from_its_own_first_cell_and_leaves_the_same_terminal():
+def test_a_dirty_span_is_sent_from_its_own_first_cell_and_leaves_the_same_terminal_cells():
     # Two widgets side by side on one line (cells 0-19 and 20-29); the span 7-24 is dirty.
     left = strip(("ab", RED), ("cdef", BLUE), ("▁▂▃", GREEN), ("ghijklmnopq", RED))
     right = strip(("0123", BLUE), ("456789", GREEN))
     update = ChopsUpdate([{0: left, 20: right}], [(0, 7, 25)], [[20, 30]])
     console = Console(color_system="truecolor", force_terminal=True, width=30)
     before, after = update.render_segments(console), render_dirty_spans(update, console)
-    full = terminal(before)
-    sent = terminal(after)
+    full = terminal_cells(before)
+    sent = terminal_cells(after)
     assert sorted(x for _, x in sent) == list(range(7, 25))  # the dirty cells, no more
     assert all(full[cell] == sent[cell] for cell in sent)  # in the same characters and styles
     assert min(x for _, x in full) == 0  # Textual's own method re-sends the line from its left edge
     assert len(after) < len(before)
     # Painted over the screen the full method leaves, the new one changes nothing.
-    assert terminal(after, dict(full)) == full
+    assert terminal_cells(after, dict(full)) == full
 
 
 def test_a_line_wholly_inside_its_span_is_sent_whole():
