@@ -227,3 +227,36 @@ def mark_stale_cores(chips: list[ChipState], cores_per_chip: int | None, stale_c
     for chip in chips:
         chip.util_stale_cores = tuple(sorted(c for c in stale_cores if c // cores_per_chip == chip.index))
         chip.util_stale_samples += bool(chip.util_stale_cores)
+
+
+@dataclass(frozen=True, slots=True)
+class ChipFigures:
+    """A host's latest chip figures added up, once per report (the last step of its fold):
+    what UltraServer and cluster rollups sum (ledger/rollups.py), so a rollup over 1,152 hosts
+    walks hosts, not chips, and pays nothing per chip on the event loop when it is drawn."""
+
+    chips: int
+    hbm_used_bytes: int  # unknown figures count as 0, as in the rollup (its boundary says so)
+    hbm_capacity_bytes: int | None  # None when any chip's capacity is unknown
+    utils: tuple[float, ...]  # the chips' known utilisation, in chip order
+    ecc_seen: bool  # some chip's ECC counters read non-zero at some report (totals: rollups.chip_ecc)
+
+
+NO_CHIPS = ChipFigures(0, 0, 0, (), False)
+
+
+def chip_figures(chips: list[ChipState]) -> ChipFigures:
+    used_bytes = 0
+    capacity_bytes: int | None = 0
+    utils = []
+    ecc_seen = False
+    for chip in chips:
+        used_bytes += chip.hbm_bytes or 0
+        if chip.hbm_capacity_bytes is None:
+            capacity_bytes = None
+        elif capacity_bytes is not None:
+            capacity_bytes += chip.hbm_capacity_bytes
+        if chip.util_pct is not None:
+            utils.append(chip.util_pct)
+        ecc_seen = ecc_seen or chip.ecc.nonzero
+    return ChipFigures(len(chips), used_bytes, capacity_bytes, tuple(utils), ecc_seen)

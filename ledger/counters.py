@@ -47,6 +47,9 @@ class CounterFamily:
     series: dict[str, _Series] = field(default_factory=dict)
     reports: int = 0
     declared_counter: bool = False  # the source declared running totals (Prometheus counters)
+    # Some counter read non-zero at some report. While False every total is 0 under any
+    # reading, which a rollup over thousands of chips decides without reading the family.
+    nonzero: bool = False
 
     def add(self, values: dict[str, int]) -> int:
         """Fold one report's counts (counter name -> value). Names come from input: past
@@ -72,6 +75,8 @@ class CounterFamily:
                     s.repeated_nonzero = True
             s.last = value
             s.total += value
+        if not self.nonzero:
+            self.nonzero = any(values.values())
         return refused
 
     @property

@@ -16,9 +16,12 @@ from trnwatch.collectors.neuron_monitor import Report
 from trnwatch.collectors.prometheus import ExporterReport
 from trnwatch.ledger.chips import (
     HISTORY_SAMPLES,
+    NO_CHIPS,
+    ChipFigures,
     ChipFrame,
     ChipHistory,
     ChipState,
+    chip_figures,
     fold_chip_samples,
     fold_ecc,
     mark_stale_cores,
@@ -28,7 +31,7 @@ from trnwatch.ledger.report_groups import group_ok
 from trnwatch.ledger.runtimes import RuntimeKey, RuntimeState, fold_runtime_entries, retire_runtimes
 
 # Handed on to the readers, so they need not know how the state is split.
-__all__ = ["HISTORY_SAMPLES", "ChipHistory", "ChipState", "HostState", "RuntimeState"]
+__all__ = ["HISTORY_SAMPLES", "ChipFigures", "ChipHistory", "ChipState", "HostState", "RuntimeState"]
 
 
 @dataclass(slots=True)
@@ -61,6 +64,7 @@ class HostState:
     runtimes_evicted: int = 0
     simulated: bool = False
     exporter_gauges: ExporterGauges | None = None  # hosts read through a Prometheus exporter
+    figures: ChipFigures = NO_CHIPS  # the chips' latest figures added up, after each report
 
     def fold(self, report: Report, received_s: float) -> None:
         """Fold one validated report received at `received_s` into this host's state.
@@ -82,6 +86,7 @@ class HostState:
         self._fold_system(report, declared_counters)
         if self.exporter_gauges is not None:
             mark_stale_cores(self.chips, self.cores_per_chip, self.exporter_gauges.stale_cores)
+        self.figures = chip_figures(self.chips)
 
     def _fold_identity(self, report: Report) -> None:
         info = report.instance_info

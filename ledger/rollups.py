@@ -14,6 +14,7 @@ whole ledger at one "now" (every host's freshness, each source's period) are kep
 refresh (findings, rollups, the views' rows, the status line) compute them once.
 """
 
+import math
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TypeVar
@@ -78,7 +79,7 @@ NO_ECC = ChipEcc(0, 0, False)
 
 def chip_ecc(chip: ChipState) -> ChipEcc:
     # The common case, decided without a reading: no counter ever non-zero is no event under any.
-    if not any(series.total for series in chip.ecc.series.values()):
+    if not chip.ecc.nonzero:
         return NO_ECC
     totals = chip.ecc.totals()
     return ChipEcc(
@@ -135,21 +136,26 @@ def _source_periods_s(ledger: "Ledger") -> dict[str, float]:
     return periods
 
 
-def host_freshness(ledger: "Ledger", host: HostState, now_s: float, periods_s: dict[str, float]) -> Freshness:
-    """fresh (in every figure), stale (reports stopped: last figures shown with their age, left
-    out of rollups) or lost (its source ended with an error or its link is down)."""
-    source = ledger.sources.get(host.source_id)
-    if source is not None and source.state(now_s, periods_s.get(host.source_id)) == "lost":
-        return "lost"
-    return "fresh" if ledger.host_fresh(host, now_s) else "stale"
-
-
 def freshness_at(ledger: "Ledger", now_s: float) -> dict[str, Freshness]:
-    """`host_freshness` of every host at `now_s`, by host id (computed once per refresh)."""
+    """Every host's freshness at `now_s`, by host id: fresh (in every figure), stale (reports
+    stopped: last figures shown with their age, left out of rollups) or lost (its source ended
+    with an error or its link is down). Computed once per refresh, each source's state once
+    (a Prometheus server feeds every host)."""
 
     def compute() -> dict[str, Freshness]:
         periods_s = source_periods_s(ledger)
-        return {h.host_id: host_freshness(ledger, h, now_s, periods_s) for h in ledger.hosts.values()}
+        lost: dict[str, bool] = {}
+        freshness: dict[str, Freshness] = {}
+        for host in ledger.hosts.values():
+            source_id = host.source_id
+            if source_id not in lost:
+                source = ledger.sources.get(source_id)
+                lost[source_id] = source is not None and source.state(now_s, periods_s.get(source_id)) == "lost"
+            if lost[source_id]:
+                freshness[host.host_id] = "lost"
+            else:
+                freshness[host.host_id] = "fresh" if ledger.host_fresh(host, now_s) else "stale"
+        return freshness
 
     return per_update(ledger, "freshness", compute, now_s)
 
@@ -206,90 +212,92 @@ class ClusterRollup(Rollup):
         return self.ultraservers + ([self.unplaced] if self.unplaced else [])
 
 
-def _figures(ledger: "Ledger", hosts: list[HostState], states: list[Freshness], silent: int) -> dict:
-    fresh = [h for h, state in zip(hosts, states, strict=True) if state == "fresh"]
-    chips = [c for h in fresh for c in h.chips]
-    utils = [c.util_pct for c in chips if c.util_pct is not None]
-    capacities = [c.hbm_capacity_bytes for c in chips]
-    ecc = [e for h in fresh for e in host_ecc(ledger, h)]
+def _summed(ledger: "Ledger", fresh: list[HostState]) -> dict:
+    """The chip figures over fresh hosts, from each host's `figures` (added up in its fold).
+    The mean is `math.fsum`'s: exact, so the same in whatever order the hosts are added up
+    (per UltraServer or over the cluster)."""
+    figures = [h.figures for h in fresh]
+    utils = [u for f in figures for u in f.utils]
+    ecc = [e for h in fresh if h.figures.ecc_seen for e in host_ecc(ledger, h)]
     return dict(
-        hosts_total=len(hosts) + silent,
-        hosts_fresh=len(fresh),
-        hosts_stale=states.count("stale"),
-        hosts_lost=states.count("lost"),
-        hosts_silent=silent,
-        chips=len(chips),
-        chips_total=sum(len(h.chips) for h in hosts),
-        hbm_used_bytes=sum(c.hbm_bytes or 0 for c in chips),
-        hbm_capacity_bytes=known_sum(capacities),
-        util_mean_pct=sum(utils) / len(utils) if utils else None,
+        chips=sum(f.chips for f in figures),
+        hbm_used_bytes=sum(f.hbm_used_bytes for f in figures),
+        hbm_capacity_bytes=known_sum([f.hbm_capacity_bytes for f in figures]),
+        util_mean_pct=math.fsum(utils) / len(utils) if utils else None,
         util_min_pct=min(utils) if utils else None,
-        chips_idle=sum(1 for u in utils if u == 0.0),
+        chips_idle=utils.count(0.0),
         chips_with_ecc=sum(1 for e in ecc if e.had_ecc),
         chips_with_uncorrected_ecc=sum(1 for e in ecc if e.uncorrected),
     )
 
 
-def ultraserver_rollup(
-    ledger: "Ledger",
-    ultraserver: str,
-    hosts: list[HostState],
-    now_s: float,
-    silent: int = 0,
-    freshness: dict[str, Freshness] | None = None,
-) -> UltraServerRollup:
-    """Latest figures of `hosts` (one UltraServer), counting only hosts whose data is fresh;
-    `silent`: configured members that never reported; `freshness`: each host's, when known."""
-    freshness = freshness_at(ledger, now_s) if freshness is None else freshness
-    states = [freshness[h.host_id] for h in hosts]
-    return UltraServerRollup(ultraserver=ultraserver, **_figures(ledger, hosts, states, silent))
+def ultraserver_rollup(ledger: "Ledger", ultraserver: str, hosts: list[HostState], now_s: float) -> UltraServerRollup:
+    """Latest figures of `hosts` (one UltraServer), counting only hosts whose data is fresh."""
+    return _row(ledger, ultraserver, hosts, 0, freshness_at(ledger, now_s), [])
 
 
 def cluster_rollup(ledger: "Ledger", now_s: float) -> ClusterRollup:
     """One row per UltraServer (configured or reported), hosts in no UltraServer in a row of
     their own, and the totals; figures over fresh hosts only. A configured member that never
-    reported counts in `hosts_total` (as silent), never as fresh."""
+    reported counts in `hosts_total` (as silent), never as fresh. Computed once per refresh."""
+    return per_update(ledger, "cluster", lambda: _cluster_rollup(ledger, now_s), now_s)
+
+
+def _cluster_rollup(ledger: "Ledger", now_s: float) -> ClusterRollup:
     freshness = freshness_at(ledger, now_s)
-    placed = ledger.ultraservers()
+    placed: dict[str, list[HostState]] = {}
+    loose: list[HostState] = []
+    for host in ledger.hosts.values():
+        us = ledger.ultraserver_of(host)
+        if us is None:
+            loose.append(host)
+        else:
+            placed.setdefault(us, []).append(host)
     configured: dict[str, set[str]] = {}
     for key, us in ledger.ultraserver_overrides.items():
         configured.setdefault(us, set()).add(key)
     rows = []
-    silent_total = 0
+    fresh: list[HostState] = []  # every fresh host, row by row
     for us in sorted(set(placed) | set(configured)):
         hosts = placed.get(us, [])
-        seen = {key for h in hosts for key in (h.host_id, h.source_id)}
-        silent = len(configured.get(us, set()) - seen)
-        silent_total += silent
-        rows.append(ultraserver_rollup(ledger, us, hosts, now_s, silent, freshness))
-    loose = [h for h in ledger.hosts.values() if ledger.ultraserver_of(h) is None]
-    unplaced = ultraserver_rollup(ledger, "", loose, now_s, 0, freshness) if loose else None
+        silent = 0
+        if us in configured:
+            seen = {key for h in hosts for key in (h.host_id, h.source_id)}
+            silent = len(configured[us] - seen)
+        rows.append(_row(ledger, us, hosts, silent, freshness, fresh))
+    unplaced = _row(ledger, "", loose, 0, freshness, fresh) if loose else None
     everything = rows + ([unplaced] if unplaced else [])
-    # Counts add up over the rows (each chip's ECC totals are read once, in its row); the mean,
-    # minimum and capacity are over the fresh chips themselves (each chip weighs the same).
-    chips = [c for h in ledger.hosts.values() if freshness[h.host_id] == "fresh" for c in h.chips]
-    utils = [c.util_pct for c in chips if c.util_pct is not None]
-    capacities = [c.hbm_capacity_bytes for c in chips]
-    summed = (
-        "hosts_total",
-        "hosts_fresh",
-        "hosts_stale",
-        "hosts_lost",
-        "hosts_silent",
-        "chips",
-        "chips_total",
-        "hbm_used_bytes",
-        "chips_idle",
-        "chips_with_ecc",
-        "chips_with_uncorrected_ecc",
-    )
+    counts = ("hosts_total", "hosts_fresh", "hosts_stale", "hosts_lost", "hosts_silent", "chips_total")
     return ClusterRollup(
         ultraservers=rows,
         unplaced=unplaced,
-        **{name: sum(getattr(r, name) for r in everything) for name in summed},
-        hbm_capacity_bytes=known_sum(capacities),
-        util_mean_pct=sum(utils) / len(utils) if utils else None,
-        util_min_pct=min(utils) if utils else None,
+        **{name: sum(getattr(r, name) for r in everything) for name in counts},
+        **_summed(ledger, fresh),
+    )
+
+
+def _row(
+    ledger: "Ledger",
+    ultraserver: str,
+    hosts: list[HostState],
+    silent: int,
+    freshness: dict[str, Freshness],
+    fresh_out: list[HostState],
+) -> UltraServerRollup:
+    """The rollup of one UltraServer's `hosts` (`silent`: configured members that never
+    reported); its fresh hosts are added to `fresh_out`."""
+    states = [freshness[h.host_id] for h in hosts]
+    fresh = [h for h, state in zip(hosts, states, strict=True) if state == "fresh"]
+    fresh_out.extend(fresh)
+    return UltraServerRollup(
+        ultraserver=ultraserver,
+        hosts_total=len(hosts) + silent,
+        hosts_fresh=len(fresh),
+        hosts_stale=states.count("stale"),
+        hosts_lost=states.count("lost"),
+        hosts_silent=silent,
+        chips_total=sum(len(h.chips) for h in hosts),
+        **_summed(ledger, fresh),
     )
 
 

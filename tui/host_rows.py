@@ -6,7 +6,7 @@ host list, and what a jump (`/7/2`) names. "Now" is the session's clock
 (`ledger.snapshot.session_now_s`): the wall clock for live and simulated sessions, the time of
 the latest line for a replay, a fixed time in tests.
 
-Freshness is the ledger's rule (`ledger.rollups.host_freshness`): a host whose reports stopped
+Freshness is the ledger's rule (`ledger.rollups.freshness_at`): a host whose reports stopped
 is not fresh, its last figures are shown with their age and left out of every rollup.
 """
 
