@@ -137,14 +137,13 @@ class AnswerUnreadable(FetchError):
     """A query answered 200 with something that is not a successful instant vector."""
 
 
-def _vector_rows(body: bytes) -> Iterator[dict]:
+def _vector_rows(text: str) -> Iterator[dict]:
     """The rows of an instant-vector answer; AnswerUnreadable if it is not a successful one.
 
     Prometheus' own layout is decoded one row at a time: a 3 MB answer in a single `json.loads`
     is one C call of 70-140 ms, which nothing can interrupt; between rows the split pauses for
     the event loop. Any other layout (another server, whitespace) is decoded whole.
     """
-    text = body.decode("utf-8", "replace")
     if text.startswith(_VECTOR_PREFIX):
         at = len(_VECTOR_PREFIX)
         while text[at] != "]":
@@ -169,8 +168,10 @@ def _split(
     so a caller can pause between steps."""
     hosts: dict[str, list[object]] = {}
     for name, body in answers:
+        text = body.decode("utf-8", "replace")
+        yield  # a step of its own: 1-3 ms for a 3 MB answer
         try:
-            for row in _vector_rows(body):
+            for row in _vector_rows(text):
                 labels = row["metric"]
                 instance_id = labels.pop("instance_id", None)
                 if instance_id is None:
@@ -186,7 +187,8 @@ def _split(
             raise
         except Exception as exc:  # noqa: BLE001 - any failure to read one answer is that answer's fault
             raise AnswerUnreadable(f"unreadable query answer ({type(exc).__name__})") from None
-    for instance_id, flat in sorted(hosts.items()):
+    for instance_id in sorted(hosts):
+        flat = hosts.pop(instance_id)  # freed step by step: 700 k objects at once took 19 ms
         samples = [flat[i : i + 3] for i in range(0, len(flat), 3)]
         lines.append(
             json.dumps(

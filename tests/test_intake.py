@@ -176,3 +176,59 @@ def test_the_intake_freezes_state_while_hosts_appear_collects_each_slice_and_unf
     assert intake.freezes >= 2  # at the start, and once the hosts had appeared
     assert gc.get_freeze_count() == 0  # collectable again once the session is over
     assert collections.count(0) + collections.count(1) >= intake.slices  # a young collection per slice
+
+
+def test_full_collections_run_between_slices_and_the_collector_gets_its_thresholds_back(monkeypatch):
+    # CPython starts no full collection of its own while the intake runs (one inside a fold or
+    # a Prometheus answer's split would stall the loop): the intake runs them between two slices.
+    # Here one is due after every collection of the middle generation.
+    monkeypatch.setattr("trnwatch.intake.OLDER_PER_FULL", 1)
+    lines = _lines(60, sources=2) * 3
+    ledger = OrderLedger()
+    full_inside: list[str] = []
+    intakes: list[Intake] = []
+
+    class NotingIntake(Intake):
+        running = collecting = False
+
+        async def run(self) -> None:
+            self.running = True
+            await super().run()
+
+        def close(self) -> None:
+            super().close()
+            self.running = False
+
+        def _collect(self) -> None:
+            self.collecting = True
+            super()._collect()
+            self.collecting = False
+
+    def note(phase: str, info: dict) -> None:
+        intake = intakes[0] if intakes else None
+        if phase == "start" and info["generation"] == 2 and intake and intake.running and not intake.collecting:
+            full_inside.append(f"a full collection outside the intake's, {intake.queued} queued")
+
+    async def arriving():
+        for line in lines:
+            yield line
+
+    async def main():
+        session = Session(ledger, [SourceSpec("relay", "neuron-monitor", arriving, relay=True)], fold_slice_s=0.0)
+        session._intake = NotingIntake(ledger, 0.0)
+        intakes.append(session._intake)
+        await session.run()
+
+    thresholds = gc.get_threshold()
+    gc.set_threshold(10, 1, 0)  # the collector on its own would collect everything at every chance
+    gc.callbacks.append(note)
+    try:
+        asyncio.run(main())
+    finally:
+        gc.callbacks.remove(note)
+        restored = gc.get_threshold()
+        gc.set_threshold(*thresholds)
+    assert len(ledger.folded) == len(lines)
+    assert intakes[0].full_collections >= 1
+    assert full_inside == []
+    assert restored == (10, 1, 0)

@@ -23,8 +23,13 @@ hosts or sources, everything alive is frozen (`gc.freeze`), so a full collection
 was made since (one refresh's replaced figures: 24 k objects at 1,152 hosts). Folding makes no
 reference cycles (tests/test_intake.py checks it), so what the ledger drops later is freed by
 reference counting, frozen or not; `close` unfreezes, so anything else frozen on the way is
-collectable again once the session is over. And the young generations are collected after each
-slice, a slice's worth at a time (`_collect_young`).
+collectable again once the session is over. The young generations are collected after each
+slice, a slice's worth at a time, and the oldest one as often as CPython would, between two
+slices too (`_collect`): CPython starts none of its own while the intake runs, because with
+everything frozen its rule (a full collection once what survived since the last one reaches a
+quarter of the old generation) fired every few slices wherever the loop was, and one inside a
+Prometheus answer's split walked every row the split held (5-13 ms at 1,152 hosts, on top of
+the split's slice: docs/scale-out.md).
 
 Nothing is lost: `close` decodes and folds whatever is still queued when the session ends. The
 queue is bounded: a source whose lines arrive faster than they are folded waits in `room` (a
@@ -48,6 +53,10 @@ FOLD_SLICE_S = 0.010
 YOUNG_SLICES_PER_OLDER = 8
 # Items queued (not yet folded) beyond which sources wait: ~2 refreshes of 1,152 promql lines.
 MAX_QUEUED = 4096
+# Collections of the middle generation between two full collections (CPython's own threshold).
+OLDER_PER_FULL = 10
+# Keeps CPython from starting a full collection of its own while the intake runs.
+_NEVER = 2**31 - 1
 
 
 class Intake:
@@ -65,7 +74,9 @@ class Intake:
         self._idle = asyncio.Event()  # nothing queued
         self._idle.set()
         self.freezes = 0  # times long-lived state was frozen out of the collector's walk
+        self.full_collections = 0  # run by the intake (CPython runs none while it runs)
         self._frozen_size = (-1, -1)  # (hosts, sources) when last frozen
+        self._thresholds: tuple[int, int, int] | None = None  # the collector's, while the intake runs
 
     def put(self, item: Line | SourceEvent) -> None:
         """Queue one item (already recorded); it is folded after everything queued before it."""
@@ -89,13 +100,16 @@ class Intake:
 
     async def run(self) -> None:
         """Decode and fold until cancelled (then `close` folds what is left)."""
+        if self._thresholds is None:
+            self._thresholds = gc.get_threshold()
+            gc.set_threshold(self._thresholds[0], self._thresholds[1], _NEVER)
         self._freeze_if_grown()
         while True:
             await self._wake.wait()
             self._wake.clear()
             while self._queue:
                 self._fold_slice()
-                self._collect_young()
+                self._collect()
                 if len(self._queue) < self.max_queued:
                     self._room.set()
                 await asyncio.sleep(0)  # the event loop's turn: keys, repaints, sources
@@ -111,12 +125,18 @@ class Intake:
             if time.perf_counter() >= deadline:
                 return
 
-    def _collect_young(self) -> None:
-        """Collect what the slice made (a few hundred objects: under a millisecond), and the
-        generation above every few slices. Left to itself the collector would wait: folding
-        frees about as many old objects as it makes, which holds its allocation count down
-        while 30 k young objects pile up for one 15-30 ms pass."""
-        if gc.isenabled():
+    def _collect(self) -> None:
+        """Collect what the slice made (a few hundred objects: under a millisecond), the
+        generation above every few slices, and the oldest once the one above was collected
+        OLDER_PER_FULL times since (`gc.get_count()[2]` counts them). Left to itself the
+        collector would wait: folding frees about as many old objects as it makes, which holds
+        its allocation count down while 30 k young objects pile up for one 15-30 ms pass."""
+        if not gc.isenabled():
+            return
+        if gc.get_count()[2] >= OLDER_PER_FULL:
+            gc.collect(2)
+            self.full_collections += 1
+        else:
             gc.collect(1 if self.slices % YOUNG_SLICES_PER_OLDER == 0 else 0)
 
     def _freeze_if_grown(self) -> None:
@@ -141,9 +161,13 @@ class Intake:
             ledger.link_event(item)
 
     def close(self) -> None:
-        """Fold everything still queued, in order (once `run` is cancelled); unfreeze."""
+        """Fold everything still queued, in order (once `run` is cancelled); unfreeze, and give
+        the collector its own thresholds back."""
         while self._queue:
             self._fold(self._queue.popleft())
         gc.unfreeze()
+        if self._thresholds is not None:
+            gc.set_threshold(*self._thresholds)
+            self._thresholds = None
         self._room.set()
         self._idle.set()
