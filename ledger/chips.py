@@ -26,6 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+import msgspec
+
 from trnwatch.collectors.neuron_monitor import DeviceEcc
 from trnwatch.ledger.counters import CounterFamily
 
@@ -91,9 +93,12 @@ class ChipHistory:
 _MAX_HISTORY_BYTES = (1 << 63) - 1
 
 
-@dataclass(slots=True)
-class CoreState:
-    """Latest figures of one logical NeuronCore (only while it is listed as in use)."""
+class CoreState(msgspec.Struct, gc=False):
+    """Latest figures of one logical NeuronCore (only while it is listed as in use).
+
+    Made anew for every core at every report (18 k a refresh at 1,152 hosts), so untracked by
+    the garbage collector (`gc=False`: it holds numbers and a dict of numbers, so it cannot be
+    part of a reference cycle); the chip's dict of them then stays untracked too."""
 
     util_pct: float
     flops: float | None
@@ -229,11 +234,11 @@ def mark_stale_cores(chips: list[ChipState], cores_per_chip: int | None, stale_c
         chip.util_stale_samples += bool(chip.util_stale_cores)
 
 
-@dataclass(frozen=True, slots=True)
-class ChipFigures:
+class ChipFigures(msgspec.Struct, frozen=True, gc=False):
     """A host's latest chip figures added up, once per report (the last step of its fold):
     what UltraServer and cluster rollups sum (ledger/rollups.py), so a rollup over 1,152 hosts
-    walks hosts, not chips, and pays nothing per chip on the event loop when it is drawn."""
+    walks hosts, not chips, and pays nothing per chip on the event loop when it is drawn.
+    Numbers only, so untracked by the garbage collector, like `CoreState`."""
 
     chips: int
     hbm_used_bytes: int  # unknown figures count as 0, as in the rollup (its boundary says so)

@@ -28,6 +28,8 @@ from msgspec.structs import replace
 
 from trnwatch.collectors.prometheus import ExporterReport
 
+NONE_STALE: frozenset[tuple[str, int]] = frozenset()
+
 
 @dataclass(slots=True)
 class ExporterGauges:
@@ -35,14 +37,17 @@ class ExporterGauges:
 
     utilization: dict[tuple[str, int], float] = field(default_factory=dict)
     others_digest: int | None = None
-    stale: frozenset[tuple[str, int]] = frozenset()
+    stale: frozenset[tuple[str, int]] = NONE_STALE
 
     def fresh_only(self, report: ExporterReport) -> ExporterReport:
         """`report` without its stale utilisation gauges; updates the judgement."""
         now, before = report.utilization, self.utilization
         moved = self.others_digest is not None and report.others_digest != self.others_digest
         candidates = now.keys() if moved else self.stale
-        self.stale = frozenset(key for key in candidates if now.get(key) and before.get(key) == now.get(key))
+        # The shared empty set when none is stale: no new tracked object per report.
+        self.stale = (
+            frozenset(key for key in candidates if now.get(key) and before.get(key) == now.get(key)) or NONE_STALE
+        )
         self.utilization, self.others_digest = now, report.others_digest
         if not self.stale:
             return report
