@@ -231,9 +231,12 @@ def _summed(ledger: "Ledger", fresh: list[HostState]) -> dict:
     )
 
 
-def ultraserver_rollup(ledger: "Ledger", ultraserver: str, hosts: list[HostState], now_s: float) -> UltraServerRollup:
-    """Latest figures of `hosts` (one UltraServer), counting only hosts whose data is fresh."""
-    return _row(ledger, ultraserver, hosts, 0, freshness_at(ledger, now_s), [])
+def ultraserver_rollup(
+    ledger: "Ledger", ultraserver: str, hosts: list[HostState], now_s: float, silent: int = 0
+) -> UltraServerRollup:
+    """Latest figures of `hosts` (one UltraServer), counting only hosts whose data is fresh;
+    `silent`: configured members that never reported."""
+    return _row(ledger, ultraserver, hosts, silent, freshness_at(ledger, now_s), [])
 
 
 def cluster_rollup(ledger: "Ledger", now_s: float) -> ClusterRollup:
