@@ -8,7 +8,7 @@ chips with ECC events, and "stalls": the job's verdict on the UltraServer(s) hol
 ranks. Only job telemetry can say a job stalls, so without it that column stays empty.
 
 Rows show utilisation in whole percent on purpose: a mean over 144 chips moves by tenths every
-refresh, and each changed row is repainted from its left edge. Moving the selection lays out the
+refresh, and every row would be sent again each second. Moving the selection lays out the
 last refresh's rows again: at 1,152 hosts the rollup is most of a repaint's cost, and a key must
 be answered at once. Enter (or a click) on a row opens that UltraServer's view.
 """

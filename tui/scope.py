@@ -103,9 +103,9 @@ def column(value: object, width: int, style: Style | None = None) -> tuple[str, 
 
 class ScopeView(Vertical):
     """A scope's screen area: `summary` lines above scrolling `detail` lines, and on wide
-    screens a `side` column beside the detail. The side column is its own widget because a
-    changed cell costs the whole line up to it: figures that change every refresh go there,
-    not at the end of otherwise still lines."""
+    screens a `side` column beside the detail, its own widget: figures that change every
+    refresh go there, not at the end of otherwise still lines (where, without
+    `span_updates`, a changed cell would cost the whole line up to it)."""
 
     DEFAULT_CSS = """
     ScopeView { height: 1fr; }

@@ -36,15 +36,15 @@ on the event loop in chunks, as in Prometheus server mode (tests/tui_fleet.py,
 `--pairs` measures only the UltraServer view's whole-process cost, one size and colour mode at a
 time: one app in a pty beside its own headless baseline, over `--rounds` windows, printing each
 figure's median and range over the windows (the screen's CPU is a difference of two process
-figures, so one window does not settle tenths of a percent). Its data side is cheaper than the
-demo's and the same for every run: the demo is recorded once (headless, `--record`), and each run
-replays that recording in real time (`trnwatch replay R` in the pty, `trnwatch replay R --headless
---speed 1` beside it): the same lines at the same pace, so the screen does the demo's work, without
-the simulator and the 576 rank files it writes and follows. `--against REV` runs commit REV's code
-(`git archive`, staged as it installs, on PYTHONPATH) as a second pair in the same windows, on the
-same recording, and prints the per-window differences. `--data demo` runs the demo itself on both sides instead.
+figures, so one window does not settle tenths of a percent). `--against REV` runs commit REV's code
+(`git archive`, staged as it installs, on PYTHONPATH) as a second pair in the same windows and prints
+the per-window differences. `--data replay` replays one recording of the demo in real time on every
+run instead (`trnwatch replay R`, and `--headless --speed 1` beside it): half the demo's CPU and the
+same lines for both sides, but its headless baseline was measured to cost about a point more than
+the screen process's own replay with no refresh, so it reads the screen's share low; use it for
+bytes and side-by-side differences, not for the CPU targets.
 
-Not a test: it takes about two minutes (`--pairs`: about eight) and prints figures.
+Not a test: it takes about two minutes (`--pairs`: about six) and prints figures.
 """
 
 import argparse
@@ -143,7 +143,7 @@ def cpu_s(pid: int) -> float:
 
 
 def demo(duration_s: float, receipt: str, headless: bool = False) -> list[str]:
-    """The demo's command line (the full run's data side)."""
+    """The demo's command line (the data side of the full run and of `--pairs`)."""
     return (
         TRNWATCH
         + ["demo"]
@@ -153,7 +153,7 @@ def demo(duration_s: float, receipt: str, headless: bool = False) -> list[str]:
 
 
 def replay(recording: Path, duration_s: float, receipt: str, headless: bool = False) -> list[str]:
-    """A replay of `recording` in real time (`--pairs`' data side: the demo's own lines, without
+    """A replay of `recording` in real time (`--pairs --data replay`: the demo's own lines, without
     the simulator and the rank files it writes and follows, so the baseline is half the demo's)."""
     mode = ["--headless", "--speed", "1"] if headless else []
     return TRNWATCH + ["replay", str(recording), *mode, "--duration", str(duration_s), "--receipt", receipt]
@@ -497,8 +497,8 @@ def main() -> int:
     parser.add_argument(
         "--data",
         choices=("replay", "demo"),
-        default="replay",
-        help="--pairs: the runs replay one recording of the demo (default), or each runs the demo itself",
+        default="demo",
+        help="--pairs: each run runs the demo itself (default), or replays one recording of it (reads CPU low)",
     )
     parser.add_argument("--refresh-child", metavar="WxH", help=argparse.SUPPRESS)  # one side's figures, as JSON
     args = parser.parse_args()
