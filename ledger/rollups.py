@@ -231,11 +231,17 @@ def _summed(ledger: "Ledger", fresh: list[HostState]) -> dict:
     )
 
 
-def ultraserver_rollup(
-    ledger: "Ledger", ultraserver: str, hosts: list[HostState], now_s: float, silent: int = 0
-) -> UltraServerRollup:
-    """Latest figures of `hosts` (one UltraServer), counting only hosts whose data is fresh;
-    `silent`: configured members that never reported."""
+def silent_members(ledger: "Ledger", ultraserver: str, hosts: list[HostState]) -> int:
+    """Configured members of `ultraserver` (`--ultraservers`: by host id or stream label) that
+    none of its `hosts` is: they never reported."""
+    seen = {key for h in hosts for key in (h.host_id, h.source_id)}
+    return sum(1 for key, us in ledger.ultraserver_overrides.items() if us == ultraserver and key not in seen)
+
+
+def ultraserver_rollup(ledger: "Ledger", ultraserver: str, hosts: list[HostState], now_s: float) -> UltraServerRollup:
+    """Latest figures of `hosts` (one UltraServer), counting only hosts whose data is fresh and
+    configured members that never reported (as silent)."""
+    silent = silent_members(ledger, ultraserver, hosts) if ultraserver else 0
     return _row(ledger, ultraserver, hosts, silent, freshness_at(ledger, now_s), [])
 
 
@@ -256,17 +262,12 @@ def _cluster_rollup(ledger: "Ledger", now_s: float) -> ClusterRollup:
             loose.append(host)
         else:
             placed.setdefault(us, []).append(host)
-    configured: dict[str, set[str]] = {}
-    for key, us in ledger.ultraserver_overrides.items():
-        configured.setdefault(us, set()).add(key)
+    configured = set(ledger.ultraserver_overrides.values())
     rows = []
     fresh: list[HostState] = []  # every fresh host, row by row
-    for us in sorted(set(placed) | set(configured)):
+    for us in sorted(set(placed) | configured):
         hosts = placed.get(us, [])
-        silent = 0
-        if us in configured:
-            seen = {key for h in hosts for key in (h.host_id, h.source_id)}
-            silent = len(configured[us] - seen)
+        silent = silent_members(ledger, us, hosts) if us in configured else 0
         rows.append(_row(ledger, us, hosts, silent, freshness, fresh))
     unplaced = _row(ledger, "", loose, 0, freshness, fresh) if loose else None
     everything = rows + ([unplaced] if unplaced else [])

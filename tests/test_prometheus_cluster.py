@@ -75,3 +75,13 @@ def test_reported_ultraserver_ids_form_rows_without_configuration():
         0.0,
         0,
     )
+
+
+def test_an_ultraserver_rollup_counts_its_configured_members_that_never_reported_as_the_cluster_row_does():
+    ledger = Ledger("live", ultraservers={"i-a1": "us-a", "i-a2": "us-a", "i-a3": "us-a"})
+    feed(ledger, "i-a1", 100.0)
+    members = ledger.ultraservers()["us-a"]
+    alone = ledger.rollup_ultraserver("us-a", members, 100.5)
+    (row,) = ledger.rollup_cluster(100.5).ultraservers
+    assert (alone.hosts_total, alone.hosts_silent, alone.hosts_fresh) == (3, 2, 1)
+    assert alone == row

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.ledger.rollups import UltraServerRollup, ultraserver_rollup
-from trnwatch.tui.host_rows import NO_GROUP, HostRow, group_hosts, groups, host_rows, sort_and_filter
+from trnwatch.tui.host_rows import HostRow, group_hosts, groups, host_rows, sort_and_filter
 
 
 @dataclass(frozen=True)
@@ -32,19 +32,11 @@ def ultraserver_model(
         group = ids[0]
     hosts = group_hosts(ledger, group)
     rows = host_rows(ledger, hosts, now_s)
-    # Configured members (--ultraservers) that never reported count in the boundary, as in the
-    # cluster rollup's row for this UltraServer.
-    seen = {key for h in hosts for key in (h.host_id, h.source_id)}
-    silent = (
-        0
-        if group == NO_GROUP
-        else sum(1 for key, us in ledger.ultraserver_overrides.items() if us == group and key not in seen)
-    )
     return UltraServerModel(
         group=group,
         group_number=ids.index(group),
         group_count=len(ids),
-        rollup=ultraserver_rollup(ledger, group, hosts, now_s, silent),
+        rollup=ultraserver_rollup(ledger, group, hosts, now_s),  # with configured members that never reported
         rows=tuple(sort_and_filter(rows, sort, filter_)),
         sort=sort,
         filter=filter_,
