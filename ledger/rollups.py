@@ -234,8 +234,22 @@ def _summed(ledger: "Ledger", fresh: list[HostState]) -> dict:
 def silent_members(ledger: "Ledger", ultraserver: str, hosts: list[HostState]) -> int:
     """Configured members of `ultraserver` (`--ultraservers`: by host id or stream label) that
     none of its `hosts` is: they never reported."""
-    seen = {key for h in hosts for key in (h.host_id, h.source_id)}
-    return sum(1 for key, us in ledger.ultraserver_overrides.items() if us == ultraserver and key not in seen)
+    members = configured_members(ledger).get(ultraserver)
+    if not members:
+        return 0
+    return len(members - {key for h in hosts for key in (h.host_id, h.source_id)})
+
+
+def configured_members(ledger: "Ledger") -> dict[str, set[str]]:
+    """UltraServer id -> its members' keys as `--ultraservers` configured them."""
+
+    def compute() -> dict[str, set[str]]:
+        members: dict[str, set[str]] = {}
+        for key, us in ledger.ultraserver_overrides.items():
+            members.setdefault(us, set()).add(key)
+        return members
+
+    return per_update(ledger, "configured-members", compute)
 
 
 def ultraserver_rollup(ledger: "Ledger", ultraserver: str, hosts: list[HostState], now_s: float) -> UltraServerRollup:
@@ -262,13 +276,11 @@ def _cluster_rollup(ledger: "Ledger", now_s: float) -> ClusterRollup:
             loose.append(host)
         else:
             placed.setdefault(us, []).append(host)
-    configured = set(ledger.ultraserver_overrides.values())
     rows = []
     fresh: list[HostState] = []  # every fresh host, row by row
-    for us in sorted(set(placed) | configured):
+    for us in sorted(set(placed) | set(configured_members(ledger))):
         hosts = placed.get(us, [])
-        silent = silent_members(ledger, us, hosts) if us in configured else 0
-        rows.append(_row(ledger, us, hosts, silent, freshness, fresh))
+        rows.append(_row(ledger, us, hosts, silent_members(ledger, us, hosts), freshness, fresh))
     unplaced = _row(ledger, "", loose, 0, freshness, fresh) if loose else None
     everything = rows + ([unplaced] if unplaced else [])
     counts = ("hosts_total", "hosts_fresh", "hosts_stale", "hosts_lost", "hosts_silent", "chips_total")

@@ -46,8 +46,9 @@ from trnwatch.collectors.lines import Line, SourceEvent
 from trnwatch.ledger.ledger import Ledger
 
 # Longest stretch of folding on the event loop before it runs other work (issue 10: no
-# event-loop stall over 50 ms, keys answered within 100 ms).
-FOLD_SLICE_S = 0.010
+# event-loop stall over 50 ms, keys answered within 100 ms). 5 ms, not 10: a split's slice, a
+# fold's and a key's rollup can all run in one turn of the loop (docs/scale-out.md).
+FOLD_SLICE_S = 0.005
 # Slices between two collections of the collector's middle generation (the youngest is
 # collected after every slice).
 YOUNG_SLICES_PER_OLDER = 8

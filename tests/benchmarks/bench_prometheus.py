@@ -9,7 +9,7 @@ CPU is not counted as trnwatch's) and a real Prometheus scraping all of them, wa
 Prometheus holds every host, then measures trnwatch's server-mode refresh in this process:
 
 - query: the refresh's PromQL queries, concurrently, wall time and answer bytes;
-- split: answers -> one "promql" line per host (on the event loop, in 10 ms slices);
+- split: answers -> one "promql" line per host (on the event loop, in 5 ms slices);
 - fold: `Ledger.ingest` of those lines on the event loop; beside it, side by side in the same
   run, the fold of the same hosts' own neuron-monitor report lines (the SSH / local path);
 - rollup: `Ledger.rollup_cluster` over all hosts;
@@ -24,7 +24,7 @@ Prometheus holds every host, then measures trnwatch's server-mode refresh in thi
   the way they were before (a deque of one slots object per sample);
 - event-loop stall and key response: the real source (`promql_lines`) run in a session on the
   ledger with full histories for a few refreshes (lines decoded and folded by the intake on
-  the loop in 10 ms slices), while a 5 ms ticker records its worst lateness,
+  the loop in 5 ms slices), while a 5 ms ticker records its worst lateness,
   `gc.callbacks` the longest collection, and a key every 37 ms (computing the cluster rollup)
   its response, with the CPU this process and the loop's thread used during the worst stall
   (far below its wall time: the machine's load, not this process); side by side in
@@ -65,6 +65,7 @@ from trnwatch.collectors.prometheus import MAX_BODY_BYTES
 from trnwatch.collectors.prometheus_http import fetch_async
 from trnwatch.collectors.prometheus_sources import (
     SERVER_QUERIES,
+    SPLIT_SLICE_S,
     host_lines_in_slices,
     promql_lines,
     query_url,
@@ -530,11 +531,11 @@ def main() -> None:
             rows = asyncio.run(measure(server.url, args.refreshes, args.scrape_interval, ledger))
             collector = gc_with_full_histories(ledger)
             # Side by side on the same ledger, alternating rounds: the intake as shipped (decode and
-            # fold on the loop in 10 ms slices, its collector handling), the same without the
+            # fold on the loop in FOLD_SLICE_S slices, its collector handling), the same without the
             # collector handling, and each batch folded in one go (slices without bound).
             variants = {
-                "in 10 ms slices (the intake)": (FOLD_SLICE_S, True),
-                "in 10 ms slices, collector left to itself": (FOLD_SLICE_S, False),
+                f"in {FOLD_SLICE_S * 1000:.0f} ms slices (the intake)": (FOLD_SLICE_S, True),
+                f"in {FOLD_SLICE_S * 1000:.0f} ms slices, collector left to itself": (FOLD_SLICE_S, False),
                 "each batch in one go": (float("inf"), True),
             }
             runs: dict[str, list[dict]] = {name: [] for name in variants}
@@ -599,7 +600,7 @@ def main() -> None:
         f"why nothing is decoded on a worker thread: the cluster rollup takes {rollup_alone_ms:.0f} ms alone, "
         f"{rollup_beside_ms:.0f} ms while one thread decodes promql lines beside it ({rollup_beside_ms / rollup_alone_ms:.1f}x; "
         f"they share the GIL); one json.loads of the largest answer would hold the GIL {med['decode_max_s'] * 1000:.0f} ms "
-        f"(the split decodes it row by row, on the loop in 10 ms slices)"
+        f"(the split decodes it row by row, on the loop in {SPLIT_SLICE_S * 1000:.0f} ms slices)"
     )
     print(
         f"scrape mode instead, per Gen2 host body ({body_bytes / 1000:.0f} KB), process CPU time: ingest "
