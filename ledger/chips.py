@@ -79,6 +79,19 @@ class ChipHistory:
             util, hbm = self._util_pct[i], self._hbm_bytes[i]
             yield ChipSample(self._t_s[i], None if util != util else util, None if hbm < 0 else hbm)
 
+    def newest_hbm(self, count: int, until_s: float) -> list[tuple[float, int]]:
+        """(t_s, hbm_bytes) of the newest `count` samples at or before `until_s` with an HBM
+        figure, newest first: read from the arrays, without a sample object each."""
+        size, t_s, hbm_bytes = len(self._t_s), self._t_s, self._hbm_bytes
+        out: list[tuple[float, int]] = []
+        for k in range(1, self._len + 1):
+            i = (self._next - k) % size
+            if t_s[i] <= until_s and hbm_bytes[i] >= 0:
+                out.append((t_s[i], hbm_bytes[i]))
+                if len(out) == count:
+                    break
+        return out
+
     def __reversed__(self):
         """Newest first: a reader of the recent window (HBM trends) stops where it ends."""
         size = len(self._t_s)

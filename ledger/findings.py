@@ -97,19 +97,11 @@ def hbm_trend(chip: ChipState, now_s: float, window_s: float = HBM_TREND_WINDOW_
 def _rose_lately(chip: ChipState, now_s: float) -> bool:
     """Whether HBM rose at least LEAK_MIN_BYTES_PER_S over the newest HBM_TREND_MIN_SAMPLES
     reports: part of the leak rule, and cheap, so a flat chip costs a few samples, not a trend."""
-    newest = oldest = None
-    seen = 0
-    for sample in reversed(chip.history):
-        if sample.t_s > now_s or sample.hbm_bytes is None:
-            continue
-        newest = newest or sample
-        oldest = sample
-        seen += 1
-        if seen == HBM_TREND_MIN_SAMPLES:
-            break
-    if seen < HBM_TREND_MIN_SAMPLES or newest is None or oldest is None or newest.t_s <= oldest.t_s:
+    samples = chip.history.newest_hbm(HBM_TREND_MIN_SAMPLES, now_s)
+    if len(samples) < HBM_TREND_MIN_SAMPLES:
         return False
-    return (newest.hbm_bytes - oldest.hbm_bytes) / (newest.t_s - oldest.t_s) >= LEAK_MIN_BYTES_PER_S
+    (newest_s, newest_bytes), (oldest_s, oldest_bytes) = samples[0], samples[-1]
+    return newest_s > oldest_s and (newest_bytes - oldest_bytes) / (newest_s - oldest_s) >= LEAK_MIN_BYTES_PER_S
 
 
 def trend_at_s(host: HostState, now_s: float) -> float:
@@ -136,7 +128,11 @@ def _uncorrected(ledger: "Ledger", host: HostState) -> tuple[tuple[int, ChipEcc]
         ledger,
         host,
         "ecc-uncorrected",
-        lambda h: tuple((c.index, e) for c, e in zip(h.chips, host_ecc(ledger, h), strict=True) if e.uncorrected),
+        lambda h: (
+            tuple((c.index, e) for c, e in zip(h.chips, host_ecc(ledger, h), strict=True) if e.uncorrected)
+            if h.figures.ecc_seen  # no chip's ECC counters ever read non-zero: none to read
+            else ()
+        ),
     )
 
 

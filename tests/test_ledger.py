@@ -7,7 +7,7 @@ import pytest
 from trnwatch.collectors.lines import Line
 from trnwatch.collectors.ultraserver_map import UltraServerMapError, load_ultraserver_map
 from trnwatch.ledger.counters import CounterFamily
-from trnwatch.ledger.hosts import HISTORY_SAMPLES
+from trnwatch.ledger.hosts import HISTORY_SAMPLES, ChipHistory
 from trnwatch.ledger.ledger import Ledger
 from tests import reports as R
 from tests.test_neuron_monitor import realworld
@@ -484,3 +484,14 @@ def test_hosts_beyond_the_limit_are_rejected_lines_not_memory(monkeypatch):
     feed(ledger, R.report([], instance_info=R.instance("i-0")), t=1010.0)  # a kept host goes on
     assert set(ledger.hosts) == {"i-0", "i-1", "i-2"}
     assert ledger.sources["h0"].rejected == {"too-many-hosts": 2} and ledger.sources["h0"].reports == 4
+
+
+def test_chip_history_newest_hbm_reads_the_arrays_as_the_samples_read():
+    # What the leak rule reads (ledger/findings.py `_rose_lately`): the newest samples with an
+    # HBM figure up to a time, newest first, across the ring's wrap, skipping unknown figures.
+    history = ChipHistory(size=6)
+    for t in range(10):
+        history.append(float(t), 50.0, None if t % 3 == 0 else 1000 * t)
+    by_samples = [(s.t_s, s.hbm_bytes) for s in reversed(history) if s.t_s <= 8.0 and s.hbm_bytes is not None]
+    assert history.newest_hbm(3, 8.0) == by_samples[:3] == [(8.0, 8000), (7.0, 7000), (5.0, 5000)]
+    assert history.newest_hbm(10, 8.0) == by_samples  # fewer than asked for: all there are
