@@ -101,9 +101,7 @@ class Intake:
 
     async def run(self) -> None:
         """Decode and fold until cancelled (then `close` folds what is left)."""
-        if self._thresholds is None:
-            self._thresholds = gc.get_threshold()
-            gc.set_threshold(self._thresholds[0], self._thresholds[1], _NEVER)
+        self._hold_full_collections()
         self._freeze_if_grown()
         while True:
             await self._wake.wait()
@@ -139,6 +137,13 @@ class Intake:
             self.full_collections += 1
         else:
             gc.collect(1 if self.slices % YOUNG_SLICES_PER_OLDER == 0 else 0)
+
+    def _hold_full_collections(self) -> None:
+        """Keep CPython from starting full collections of its own (`_collect` runs them);
+        `close` gives the collector its thresholds back."""
+        if self._thresholds is None:
+            self._thresholds = gc.get_threshold()
+            gc.set_threshold(self._thresholds[0], self._thresholds[1], _NEVER)
 
     def _freeze_if_grown(self) -> None:
         """Freeze what is alive when the ledger has new hosts or sources: their state lives as

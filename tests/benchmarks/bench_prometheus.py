@@ -310,13 +310,17 @@ STALL_REFRESH_S = 10.0
 
 
 class _IntakeLeavingTheCollector(Intake):
-    """The intake without its collector handling (no freezing, no young collections per
-    slice): the collector left to its own thresholds, for the side-by-side figure."""
+    """The intake without its collector handling (no freezing, no collections of its own,
+    CPython's full collections not held back): the collector left to its own thresholds, for
+    the side-by-side figure."""
+
+    def _hold_full_collections(self) -> None:
+        pass
 
     def _freeze_if_grown(self) -> None:
         pass
 
-    def _collect_young(self) -> None:
+    def _collect(self) -> None:
         pass
 
 
