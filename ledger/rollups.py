@@ -256,7 +256,7 @@ def ultraserver_rollup(ledger: "Ledger", ultraserver: str, hosts: list[HostState
     """Latest figures of `hosts` (one UltraServer), counting only hosts whose data is fresh and
     configured members that never reported (as silent)."""
     silent = silent_members(ledger, ultraserver, hosts) if ultraserver else 0
-    return _row(ledger, ultraserver, hosts, silent, freshness_at(ledger, now_s), [])
+    return _row(ledger, ultraserver, hosts, silent, freshness_at(ledger, now_s))[0]
 
 
 def cluster_rollup(ledger: "Ledger", now_s: float) -> ClusterRollup:
@@ -277,35 +277,49 @@ def _cluster_rollup(ledger: "Ledger", now_s: float) -> ClusterRollup:
         else:
             placed.setdefault(us, []).append(host)
     rows = []
+    kept = []  # each row's key: the totals below are kept while no row changed
     fresh: list[HostState] = []  # every fresh host, row by row
     for us in sorted(set(placed) | set(configured_members(ledger))):
         hosts = placed.get(us, [])
-        rows.append(_row(ledger, us, hosts, silent_members(ledger, us, hosts), freshness, fresh))
-    unplaced = _row(ledger, "", loose, 0, freshness, fresh) if loose else None
+        row, row_fresh, key = _row(ledger, us, hosts, silent_members(ledger, us, hosts), freshness)
+        rows.append(row)
+        fresh.extend(row_fresh)
+        kept.append(key)
+    unplaced = None
+    if loose:
+        unplaced, row_fresh, key = _row(ledger, "", loose, 0, freshness)
+        fresh.extend(row_fresh)
+        kept.append(key)
     everything = rows + ([unplaced] if unplaced else [])
     counts = ("hosts_total", "hosts_fresh", "hosts_stale", "hosts_lost", "hosts_silent", "chips_total")
+    totals = ledger.derived.get(("cluster-totals", ""))
+    if totals is None or totals[0] != kept:
+        totals = (kept, _summed(ledger, fresh))
+        ledger.derived[("cluster-totals", "")] = totals
     return ClusterRollup(
         ultraservers=rows,
         unplaced=unplaced,
         **{name: sum(getattr(r, name) for r in everything) for name in counts},
-        **_summed(ledger, fresh),
+        **totals[1],
     )
 
 
 def _row(
-    ledger: "Ledger",
-    ultraserver: str,
-    hosts: list[HostState],
-    silent: int,
-    freshness: dict[str, Freshness],
-    fresh_out: list[HostState],
-) -> UltraServerRollup:
+    ledger: "Ledger", ultraserver: str, hosts: list[HostState], silent: int, freshness: dict[str, Freshness]
+) -> tuple[UltraServerRollup, list[HostState], tuple]:
     """The rollup of one UltraServer's `hosts` (`silent`: configured members that never
-    reported); its fresh hosts are added to `fresh_out`."""
+    reported), its fresh hosts, and the key it is kept under: it is computed again only when
+    one of its hosts folded a report, changed freshness, joined or left, so a key pressed while
+    a refresh folds (at 1,152 hosts, every few milliseconds a new ledger generation) pays for
+    the UltraServers whose hosts reported since, not for all of them. The key holds each host's
+    `id` and the entry holds the hosts, so no id is reused while the key is kept."""
     states = [freshness[h.host_id] for h in hosts]
+    key = (silent, tuple(map(id, hosts)), tuple([h.reports for h in hosts]), tuple(states))
+    kept = ledger.derived.get(("ultraserver-row", ultraserver))
+    if kept is not None and kept[0] == key:
+        return kept[2], kept[3], key
     fresh = [h for h, state in zip(hosts, states, strict=True) if state == "fresh"]
-    fresh_out.extend(fresh)
-    return UltraServerRollup(
+    row = UltraServerRollup(
         ultraserver=ultraserver,
         hosts_total=len(hosts) + silent,
         hosts_fresh=len(fresh),
@@ -315,6 +329,8 @@ def _row(
         chips_total=sum(len(h.chips) for h in hosts),
         **_summed(ledger, fresh),
     )
+    ledger.derived[("ultraserver-row", ultraserver)] = (key, hosts, row, fresh)
+    return row, fresh, key
 
 
 # --- the job on the devices ---------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import pytest
 from trnwatch.ledger.counters import CounterFamily
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.ledger.rollups import Rollup, chip_ecc, freshness_at
-from tests.tui_fleet import CLUSTER_LAST_TICK, cluster_ledger, now_at
+from tests.tui_fleet import CLUSTER_LAST_TICK, cluster_hosts, cluster_ledger, cluster_line, now_at
 
 
 def chip_by_chip(ledger: Ledger, hosts, now_s: float) -> dict:
@@ -68,3 +68,28 @@ def test_counter_family_nonzero_is_set_by_the_first_nonzero_count_and_kept():
     family.add({"mem_ecc_corrected": 2, "sram_ecc_uncorrected": 0})
     family.add({"mem_ecc_corrected": 0, "sram_ecc_uncorrected": 0})  # per-period counts: 2, then 0
     assert family.nonzero and family.totals()["mem_ecc_corrected"] == 2
+
+
+def test_kept_rows_follow_a_host_that_reports_and_hosts_that_go_stale():
+    """The cluster rollup keeps each UltraServer's row until one of its hosts reports or changes
+    freshness: after one host's next report only its row is computed again, and every row (kept
+    or not) and the totals still equal the definition; later, as hosts go stale, they all do."""
+    ledger = cluster_ledger()
+    now_s = now_at(CLUSTER_LAST_TICK)
+    before = {r.ultraserver: r for r in ledger.rollup_cluster(now_s).ultraservers}
+    host = next(h for h in cluster_hosts() if h.alive(CLUSTER_LAST_TICK + 1))
+    ledger.ingest(cluster_line(host, CLUSTER_LAST_TICK + 1))
+    reported = ledger.ultraserver_of(ledger.hosts[host.report(0)["instance_info"]["instance_id"]])
+    placed = ledger.ultraservers()
+    # 5.5 s: the earlier reports are stale, the new one is not; 30 s: the silent hosts are lost
+    for later_s in (0.5, 3.0, 5.5, 30.0):
+        cluster = ledger.rollup_cluster(now_s + later_s)
+        for row in cluster.ultraservers:
+            assert figures(row) == chip_by_chip(ledger, placed[row.ultraserver], now_s + later_s), row.ultraserver
+            if later_s == 0.5:  # the same object where nothing changed, a new one where a host reported
+                assert (row is before[row.ultraserver]) == (row.ultraserver != reported)
+        assert figures(cluster) == chip_by_chip(ledger, list(ledger.hosts.values()), now_s + later_s)
+        assert sum(r.hosts_fresh for r in cluster.rows) == cluster.hosts_fresh
+        if later_s == 5.5:
+            assert cluster.hosts_fresh == 1
+    assert (cluster.hosts_fresh, cluster.hosts_stale) == (0, 1) and cluster.hosts_lost > 0
