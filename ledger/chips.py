@@ -257,10 +257,12 @@ class ChipFigures(msgspec.Struct, frozen=True, gc=False):
     hbm_used_bytes: int  # unknown figures count as 0, as in the rollup (its boundary says so)
     hbm_capacity_bytes: int | None  # None when any chip's capacity is unknown
     utils: tuple[float, ...]  # the chips' known utilisation, in chip order
+    util_min_pct: float  # min(utils); 0.0 when no chip's utilisation is known (read with `utils`)
+    chips_idle: int  # chips at exactly 0% utilisation
     ecc_seen: bool  # some chip's ECC counters read non-zero at some report (totals: rollups.chip_ecc)
 
 
-NO_CHIPS = ChipFigures(0, 0, 0, (), False)
+NO_CHIPS = ChipFigures(0, 0, 0, (), 0.0, 0, False)
 
 
 def chip_figures(chips: list[ChipState]) -> ChipFigures:
@@ -277,4 +279,6 @@ def chip_figures(chips: list[ChipState]) -> ChipFigures:
         if chip.util_pct is not None:
             utils.append(chip.util_pct)
         ecc_seen = ecc_seen or chip.ecc.nonzero
-    return ChipFigures(len(chips), used_bytes, capacity_bytes, tuple(utils), ecc_seen)
+    return ChipFigures(
+        len(chips), used_bytes, capacity_bytes, tuple(utils), min(utils, default=0.0), utils.count(0.0), ecc_seen
+    )

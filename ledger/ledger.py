@@ -29,6 +29,7 @@ from trnwatch.ledger.rollups import (
     UltraServerRollup,
     cluster_rollup,
     source_periods_s,
+    stale_after_s,
     ultraserver_rollup,
 )
 
@@ -37,11 +38,6 @@ Evidence = Literal["live", "replayed", "simulated"]
 # Prometheus); a source without link events goes waiting -> connected / stale -> ended / lost.
 SourceState = Literal["waiting", "connecting", "reconnecting", "connected", "stale", "ended", "lost"]
 
-# A source or host is stale when nothing arrived for this many report periods (and at least
-# STALE_MIN_S): one late report is jitter, three missed ones are a problem.
-STALE_PERIODS = 3
-STALE_MIN_S = 5.0
-
 
 # A device source (neuron-monitor, Prometheus) silent for this many periods (and at least
 # LOST_MIN_S) is lost: its host is gone, not late. Its silence counts as a gap from then on.
@@ -49,11 +45,6 @@ LOST_PERIODS = 10
 LOST_MIN_S = 30.0
 # The order a header's worst-source slot reads sources in: the most serious state first.
 WORST_STATE_FIRST: tuple[str, ...] = ("lost", "reconnecting", "stale", "connecting", "waiting")
-
-
-def stale_after_s(period_s: float | None) -> float:
-    """How long without a report before figures from a stream count as stale."""
-    return max(STALE_PERIODS * (period_s or 1.0), STALE_MIN_S)
 
 
 def lost_after_s(period_s: float | None) -> float:

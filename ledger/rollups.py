@@ -17,6 +17,7 @@ refresh (findings, rollups, the views' rows, the status line) compute them once.
 import math
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from itertools import chain
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 from trnwatch.ledger.hosts import ChipState, HostState
@@ -24,6 +25,17 @@ from trnwatch.ledger.job import JobDiagnosis
 
 if TYPE_CHECKING:
     from trnwatch.ledger.ledger import Ledger
+
+# A source or host is stale when nothing arrived for this many report periods (and at least
+# STALE_MIN_S): one late report is jitter, three missed ones are a problem.
+STALE_PERIODS = 3
+STALE_MIN_S = 5.0
+
+
+def stale_after_s(period_s: float | None) -> float:
+    """How long without a report before figures from a stream count as stale."""
+    return max(STALE_PERIODS * (period_s or 1.0), STALE_MIN_S)
+
 
 # A chip (or an UltraServer, a cluster) at this HBM fill or more is drawn as nearly full and
 # passes the `hbm-high` filter.
@@ -145,6 +157,7 @@ def freshness_at(ledger: "Ledger", now_s: float) -> dict[str, Freshness]:
     def compute() -> dict[str, Freshness]:
         periods_s = source_periods_s(ledger)
         lost: dict[str, bool] = {}
+        stale_after: dict[float | None, float] = {}  # `stale_after_s` by period: most hosts share one
         freshness: dict[str, Freshness] = {}
         for host in ledger.hosts.values():
             source_id = host.source_id
@@ -153,8 +166,14 @@ def freshness_at(ledger: "Ledger", now_s: float) -> dict[str, Freshness]:
                 lost[source_id] = source is not None and source.state(now_s, periods_s.get(source_id)) == "lost"
             if lost[source_id]:
                 freshness[host.host_id] = "lost"
-            else:
-                freshness[host.host_id] = "fresh" if ledger.host_fresh(host, now_s) else "stale"
+                continue
+            period_s = host.period_s
+            after_s = stale_after.get(period_s)
+            if after_s is None:
+                after_s = stale_after[period_s] = stale_after_s(period_s)
+            # `Ledger.host_fresh`, with the period's threshold looked up once
+            fresh = host.last_s is not None and now_s - host.last_s <= after_s
+            freshness[host.host_id] = "fresh" if fresh else "stale"
         return freshness
 
     return per_update(ledger, "freshness", compute, now_s)
@@ -217,15 +236,15 @@ def _summed(ledger: "Ledger", fresh: list[HostState]) -> dict:
     The mean is `math.fsum`'s: exact, so the same in whatever order the hosts are added up
     (per UltraServer or over the cluster)."""
     figures = [h.figures for h in fresh]
-    utils = [u for f in figures for u in f.utils]
+    known_utils = sum(len(f.utils) for f in figures)
     ecc = [e for h in fresh if h.figures.ecc_seen for e in host_ecc(ledger, h)]
     return dict(
         chips=sum(f.chips for f in figures),
         hbm_used_bytes=sum(f.hbm_used_bytes for f in figures),
         hbm_capacity_bytes=known_sum([f.hbm_capacity_bytes for f in figures]),
-        util_mean_pct=math.fsum(utils) / len(utils) if utils else None,
-        util_min_pct=min(utils) if utils else None,
-        chips_idle=utils.count(0.0),
+        util_mean_pct=math.fsum(chain.from_iterable(f.utils for f in figures)) / known_utils if known_utils else None,
+        util_min_pct=min(f.util_min_pct for f in figures if f.utils) if known_utils else None,
+        chips_idle=sum(f.chips_idle for f in figures),
         chips_with_ecc=sum(1 for e in ecc if e.had_ecc),
         chips_with_uncorrected_ecc=sum(1 for e in ecc if e.uncorrected),
     )
@@ -241,15 +260,16 @@ def silent_members(ledger: "Ledger", ultraserver: str, hosts: list[HostState]) -
 
 
 def configured_members(ledger: "Ledger") -> dict[str, set[str]]:
-    """UltraServer id -> its members' keys as `--ultraservers` configured them."""
-
-    def compute() -> dict[str, set[str]]:
-        members: dict[str, set[str]] = {}
-        for key, us in ledger.ultraserver_overrides.items():
-            members.setdefault(us, set()).add(key)
-        return members
-
-    return per_update(ledger, "configured-members", compute)
+    """UltraServer id -> its members' keys as `--ultraservers` configured them (the ledger's
+    configuration: computed once, not once per ledger change)."""
+    kept = ledger.derived.get(("configured-members", ""))
+    if kept is not None and kept[0] is ledger.ultraserver_overrides:
+        return kept[1]
+    members: dict[str, set[str]] = {}
+    for key, us in ledger.ultraserver_overrides.items():
+        members.setdefault(us, set()).add(key)
+    ledger.derived[("configured-members", "")] = (ledger.ultraserver_overrides, members)
+    return members
 
 
 def ultraserver_rollup(ledger: "Ledger", ultraserver: str, hosts: list[HostState], now_s: float) -> UltraServerRollup:
