@@ -75,9 +75,16 @@ from trnwatch.collectors.job_events import (
     Step,
 )
 from trnwatch.ledger.job_blame import dead_ranks, failure_rows, failure_words
+from trnwatch.ledger.job_ranks import (
+    CHECKPOINT_REGION,
+    STARTUP_LONG_PHASES,
+    RankState,
+    RankStatus,
+    StepKind,
+    StepSample,
+)
 from trnwatch.ledger.job_ranks import STEP_WINDOW as STEP_WINDOW  # bounds named with the ledger
 from trnwatch.ledger.job_ranks import WAIT_WINDOW_STEPS as WAIT_WINDOW_STEPS
-from trnwatch.ledger.job_ranks import RankState, RankStatus, StepKind, StepSample
 from trnwatch.ledger.job_steady import (
     WARMUP_PROBE_STEPS,
     percentile,
@@ -132,6 +139,9 @@ MAX_COLLECTIVE_OPS = 64
 MAX_TS_AHEAD_S = 60.0
 
 STARTUP_PHASES = ("init", "compile", "warmup")
+# The phases `RankState.blocking_pause` or the start-up rule look for (any other open phase,
+# such as an explicit steady phase, is neither).
+_PAUSE_OR_STARTUP_PHASES = frozenset((*STARTUP_PHASES, *STARTUP_LONG_PHASES, "checkpoint"))
 
 
 class JobEventRejected(ValueError):
@@ -581,19 +591,36 @@ class JobLedger:
         """Every failure kept (and ranks gone without a word), in time order, cause first in role."""
         return [Failure(**{k: v for k, v in row.items() if k != "restart"}) for row in self._failure_rows(now_s)]
 
-    def _any_failed(self) -> bool:
-        return any(rank.status in ("failed", "aborted") for rank in self.ranks.values())
-
-    # ---- diagnosis ---------------------------------------------------------------------------
-
     def diagnose(self, now_s: float, chip_util_pct: ChipUtilisation | None = None) -> JobDiagnosis:
-        """Verdict for on-call at `now_s`, with the ranks to look at (and their chips' utilisation)."""
+        """Verdict for on-call at `now_s`, with the ranks to look at (and their chips' utilisation).
+        One walk over the ranks (576 in the demo, at every refresh) finds whether any failed, the
+        running ones, their blocking pauses and those starting up; the rules then read those."""
         if not self.ranks:
             return JobDiagnosis("no-data", "no job events yet")
         dead = self.dead_ranks(now_s)
-        if self._any_failed():
+        dead_set = set(dead)
+        any_failed = False
+        running: list[RankState] = []
+        pauses: list[tuple[str, float]] = []
+        starting: list[RankState] = []
+        for rank in self.ranks.values():
+            if rank.status != "running":
+                any_failed = any_failed or rank.status in ("failed", "aborted")
+            elif rank.rank not in dead_set:
+                running.append(rank)
+                # Without a pause or start-up phase open, an open checkpoint or the checkpoint
+                # region a rank has no pause and is not starting up (`RankState.blocking_pause`).
+                if (
+                    rank.open_checkpoint is not None
+                    or rank.region == CHECKPOINT_REGION
+                    or not _PAUSE_OR_STARTUP_PHASES.isdisjoint(rank.open_phases)
+                ):
+                    if found := rank.blocking_pause():
+                        pauses.append(found)
+                    if any(phase in STARTUP_PHASES for phase in rank.open_phases):
+                        starting.append(rank)
+        if any_failed:
             return self._failed(now_s, chip_util_pct)
-        running = [rank for rank in self.ranks.values() if rank.status == "running" and rank.rank not in dead]
         if not running and not dead:
             return JobDiagnosis("finished", f"all {len(self.ranks)} ranks ended with success")
         if dead:
@@ -608,7 +635,7 @@ class JobLedger:
                 with_device_evidence(suspects, self.ranks, chip_util_pct),
             )
 
-        pause = self._blocking_pause(now_s)
+        pause = _pause_diagnosis(pauses, now_s)
         if pause is not None:
             return pause
 
@@ -618,7 +645,6 @@ class JobLedger:
             verdict: Verdict
             for verdict, threshold_s in (("stalled", thresholds.stall_s), ("late", thresholds.late_s)):
                 if idle_s > threshold_s:
-                    dead_set = set(dead)
                     suspects = with_device_evidence(
                         position_suspects(self.ranks, dead_set, now_s), self.ranks, chip_util_pct
                     )
@@ -629,7 +655,6 @@ class JobLedger:
                     )
                     return JobDiagnosis(verdict, reason, suspects, idle_s, threshold_s)
 
-        starting = [rank for rank in running if any(phase in STARTUP_PHASES for phase in rank.open_phases)]
         if starting:
             phases = sorted({phase for rank in starting for phase in rank.open_phases if phase in STARTUP_PHASES})
             return JobDiagnosis("compiling", f"starting up: {', '.join(phases)} open on {len(starting)} rank(s)")
@@ -664,15 +689,7 @@ class JobLedger:
     def _blocking_pause(self, now_s: float) -> JobDiagnosis | None:
         dead = set(self.dead_ranks(now_s))
         running = [rank for rank in self.ranks.values() if rank.status == "running" and rank.rank not in dead]
-        pauses = [found for rank in running if (found := rank.blocking_pause())]
-        if not pauses:
-            return None
-        checkpointing = [found for found in pauses if found[0] == "checkpoint"]
-        shown = checkpointing or pauses
-        phases = ", ".join(sorted({phase for phase, _ in shown}))
-        open_s = now_s - min(ts for _, ts in shown)
-        verdict: Verdict = "checkpointing" if checkpointing else "compiling"
-        return JobDiagnosis(verdict, f"{phases} open on {len(shown)} rank(s) for {open_s:.0f} s")
+        return _pause_diagnosis([found for rank in running if (found := rank.blocking_pause())], now_s)
 
     # ---- the receipt's job section -----------------------------------------------------------
 
@@ -760,3 +777,15 @@ class JobLedger:
             dropped_fields=dict(sorted(self.dropped_fields.items())),
             log_profiles=dict(sorted(self.log_profiles.items())),
         )
+
+
+def _pause_diagnosis(pauses: list[tuple[str, float]], now_s: float) -> JobDiagnosis | None:
+    """The verdict of the running ranks' open blocking pauses (`RankState.blocking_pause`), if any."""
+    if not pauses:
+        return None
+    checkpointing = [found for found in pauses if found[0] == "checkpoint"]
+    shown = checkpointing or pauses
+    phases = ", ".join(sorted({phase for phase, _ in shown}))
+    open_s = now_s - min(ts for _, ts in shown)
+    verdict: Verdict = "checkpointing" if checkpointing else "compiling"
+    return JobDiagnosis(verdict, f"{phases} open on {len(shown)} rank(s) for {open_s:.0f} s")

@@ -4,13 +4,16 @@ import json
 
 from rich.segment import Segment
 from rich.style import Style
+from rich.text import Text
 
 from trnwatch.ledger.ledger import Ledger
+from trnwatch.ledger.rollups import chip_ecc
 from trnwatch.ledger.snapshot import build_snapshot, render_text, session_now_s
 from trnwatch.themes import THEME_NAMES, default_theme, next_theme
 from trnwatch.themes.palettes import PALETTES, ROLES, TEXTUAL_THEMES
-from trnwatch.tui.host_rows import host_rows, resolve_target, sort_and_filter
+from trnwatch.tui.host_rows import chip_cell, host_rows, resolve_target, sort_and_filter
 from trnwatch.tui.job_model import job_model
+from trnwatch.tui.scope import styled
 from trnwatch.tui.sources_model import sources_model
 from trnwatch.tui.text import clean, clip
 from trnwatch.tui.ultraserver_model import ultraserver_model
@@ -157,3 +160,42 @@ def test_snapshot_holds_every_scope_whatever_is_on_screen():
     text = render_text(snap)
     assert "chips with ECC events:" in text and "sim-trn3-gen2-us-07 chip 2" in text
     assert "no job telemetry connected" in text
+
+
+def test_a_hosts_chip_cells_are_kept_until_it_reports_then_show_its_new_figures():
+    ledger = new_fleet_ledger("ecc", last_tick=49)  # host 7 chip 2's uncorrected error comes at tick 50
+    hosts = list(ledger.hosts.values())
+    before = {r.host_id: r.chips for r in host_rows(ledger, hosts, now_at(49))}
+    # Nothing folded since: the very same cells (kept per report), at a later "now" too.
+    assert all(r.chips is before[r.host_id] for r in host_rows(ledger, hosts, now_at(49) + 0.4))
+    for line in report_lines("ecc", 50, 50):
+        ledger.ingest(line)
+    after = {r.host_id: r for r in host_rows(ledger, hosts, now_at(50))}
+    for host in hosts:  # every host reported: its cells are its chips' figures now
+        assert after[host.host_id].chips == tuple(chip_cell(host, chip, chip_ecc(chip)) for chip in host.chips)
+        assert after[host.host_id].chips is not before[host.host_id]
+    row_7 = next(r for r in after.values() if r.number == 7)
+    assert row_7.chips[2].ecc_uncorrected and not next(c for c in before[row_7.host_id] if c.index == 2).ecc_uncorrected
+
+
+def test_styled_builds_the_text_appending_each_part_would():
+    parts = [
+        ("07 ", Style(bold=True)),
+        "plain",
+        ("", Style(color="red")),
+        ("\x07", Style(color="red")),  # stripped to nothing: an empty span, as append leaves
+        ("a\rb", None),
+        ("▇█", Style()),
+        ("!", Style(color="red", reverse=True)),
+    ]
+    by_append = Text(no_wrap=True, overflow="crop")
+    for part in parts:
+        by_append.append(*(part if isinstance(part, tuple) else (part,)))
+    built = styled(*parts)
+    assert (built.plain, built.spans, built.no_wrap, built.overflow) == (
+        by_append.plain,
+        by_append.spans,
+        True,
+        "crop",
+    )
+    assert built == by_append

@@ -1,9 +1,11 @@
 """Partial screen updates: only the changed runs of a line are sent, and the terminal ends up the same."""
 
 import asyncio
+import random
 
 import pytest
 import textual
+from rich.cells import cell_len
 from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
@@ -121,3 +123,50 @@ def test_lines_rich_must_walk_are_left_to_rich():
     named.stylize("bold", 0, 2)
     for line in (overlapping, with_base, named):
         assert list(line_segments(line, console, base)) == list(Segment.apply_style(line.render(console), base))
+
+
+def changed_spans_by_character(old: Strip, new: Strip) -> list[tuple[int, int]]:
+    """The rule `changed_spans` follows, walked character by character over the whole line."""
+    if old == new:
+        return []
+    cells = []
+    for line in (old, new):
+        chars = [(ch, style) for text, style, _ in line for ch in text]
+        starts = [0]
+        for ch, _ in chars:
+            starts.append(starts[-1] + cell_len(ch))
+        cells.append((chars, starts))
+    (a, a_at), (b, b_at) = cells
+    n = max(len(a), len(b))
+    a_at += [a_at[-1] + i for i in range(1, n - len(a) + 1)]
+    b_at += [b_at[-1] + i for i in range(1, n - len(b) + 1)]
+    a += [(" ", None)] * (n - len(a))
+    b += [(" ", None)] * (n - len(b))
+    spans: list[tuple[int, int]] = []
+    for i in range(n):
+        if a[i] != b[i]:
+            start, end = min(a_at[i], b_at[i]), max(a_at[i + 1], b_at[i + 1])
+            if spans and start - spans[-1][1] < SPAN_GAP_CELLS:
+                spans[-1] = (spans[-1][0], max(spans[-1][1], end))
+            else:
+                spans.append((start, end))
+    return spans
+
+
+def test_changed_spans_pass_over_equal_segments_and_find_what_the_character_walk_finds():
+    rng = random.Random(0)
+    pieces = ["ab", "▇█ ", "日本", " ", "x", "07 ", "▁▂▃", "!"]
+
+    def line() -> Strip:
+        return strip(*((rng.choice(pieces), rng.choice((RED, BLUE, GREEN))) for _ in range(rng.randint(0, 8))))
+
+    for _ in range(3000):
+        old = line()
+        segments = list(old)
+        # Mostly a few segments changed in place (as a refresh changes a line), sometimes a new line.
+        for _ in range(rng.randint(0, 2)):
+            if segments:
+                i = rng.randrange(len(segments))
+                segments[i] = Segment(rng.choice(pieces), rng.choice((RED, BLUE, GREEN)))
+        new = Strip(segments) if rng.random() < 0.8 else line()
+        assert changed_spans(old, new) == changed_spans_by_character(old, new), (list(old), list(new))

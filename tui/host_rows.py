@@ -12,6 +12,7 @@ is not fresh, its last figures are shown with their age and left out of every ro
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from trnwatch.ledger.hosts import ChipState, HostState
 from trnwatch.ledger.ledger import Ledger
@@ -23,6 +24,7 @@ from trnwatch.ledger.rollups import (
     hbm_fill_pct,
     hbm_high,
     host_ecc,
+    per_report,
     per_update,
 )
 
@@ -60,6 +62,15 @@ class ChipCell:
     def hbm_pct(self) -> float | None:
         return hbm_fill_pct(self.hbm_bytes, self.hbm_capacity_bytes)
 
+    @property
+    def marks(self) -> tuple[int | None, bool, bool]:
+        """What a grid cell draws of the chip besides its utilisation bar, as a value (equal
+        marks, equal cells): its HBM fill in eighths (None: no figure), uncorrected ECC, and
+        ECC events or an undecided counter."""
+        fill = self.hbm_pct
+        eighth = None if fill is None else max(0, min(7, int(fill / 100.0 * 8)))
+        return eighth, self.ecc_uncorrected > 0, self.ecc_events > 0 or self.ecc_undecided
+
 
 @dataclass(frozen=True)
 class HostRow:
@@ -87,6 +98,18 @@ def chip_cell(host: HostState, chip: ChipState, ecc: ChipEcc) -> ChipCell:
     )
 
 
+def host_cells(ledger: Ledger, host: HostState) -> tuple[ChipCell, ...]:
+    """Each chip of `host` as a cell, in chip order: computed once per report of the host (its
+    chips' figures and ECC change only when it folds one), not at every refresh."""
+    return per_report(
+        ledger,
+        host,
+        "chip-cells",
+        lambda h: tuple(chip_cell(h, c, e) for c, e in zip(h.chips, host_ecc(ledger, h), strict=True)),
+    )
+
+
+@lru_cache(maxsize=8192)  # one per host name: the rows are ordered at every refresh
 def _natural(text: str) -> tuple:
     """Sort key that puts "host-9" before "host-10"."""
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
@@ -105,7 +128,7 @@ def host_rows(ledger: Ledger, hosts: list[HostState], now_s: float) -> list[Host
             source_id=h.source_id,
             state=freshness[h.host_id],
             age_s=None if h.last_s is None else max(0.0, now_s - h.last_s),
-            chips=tuple(chip_cell(h, c, e) for c, e in zip(h.chips, host_ecc(ledger, h), strict=True)),
+            chips=host_cells(ledger, h),
         )
         for i, h in enumerate(ordered)
     ]

@@ -9,8 +9,9 @@ never change the selection (`tui.navigation.settle` points it at something that 
 from dataclasses import dataclass, field
 
 from rich.cells import cell_len
+from rich.control import strip_control_codes
 from rich.style import Style
-from rich.text import Text
+from rich.text import Span, Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 
@@ -80,14 +81,22 @@ class Screenful:
 
 
 def styled(*parts: str | tuple[str, Style | None]) -> Text:
-    """A line from plain strings and (string, style) pairs; never parsed as markup."""
-    text = Text(no_wrap=True, overflow="crop")
+    """A line from plain strings and (string, style) pairs; never parsed as markup. The same
+    `Text` as appending each part in turn (control codes stripped, a span per styled part),
+    built in one go: a refresh builds a few hundred parts."""
+    texts: list[str] = []
+    spans: list[Span] = []
+    at = 0
     for part in parts:
-        if isinstance(part, tuple):
-            text.append(part[0], part[1])
-        else:
-            text.append(part)
-    return text
+        text, style = part if isinstance(part, tuple) else (part, None)
+        if text:
+            text = strip_control_codes(text)
+            end = at + len(text)
+            if style:
+                spans.append(Span(at, end, style))
+            texts.append(text)
+            at = end
+    return Text("".join(texts), no_wrap=True, overflow="crop", spans=spans)
 
 
 def outside(value: object, width: int, style: Style | None = None) -> tuple[str, Style | None]:

@@ -46,16 +46,15 @@ class SourcesModel:
 
 def sources_model(ledger: Ledger, now_s: float) -> SourcesModel:
     period_by_source = source_periods_s(ledger)
-    states: Counter[str] = Counter()
+    sources = list(ledger.sources.values())
+    each_state = [s.state(now_s, period_by_source.get(s.source_id)) for s in sources]
     rejected = 0
     notable = []
-    for s in ledger.sources.values():
-        state = s.state(now_s, period_by_source.get(s.source_id))
-        states[state] += 1
+    for s, state in zip(sources, each_state, strict=True):
         lines = sum(s.rejected.values()) if s.rejected else 0
         rejected += lines
         if state != "connected" or lines:
             age_s = None if s.last_s is None else max(0.0, now_s - s.last_s)
             error = s.end_error or s.link_error
             notable.append(SourceLine(s.source_id, s.kind, state, age_s, s.reports, lines, s.last_rejection, error))
-    return SourcesModel(states, rejected, tuple(sorted(notable)))
+    return SourcesModel(Counter(each_state), rejected, tuple(sorted(notable)))

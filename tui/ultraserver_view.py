@@ -64,19 +64,11 @@ def _cell(
 
 
 def _cell_key(row: HostRow, chip: ChipCell, selected: bool, u: float | None) -> tuple:
-    """What `_cell` draws for a chip, as a value: equal keys draw equal cells."""
+    """What `_cell` draws for a chip, as a value: equal keys draw equal cells (the bar's glyph
+    is its level: eight bars, as eight heat levels; HBM and ECC are the cell's `marks`)."""
     if row.state != "fresh":
         return row.state, selected
-    fill = chip.hbm_pct
-    return (
-        util_glyph(u),
-        None if u is None else level(u, 100.0, 8),
-        hbm_glyph(fill),
-        None if fill is None else level(fill, 100.0, 8),
-        chip.ecc_uncorrected > 0,
-        chip.ecc_events > 0 or chip.ecc_undecided,
-        selected,
-    )
+    return util_glyph(u), chip.marks, selected
 
 
 def _ecc_count(chip: ChipCell) -> str:

@@ -148,11 +148,12 @@ def line_segments(line: Text, console: Console, base: Style) -> Iterable[Segment
 SPAN_GAP_CELLS = 3
 
 
-def _cells(strip: Strip) -> tuple[list[tuple[str, Style | None]], list[int]]:
-    """Each character of a line with its style, and the cell each one starts at (and, last, the end)."""
+def _cells(segments: list[Segment], at: int) -> tuple[list[tuple[str, Style | None]], list[int]]:
+    """Each character of `segments` with its style, and the cell each one starts at (from
+    cell `at`; last, the end)."""
     cells: list[tuple[str, Style | None]] = []
-    starts = [0]
-    for text, style, _ in strip:
+    starts = [at]
+    for text, style, _ in segments:
         for ch in text:
             cells.append((ch, style))
             starts.append(starts[-1] + cell_len(ch))
@@ -161,12 +162,27 @@ def _cells(strip: Strip) -> tuple[list[tuple[str, Style | None]], list[int]]:
 
 def changed_spans(old: Strip | None, new: Strip) -> list[tuple[int, int]]:
     """The (start, end) cells of the runs that differ between two versions of a line, runs
-    closer than `SPAN_GAP_CELLS` joined; [] when the lines are equal."""
+    closer than `SPAN_GAP_CELLS` joined; [] when the lines are equal. Character by character,
+    the i-th of one line against the i-th of the other; the equal segments a changed line
+    starts with (and, when both lines hold as many characters in as many cells, ends with)
+    are equal there character by character, so they are passed over whole."""
     if old is None:
         return [(0, max(new.cell_length, 1))]
-    if old == new:
+    if old is new or old == new:
         return []
-    (a, a_at), (b, b_at) = _cells(old), _cells(new)
+    old_segments, new_segments = list(old), list(new)
+    first = x = 0
+    while first < min(len(old_segments), len(new_segments)) and old_segments[first] == new_segments[first]:
+        x += old_segments[first].cell_length
+        first += 1
+    old_end, new_end = len(old_segments), len(new_segments)
+    if old.cell_length == new.cell_length and sum(len(seg.text) for seg in old_segments) == sum(
+        len(seg.text) for seg in new_segments
+    ):
+        while old_end > first and new_end > first and old_segments[old_end - 1] == new_segments[new_end - 1]:
+            old_end -= 1
+            new_end -= 1
+    (a, a_at), (b, b_at) = _cells(old_segments[first:old_end], x), _cells(new_segments[first:new_end], x)
     n = max(len(a), len(b))
     # Past a line's end its cells are blank, one per character.
     a_at += [a_at[-1] + i for i in range(1, n - len(a) + 1)]
