@@ -70,7 +70,9 @@ from pathlib import Path
 import psutil
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))  # for tests.* helpers when run as a script
+# For tests.* helpers when run as a script; last, so a child given another commit's tree on
+# PYTHONPATH (`--against`) imports that tree's trnwatch, not this checkout's top-level folder.
+sys.path.append(str(ROOT))
 
 from trnwatch.collectors.lines import Line
 from trnwatch.ledger.ledger import Ledger
@@ -86,6 +88,7 @@ SIZES = ((80, 24), (200, 60))
 COLOURS = ("256", "truecolor")
 CHIP_KEYS = (b"/", b"7/2", b"\r")
 MINIMAL_APP = Path(__file__).with_name("minimal_textual_app.py")
+SPLIT_WRAPPER = Path(__file__).with_name("split_cpu.py")
 KEY_PRESSES = 40  # for the key-to-screen latency at 36 hosts
 # Issue 10's targets for the UltraServer view: bytes/s on the wire (either colour mode) and the
 # screen's share of one core, by terminal size.
@@ -164,6 +167,13 @@ def with_tree(env: dict[str, str], tree: Path | None) -> dict[str, str]:
     return env if tree is None else {**env, "PYTHONPATH": str(tree)}
 
 
+def cwd_for(tree: Path | None) -> Path | None:
+    """Where a child of `tree` runs: `python -m trnwatch` puts its working directory first on the
+    path, so run from this checkout's root it would import this checkout's `trnwatch/`, whatever
+    PYTHONPATH says; a staged tree's child runs in the folder the tree was staged in."""
+    return None if tree is None else tree.parent
+
+
 def start_screen(size: tuple[int, int], colours: str, command: list[str], tree: Path | None = None) -> Run:
     """`command` (a screen) in a new pseudo-terminal of `size`; `tree` as for `with_tree`."""
     master, slave = pty.openpty()
@@ -174,7 +184,13 @@ def start_screen(size: tuple[int, int], colours: str, command: list[str], tree: 
     if colours == "truecolor":
         env["COLORTERM"] = "truecolor"
     proc = subprocess.Popen(
-        command, stdin=slave, stdout=slave, stderr=slave, env=with_tree(env, tree), start_new_session=True
+        command,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=with_tree(env, tree),
+        cwd=cwd_for(tree),
+        start_new_session=True,
     )
     os.close(slave)
     run = Run(size, colours, proc, master)
@@ -185,7 +201,11 @@ def start_screen(size: tuple[int, int], colours: str, command: list[str], tree: 
 def start_headless(command: list[str], tree: Path | None = None) -> subprocess.Popen:
     """`command` with no terminal (the baseline: the same data, no screen)."""
     return subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=with_tree(dict(os.environ), tree)
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=with_tree(dict(os.environ), tree),
+        cwd=cwd_for(tree),
     )
 
 
@@ -470,6 +490,126 @@ def print_pair_figures(warmup_s: float, window_s: float, rounds: int, against: s
     return 0
 
 
+def split_counters(path: str, after_s: float) -> dict:
+    """The wrapped app's cumulative figures (`split_cpu.py`) first read after `after_s` (monotonic)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            record = json.loads(Path(path).read_text())
+        except (OSError, ValueError):  # not written yet
+            record = None
+        if record is not None and record["t_s"] >= after_s:
+            return record
+        time.sleep(0.05)
+    raise RuntimeError(f"no figures from the wrapped app in {path}")
+
+
+def split_window(first: dict, last: dict) -> dict[str, float]:
+    """% of a core, between two readings of one wrapped app: the screen (its callbacks and
+    Textual's threads), the data side (its callbacks and any other thread), callbacks of
+    neither, the loop's own CPU (main thread outside every callback), the wrapper's."""
+    span_s = last["t_s"] - first["t_s"]
+
+    def pct(get) -> float:
+        return 100 * (get(last) - get(first)) / span_s
+
+    callbacks = pct(lambda r: sum(r["callbacks_s"].values()))
+    return {
+        "screen": pct(lambda r: r["callbacks_s"]["screen"] + r["screen_threads_s"]),
+        "data": pct(lambda r: r["callbacks_s"]["data"] + sum(r["other_threads_s"].values())),
+        "other": pct(lambda r: r["callbacks_s"]["other"]),
+        "loop": pct(lambda r: r["main_thread_s"]) - callbacks,
+        "bench": pct(lambda r: r["callbacks_s"]["bench"] + r["dump_thread_s"]),
+        "process": pct(lambda r: r["process_s"]),
+        "screen_callbacks_per_s": pct(lambda r: r["callbacks"]["screen"]) / 100,
+    }
+
+
+def print_split_figures(warmup_s: float, window_s: float, rounds: int, against: str | None) -> int:
+    """The UltraServer view's screen share measured inside one process: both sizes (256 colours)
+    at once, each app wrapped by `split_cpu.py`, which attributes every event-loop callback's CPU to
+    the screen or the data side and reads Textual's threads apart; beside each app, per window, the
+    subtraction measure (its process minus the same demo headless, started with them). With
+    `against`, commit REV's code runs the same set in the same windows."""
+    duration_s = warmup_s + rounds * window_s + 120
+    with tempfile.TemporaryDirectory(prefix="trnwatch-bench-") as tmp:
+        trees: dict[str, Path | None] = {"this tree": None}
+        if against:
+            trees[against] = staged_tree(against, Path(tmp) / "against")
+        apps: dict[tuple[str, tuple[int, int]], tuple[Run, str]] = {}
+        baselines: dict[str, subprocess.Popen] = {}
+        for i, (side, tree) in enumerate(trees.items()):
+            for size in SIZES:
+                counters = f"{tmp}/split-{i}-{size[0]}.json"
+                command = [sys.executable, str(SPLIT_WRAPPER), counters] + demo(
+                    duration_s, f"{tmp}/r-{i}-{size[0]}.json"
+                )[len(TRNWATCH) :]
+                apps[(side, size)] = (start_screen(size, "256", command, tree), counters)
+            baselines[side] = start_headless(demo(duration_s, f"{tmp}/h-{i}.json", headless=True), tree)
+        procs = [run.proc for run, _ in apps.values()] + list(baselines.values())
+        print(
+            f"UltraServer view, the screen's share measured in the process (callbacks attributed, "
+            f"tests/benchmarks/split_cpu.py), 80x24 and 200x60 at once, 256 colours, {rounds} windows of "
+            f"{window_s:.0f} s ({', '.join(trees)} side by side in the same windows); 'process - headless' is "
+            f"the subtraction measure of the same windows:",
+            flush=True,
+        )
+        time.sleep(warmup_s)
+        for (side, _), (_, counters) in apps.items():
+            app_file = split_counters(counters, 0.0)["app_file"] or ""
+            if trees[side] is not None and not app_file.startswith(str(trees[side])):
+                print(f"the {side} app runs {app_file}, not its own tree's code", file=sys.stderr)
+                stop(procs, 120)
+                return 1
+        windows: dict[tuple[str, tuple[int, int]], list[dict[str, float]]] = {key: [] for key in apps}
+        for _ in range(rounds):
+            start = time.monotonic()
+            first = {key: split_counters(counters, start) for key, (_, counters) in apps.items()}
+            cpu0 = {p.pid: cpu_s(p.pid) for p in procs}
+            wall0 = time.monotonic()
+            time.sleep(window_s)
+            wall1 = time.monotonic()
+            cpu1 = {p.pid: cpu_s(p.pid) for p in procs}
+            last = {key: split_counters(counters, wall1) for key, (_, counters) in apps.items()}
+            if any(p.poll() is not None for p in procs):
+                print("a run ended inside a window", file=sys.stderr)
+                stop(procs, 120)
+                return 1
+            for key, (run, _) in apps.items():
+                figures = split_window(first[key], last[key])
+                base = baselines[key[0]].pid
+                figures["subtraction"] = (
+                    100 * ((cpu1[run.proc.pid] - cpu0[run.proc.pid]) - (cpu1[base] - cpu0[base])) / (wall1 - wall0)
+                )
+                figures["headless"] = 100 * (cpu1[base] - cpu0[base]) / (wall1 - wall0)
+                windows[key].append(figures)
+        for (side, size), rows in windows.items():
+
+            def col(name: str, fmt: str = ".2f", rows=rows) -> str:
+                return spread([r[name] for r in rows], fmt)
+
+            screen = statistics.median(r["screen"] for r in rows)
+            target = TARGET_SCREEN_PCT[size]
+            print(
+                f"  {size[0]:>3}x{size[1]:<3} {side:>10}: screen {col('screen')}% of a core, target <= {target:.0f}%: "
+                f"{'met' if screen <= target else 'NOT met'} by the median; data {col('data', '.1f')}, loop's own "
+                f"{col('loop')}, other callbacks {col('other')}, wrapper {col('bench')}; process {col('process', '.1f')}"
+                f" (headless {col('headless', '.1f')}, process - headless {col('subtraction', '.1f')}); "
+                f"{col('screen_callbacks_per_s', '.0f')} screen callbacks/s"
+            )
+        if against:
+            for size in SIZES:
+                ours, theirs = windows[("this tree", size)], windows[(against, size)]
+                ratios = [a["screen"] / b["screen"] for a, b in zip(ours, theirs, strict=True) if b["screen"]]
+                print(
+                    f"  {size[0]:>3}x{size[1]:<3} this tree / {against}, screen share per window: "
+                    f"{spread(ratios, '.2f')}x"
+                )
+        print(f"  load average {' / '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        stop(procs, 120)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--warmup", type=float, default=25.0, help="seconds before measuring (compile + warmup ticks)")
@@ -484,15 +624,22 @@ def main() -> int:
         help="only the UltraServer view, one size and colour mode at a time beside its headless baseline",
     )
     parser.add_argument(
+        "--split",
+        action="store_true",
+        help="only the UltraServer view's screen share measured inside the process (callbacks attributed)",
+    )
+    parser.add_argument(
         "--rounds",
         type=int,
         default=6,
-        help="--pairs: windows per size and colour mode; --in-process-only --against: alternating rounds",
+        help="--pairs: windows per size and colour mode; --split: windows; --in-process-only --against: "
+        "alternating rounds",
     )
     parser.add_argument(
         "--against",
         metavar="REV",
-        help="--pairs or --in-process-only: also run commit REV's code, side by side (same windows / alternating rounds)",
+        help="--pairs, --split or --in-process-only: also run commit REV's code, side by side (same windows / "
+        "alternating rounds)",
     )
     parser.add_argument(
         "--data",
@@ -503,6 +650,9 @@ def main() -> int:
     parser.add_argument("--refresh-child", metavar="WxH", help=argparse.SUPPRESS)  # one side's figures, as JSON
     args = parser.parse_args()
     if args.refresh_child:
+        staged = os.environ.get("PYTHONPATH")
+        if staged and not (sys.modules[TrnwatchApp.__module__].__file__ or "").startswith(staged):
+            sys.exit(f"--refresh-child: the app's code is not from {staged}")
         cols, rows = (int(n) for n in args.refresh_child.split("x"))
         print(json.dumps(refresh_cpu_ms((cols, rows))))
         return 0
@@ -511,6 +661,8 @@ def main() -> int:
         f"{os.cpu_count()} cores"
     )
     load_at_start = os.getloadavg()[0]
+    if args.split:
+        return print_split_figures(args.warmup, args.window, args.rounds, args.against)
     if args.pairs:
         return print_pair_figures(args.warmup, args.window, args.rounds, args.against, args.data)
     if args.in_process_only and args.against:
