@@ -13,6 +13,7 @@ from rich.text import Text
 from textual._compositor import ChopsUpdate
 from textual.strip import Strip
 
+from trnwatch.themes import THEME_NAMES
 from trnwatch.tui.span_updates import CHECKED_VERSIONS, render_dirty_spans, send_dirty_spans_only
 from trnwatch.tui.widgets import SPAN_GAP_CELLS, TextLines, changed_spans, line_segments
 from tests.terminal_screen import terminal_cells
@@ -170,3 +171,26 @@ def test_changed_spans_pass_over_equal_segments_and_find_what_the_character_walk
                 segments[i] = Segment(rng.choice(pieces), rng.choice((RED, BLUE, GREEN)))
         new = Strip(segments) if rng.random() < 0.8 else line()
         assert changed_spans(old, new) == changed_spans_by_character(old, new), (list(old), list(new))
+
+
+def test_lines_are_drawn_over_the_widgets_colours_again_after_every_theme_change():
+    # `TextLines` keeps its colours (`rich_style`) until a style of it or an ancestor changes.
+    app = make_scenario_app("straggler")
+
+    async def run() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            seen = set()
+            for _ in THEME_NAMES:
+                await pilot.press("t")
+                await pilot.pause()
+                app.render_now()
+                await pilot.pause()
+                for widget in app.query(TextLines):
+                    assert widget._base_style() == widget.rich_style
+                    if widget._strips:
+                        assert widget._style == widget.rich_style
+                        seen.add(widget.rich_style.bgcolor)
+            assert len(seen) > 2  # the themes' backgrounds differ: the colours were read again
+
+    asyncio.run(run())

@@ -213,6 +213,9 @@ class TextLines(ScrollView, can_focus=False):
         self._texts: list[Text] = []
         self._strips: list[Strip] = []
         self._style: Style | None = None  # the widget's colours the strips were rendered under
+        # `rich_style` as last read, and the styles it was read under (see `_base_style`).
+        self._base: Style | None = None
+        self._base_key: tuple[tuple[int, int], ...] = ()
         self._width = 0
 
     @property
@@ -224,7 +227,7 @@ class TextLines(ScrollView, can_focus=False):
         """Show `lines`; mark dirty only the changed part of each changed line. A line equal to
         the one shown at its place keeps its rendered strip: most lines of a refresh are."""
         console = self.app.console
-        base = self.rich_style  # the widget's colours under every segment, as Textual's own Log does
+        base = self._base_style()
         old_texts = self._texts if base == self._style else []
         new = [
             self._strips[y]
@@ -248,13 +251,24 @@ class TextLines(ScrollView, can_focus=False):
         if len(old) > len(new):
             self.refresh(Region(0, len(new) - scroll_y, self.size.width, len(old) - len(new)))
 
+    def _base_style(self) -> Style:
+        """The widget's colours under every segment (`rich_style`, as Textual's own Log uses),
+        read again only when a style of the widget or of one of its ancestors changed (a theme,
+        a class): Textual counts each node's style updates (`Styles._cache_key`, the key of its
+        own `visual_style` cache), and `rich_style` walks every ancestor at each call."""
+        key = tuple((id(node), node.styles._cache_key) for node in self.ancestors_with_self)
+        if self._base is None or key != self._base_key:
+            self._base, self._base_key = self.rich_style, key
+        return self._base
+
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         index = y + scroll_y
         width = self.size.width
+        base = self._base_style()
         if index >= len(self._strips):
-            return Strip.blank(width, self.rich_style)
-        return self._strips[index].crop_extend(scroll_x, scroll_x + width, self.rich_style)
+            return Strip.blank(width, base)
+        return self._strips[index].crop_extend(scroll_x, scroll_x + width, base)
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return len(self._strips)

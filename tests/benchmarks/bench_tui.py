@@ -51,6 +51,7 @@ import argparse
 import asyncio
 import fcntl
 import json
+import math
 import os
 import pty
 import select
@@ -514,14 +515,17 @@ def split_window(first: dict, last: dict) -> dict[str, float]:
         return 100 * (get(last) - get(first)) / span_s
 
     callbacks = pct(lambda r: sum(r["callbacks_s"].values()))
+    screen = pct(lambda r: r["callbacks_s"]["screen"] + r["screen_threads_s"])
+    refreshes_per_s = (last["refreshes"] - first["refreshes"]) / span_s
     return {
-        "screen": pct(lambda r: r["callbacks_s"]["screen"] + r["screen_threads_s"]),
+        "screen": screen,
         "data": pct(lambda r: r["callbacks_s"]["data"] + sum(r["other_threads_s"].values())),
         "other": pct(lambda r: r["callbacks_s"]["other"]),
         "loop": pct(lambda r: r["main_thread_s"]) - callbacks,
         "bench": pct(lambda r: r["callbacks_s"]["bench"] + r["dump_thread_s"]),
         "process": pct(lambda r: r["process_s"]),
-        "screen_callbacks_per_s": pct(lambda r: r["callbacks"]["screen"]) / 100,
+        "refreshes_per_s": refreshes_per_s,
+        "screen_ms_per_refresh": 10 * screen / refreshes_per_s if refreshes_per_s else math.nan,
     }
 
 
@@ -595,7 +599,8 @@ def print_split_figures(warmup_s: float, window_s: float, rounds: int, against: 
                 f"{'met' if screen <= target else 'NOT met'} by the median; data {col('data', '.1f')}, loop's own "
                 f"{col('loop')}, other callbacks {col('other')}, wrapper {col('bench')}; process {col('process', '.1f')}"
                 f" (headless {col('headless', '.1f')}, process - headless {col('subtraction', '.1f')}); "
-                f"{col('screen_callbacks_per_s', '.0f')} screen callbacks/s"
+                f"{col('refreshes_per_s')} refreshes/s, screen {col('screen_ms_per_refresh', '.1f')} ms of CPU per "
+                "refresh"
             )
         if against:
             for size in SIZES:

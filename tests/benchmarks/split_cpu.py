@@ -16,8 +16,10 @@ callback) is wrapped: `time.thread_time()` before and after the callback, and it
 Threads are read apart (`time.pthread_getcpuclockid`): Textual's `textual-output` (the writer)
 and `textual-input` threads are the screen's; the main thread's CPU outside every callback is the
 loop's own (`select`, scheduling); this wrapper's own work (its timing, classifying, this file's
-dump thread) is counted as `bench` and left out of both sides. Every 0.5 s the cumulative
-figures are written to COUNTERS.json (atomically), with the monotonic time they were read at.
+dump thread) is counted as `bench` and left out of both sides. The app's repaints are counted
+(`TrnwatchApp.render_now` calls: a loaded machine makes Textual skip late timer ticks, and fewer
+refreshes cost less). Every 0.5 s the cumulative figures are written to COUNTERS.json
+(atomically), with the monotonic time they were read at.
 
 A diagnostic harness for the benchmark, not part of trnwatch.
 """
@@ -46,6 +48,7 @@ DUMP_EVERY_S = 0.5
 # Cumulative CPU seconds by side, and the callbacks counted (main thread only).
 cpu_s = {"screen": 0.0, "data": 0.0, "other": 0.0, "bench": 0.0}
 callbacks = {"screen": 0, "data": 0, "other": 0}
+refreshes = [0]  # the app's repaints from the ledger (`TrnwatchApp.render_now` calls)
 _data_tasks: "weakref.WeakSet[asyncio.Task]" = weakref.WeakSet()
 
 
@@ -129,6 +132,7 @@ def dump(path: str) -> None:
             "process_s": time.process_time(),
             "callbacks_s": dict(cpu_s),
             "callbacks": dict(callbacks),
+            "refreshes": refreshes[0],
             "main_thread_s": main,
             "screen_threads_s": sum(v for k, v in threads.items() if k in SCREEN_THREADS),
             "dump_thread_s": threads.pop(me, 0.0),
@@ -145,6 +149,15 @@ def main() -> None:
     asyncio.events.Handle._run = _timed_run  # type: ignore[method-assign]
     threading.Thread(target=dump, args=(path,), name="split-dump", daemon=True).start()
     from trnwatch.cli import main as trnwatch_main
+    from trnwatch.tui.app import TrnwatchApp
+
+    render_now = TrnwatchApp.render_now
+
+    def counted_render_now(self, *args, **kwargs) -> None:
+        refreshes[0] += 1
+        render_now(self, *args, **kwargs)
+
+    TrnwatchApp.render_now = counted_render_now  # type: ignore[method-assign]
 
     sys.argv = ["trnwatch", *argv]
     sys.exit(trnwatch_main())
