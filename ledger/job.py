@@ -546,9 +546,9 @@ class JobLedger:
         """The rank (not dead) that waits least for its peers; None without two ranks of wait data."""
         dead = set(self.dead_ranks(now_s))
         wait_s = {
-            rank.rank: rank.wait_per_step.median_s()
-            for rank in self.ranks.values()
-            if rank.rank not in dead and len(rank.wait_per_step) >= MIN_WAIT_STEPS
+            rank_id: window.median_s()
+            for rank_id, rank in self.ranks.items()  # keyed by rank
+            if rank_id not in dead and len(window := rank.wait_per_step) >= MIN_WAIT_STEPS
         }
         if len(wait_s) < 2:
             return None

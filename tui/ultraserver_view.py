@@ -94,6 +94,8 @@ class UltraServerView(ScopeView):
         # The last render's host lines by what they draw: a line that draws the same is the same
         # Text, so it costs neither building nor rendering (most lines of a refresh).
         self._host_lines: dict[tuple, Text] = {}
+        # Each cell's parts by what it draws (palette, `_cell_key`): a few hundred kinds at most.
+        self._cell_parts: dict[tuple, list[tuple[str, Style | None]]] = {}
 
     def _drawn_util(self, row: HostRow, chip: ChipCell) -> float | None:
         key = (row.host_id, chip.index)
@@ -101,6 +103,15 @@ class UltraServerView(ScopeView):
         if u is None or drawn is None or (u == 0.0) != (drawn == 0.0) or abs(u - drawn) >= UTIL_DEADBAND_PCT:
             self._drawn[key] = drawn = u
         return drawn
+
+    def _drawn_cell(self, frame: Frame, cell: tuple) -> list[tuple[str, Style | None]]:
+        """`_cell`'s parts for `cell` (row, chip, selected, drawn utilisation, `_cell_key`),
+        made once per palette and key: equal keys draw equal cells."""
+        row, chip, selected, u, key = cell
+        kept = self._cell_parts.get((id(frame.palette), key))
+        if kept is None:
+            kept = self._cell_parts[(id(frame.palette), key)] = _cell(chip, row, frame, selected, u)
+        return kept
 
     # --- rendering ------------------------------------------------------------------------------
 
@@ -197,8 +208,9 @@ class UltraServerView(ScopeView):
             for row in hosts:
                 x += number_cols + 1
                 for chip in row.chips:
-                    selected = (row.host_id, chip.index) == (sel.host_id, sel.chip)
-                    cells.append((row, chip, selected, self._drawn_util(row, chip)))
+                    selected = row.host_id == sel.host_id and chip.index == sel.chip
+                    u = self._drawn_util(row, chip)
+                    cells.append((row, chip, selected, u, _cell_key(row, chip, selected, u)))
                     grid_line.append((row.host_id, chip.index))
                     xs.append((x, row.host_id, chip.index))
                     x += CELL_COLS
@@ -207,7 +219,7 @@ class UltraServerView(ScopeView):
                 id(pal),
                 number_cols,
                 tuple((row.number, row.state, len(row.chips)) for row in hosts),
-                tuple(_cell_key(*cell) for cell in cells),
+                tuple(cell[4] for cell in cells),
             )
             line = drawn.get(key)
             if line is None:
@@ -215,12 +227,7 @@ class UltraServerView(ScopeView):
                 for row in hosts:
                     label_style = pal["label"] if row.state == "fresh" else pal["warn"]
                     parts.append((f"{row.number:>{number_cols}} ", label_style))
-                    parts += [
-                        part
-                        for r, chip, selected, u in cells
-                        if r is row
-                        for part in _cell(chip, row, frame, selected, u)
-                    ]
+                    parts += [part for cell in cells if cell[0] is row for part in self._drawn_cell(frame, cell)]
                     parts.append(" ")
                 line = styled(*parts)
             self._host_lines[key] = line
@@ -248,10 +255,11 @@ class UltraServerView(ScopeView):
         self._grid, self._cell_x = [], {}
         drawn, self._host_lines = self._host_lines, {}
         for row in m.rows:
-            cells = [
-                (row, chip, (row.host_id, chip.index) == (sel.host_id, sel.chip), self._drawn_util(row, chip))
-                for chip in row.chips
-            ]
+            cells = []
+            for chip in row.chips:
+                selected = row.host_id == sel.host_id and chip.index == sel.chip
+                u = self._drawn_util(row, chip)
+                cells.append((row, chip, selected, u, _cell_key(row, chip, selected, u)))
             x = number_cols + 1 + name_cols + 1 + id_cols + 2
             self._cell_x[len(out)] = [
                 (x + i * (CELL_COLS + 1), row.host_id, chip.index) for i, chip in enumerate(row.chips)
@@ -267,7 +275,7 @@ class UltraServerView(ScopeView):
                 row.host_id,
                 row.state,
                 units.age(row.age_s) if row.state == "stale" else "",
-                tuple(_cell_key(*cell) for cell in cells),
+                tuple(cell[4] for cell in cells),
                 sum(c.ecc_events for c in row.chips),
                 sum(c.ecc_uncorrected for c in row.chips),
             )
@@ -279,15 +287,15 @@ class UltraServerView(ScopeView):
     def _table_line(
         self, row: HostRow, cells: list, number_cols: int, name_cols: int, id_cols: int, frame: Frame
     ) -> Text:
-        """One host of the wide layout; `cells`: (row, chip, selected, drawn utilisation) per chip."""
+        """One host of the wide layout; `cells`: (row, chip, selected, drawn utilisation, cell key) per chip."""
         pal = frame.palette
         parts: list = [
             (f"{row.number:>{number_cols}} ", pal["label"] if row.state == "fresh" else pal["warn"]),
             column(row.name or "", name_cols + 1, pal["text"]),
             column(row.host_id, id_cols + 2, pal["dim"]),
         ]
-        for _, chip, selected, u in cells:
-            parts += _cell(chip, row, frame, selected, u)
+        for cell in cells:
+            parts += self._drawn_cell(frame, cell)
             parts.append(" ")
         ecc = sum(c.ecc_events for c in row.chips)
         uncorrected = sum(c.ecc_uncorrected for c in row.chips)
