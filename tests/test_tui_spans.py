@@ -5,7 +5,6 @@ import random
 
 import pytest
 import textual
-from rich.cells import cell_len
 from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
@@ -15,7 +14,7 @@ from textual.strip import Strip
 
 from trnwatch.themes import THEME_NAMES
 from trnwatch.tui.span_updates import CHECKED_VERSIONS, render_dirty_spans, send_dirty_spans_only
-from trnwatch.tui.widgets import SPAN_GAP_CELLS, TextLines, changed_spans, line_segments
+from trnwatch.tui.widgets import SPAN_GAP_CELLS, TextLines, _cells, changed_spans, line_segments, runs_that_differ
 from tests.terminal_screen import terminal_cells
 from tests.tui_fleet import make_scenario_app
 
@@ -128,30 +127,7 @@ def test_lines_rich_must_walk_are_left_to_rich():
 
 def changed_spans_by_character(old: Strip, new: Strip) -> list[tuple[int, int]]:
     """The rule `changed_spans` follows, walked character by character over the whole line."""
-    if old == new:
-        return []
-    cells = []
-    for line in (old, new):
-        chars = [(ch, style) for text, style, _ in line for ch in text]
-        starts = [0]
-        for ch, _ in chars:
-            starts.append(starts[-1] + cell_len(ch))
-        cells.append((chars, starts))
-    (a, a_at), (b, b_at) = cells
-    n = max(len(a), len(b))
-    a_at += [a_at[-1] + i for i in range(1, n - len(a) + 1)]
-    b_at += [b_at[-1] + i for i in range(1, n - len(b) + 1)]
-    a += [(" ", None)] * (n - len(a))
-    b += [(" ", None)] * (n - len(b))
-    spans: list[tuple[int, int]] = []
-    for i in range(n):
-        if a[i] != b[i]:
-            start, end = min(a_at[i], b_at[i]), max(a_at[i + 1], b_at[i + 1])
-            if spans and start - spans[-1][1] < SPAN_GAP_CELLS:
-                spans[-1] = (spans[-1][0], max(spans[-1][1], end))
-            else:
-                spans.append((start, end))
-    return spans
+    return [] if old == new else runs_that_differ(_cells(list(old), 0), _cells(list(new), 0))
 
 
 def test_changed_spans_pass_over_equal_segments_and_find_what_the_character_walk_finds():

@@ -11,6 +11,7 @@ is not fresh, its last figures are shown with their age and left out of every ro
 """
 
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -45,9 +46,9 @@ NO_GROUP = ""  # the group of hosts not mapped to any UltraServer
 # --- chips and hosts ------------------------------------------------------------------------------
 
 
-class ChipCell(NamedTuple):
-    """One chip as the grid and the host list show it (latest figures). A named tuple: 144 are
-    made for each report round of the demo's hosts, and a tuple is made fastest."""
+@dataclass(frozen=True, slots=True)
+class ChipCell:
+    """One chip as the grid and the host list show it (latest figures)."""
 
     host_id: str
     index: int

@@ -182,7 +182,15 @@ def changed_spans(old: Strip | None, new: Strip) -> list[tuple[int, int]]:
         while old_end > first and new_end > first and old_segments[old_end - 1] == new_segments[new_end - 1]:
             old_end -= 1
             new_end -= 1
-    (a, a_at), (b, b_at) = _cells(old_segments[first:old_end], x), _cells(new_segments[first:new_end], x)
+    return runs_that_differ(_cells(old_segments[first:old_end], x), _cells(new_segments[first:new_end], x))
+
+
+def runs_that_differ(
+    old: tuple[list[tuple[str, Style | None]], list[int]], new: tuple[list[tuple[str, Style | None]], list[int]]
+) -> list[tuple[int, int]]:
+    """The (start, end) cells where two runs of characters (`_cells`) differ, character by
+    character, runs closer than `SPAN_GAP_CELLS` joined."""
+    (a, a_at), (b, b_at) = old, new
     n = max(len(a), len(b))
     # Past a line's end its cells are blank, one per character.
     a_at += [a_at[-1] + i for i in range(1, n - len(a) + 1)]
