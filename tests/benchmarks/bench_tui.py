@@ -2,6 +2,7 @@
 
     python tests/benchmarks/bench_tui.py [--warmup S] [--window S] [--cluster-only | --in-process-only]
     python tests/benchmarks/bench_tui.py --pairs [--rounds N] [--window S] [--against REV]
+    python tests/benchmarks/bench_tui.py --split [--rounds N] [--window S] [--against REV]
     python tests/benchmarks/bench_tui.py --in-process-only [--against REV [--rounds N]]
 
 Runs the real app (`trnwatch demo`: 36 simulated hosts, 144 chips, 1 s refresh) in pseudo-
@@ -43,6 +44,12 @@ run instead (`trnwatch replay R`, and `--headless --speed 1` beside it): half th
 same lines for both sides, but its headless baseline was measured to cost about a point more than
 the screen process's own replay with no refresh, so it reads the screen's share low; use it for
 bytes and side-by-side differences, not for the CPU targets.
+
+`--split` measures the UltraServer view's screen share inside the app's own process, the measure
+for the CPU targets: both sizes at once, each app run through `split_cpu.py`, which puts every
+event-loop callback's CPU on the screen or the data side by the task it belongs to and reads
+Textual's threads apart (see that file); the subtraction measure of the same windows is printed
+beside it, and the refreshes counted.
 
 Not a test: it takes about two minutes (`--pairs`: about six) and prints figures.
 """
