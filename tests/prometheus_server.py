@@ -84,11 +84,17 @@ class LocalPrometheus:
             return json.load(response)["data"]["result"]
 
     def wait_for(self, promql: str, value: float, timeout_s: float) -> None:
-        """Wait until the single-valued `promql` equals `value` (e.g. all targets scraped)."""
+        """Wait until the single-valued `promql` equals `value` (e.g. all targets scraped). A
+        query that times out (a server busy with its first scrapes of 1,152 targets on a loaded
+        machine) is asked again until the deadline, not taken as the answer."""
         deadline = time.monotonic() + timeout_s
-        seen = None
+        seen: float | str | None = None
         while time.monotonic() < deadline:
-            result = self.query(promql)
+            try:
+                result = self.query(promql)
+            except TimeoutError:
+                seen = "no answer within 10 s"
+                continue
             seen = float(result[0]["value"][1]) if result else None
             if seen == value:
                 return
