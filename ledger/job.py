@@ -61,6 +61,7 @@ records `job_suspects.py`; the typed section they fill `job_summary.py`.
 
 from collections import Counter, deque
 from dataclasses import dataclass
+from operator import itemgetter
 from statistics import median
 
 from trnwatch.collectors.job_events import (
@@ -552,8 +553,10 @@ class JobLedger:
         }
         if len(wait_s) < 2:
             return None
-        least = min(wait_s, key=lambda rank: (wait_s[rank], rank))
-        skew_s = median(wait for rank, wait in wait_s.items() if rank != least) - wait_s[least]
+        least, least_s = min(wait_s.items(), key=itemgetter(1, 0))  # by wait, then rank
+        peers_s = list(wait_s.values())
+        peers_s.remove(least_s)  # the others' waits: one value equal to the least's goes
+        skew_s = median(peers_s) - least_s
         step_times = self.step_times_s(now_s)
         slow = bool(step_times) and skew_s >= self.straggler_min_skew_fraction * median(step_times)
         return Straggler(least, skew_s, wait_s, slow)

@@ -536,8 +536,8 @@ def split_window(first: dict, last: dict) -> dict[str, float]:
     }
 
 
-def print_split_figures(warmup_s: float, window_s: float, rounds: int, against: str | None) -> int:
-    """The UltraServer view's screen share measured inside one process: both sizes (256 colours)
+def print_split_figures(warmup_s: float, window_s: float, rounds: int, against: str | None, colours: str) -> int:
+    """The UltraServer view's screen share measured inside one process: both sizes (in `colours`)
     at once, each app wrapped by `split_cpu.py`, which attributes every event-loop callback's CPU to
     the screen or the data side and reads Textual's threads apart; beside each app, per window, the
     subtraction measure (its process minus the same demo headless, started with them). With
@@ -555,12 +555,12 @@ def print_split_figures(warmup_s: float, window_s: float, rounds: int, against: 
                 command = [sys.executable, str(SPLIT_WRAPPER), counters] + demo(
                     duration_s, f"{tmp}/r-{i}-{size[0]}.json"
                 )[len(TRNWATCH) :]
-                apps[(side, size)] = (start_screen(size, "256", command, tree), counters)
+                apps[(side, size)] = (start_screen(size, colours, command, tree), counters)
             baselines[side] = start_headless(demo(duration_s, f"{tmp}/h-{i}.json", headless=True), tree)
         procs = [run.proc for run, _ in apps.values()] + list(baselines.values())
         print(
             f"UltraServer view, the screen's share measured in the process (callbacks attributed, "
-            f"tests/benchmarks/split_cpu.py), 80x24 and 200x60 at once, 256 colours, {rounds} windows of "
+            f"tests/benchmarks/split_cpu.py), 80x24 and 200x60 at once, {colours if colours == 'truecolor' else '256 colours'}, {rounds} windows of "
             f"{window_s:.0f} s ({', '.join(trees)} side by side in the same windows); 'process - headless' is "
             f"the subtraction measure of the same windows:",
             flush=True,
@@ -659,6 +659,12 @@ def main() -> int:
         default="demo",
         help="--pairs: each run runs the demo itself (default), or replays one recording of it (reads CPU low)",
     )
+    parser.add_argument(
+        "--colours",
+        choices=COLOURS,
+        default="256",
+        help="--split: the terminal's colours (256: TERM=xterm-256color, as over SSH; truecolor: COLORTERM too)",
+    )
     parser.add_argument("--refresh-child", metavar="WxH", help=argparse.SUPPRESS)  # one side's figures, as JSON
     args = parser.parse_args()
     if args.refresh_child:
@@ -674,7 +680,7 @@ def main() -> int:
     )
     load_at_start = os.getloadavg()[0]
     if args.split:
-        return print_split_figures(args.warmup, args.window, args.rounds, args.against)
+        return print_split_figures(args.warmup, args.window, args.rounds, args.against, args.colours)
     if args.pairs:
         return print_pair_figures(args.warmup, args.window, args.rounds, args.against, args.data)
     if args.in_process_only and args.against:
