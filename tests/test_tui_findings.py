@@ -176,3 +176,19 @@ def test_snapshot_text_lists_the_same_findings():
     assert snap["findings"][0]["kind"] == "ecc-uncorrected" and snap["findings"][0]["site"]["chip"] == 2
     text = render_text(snap)
     assert f"critical: ECC {FAULT_SITE}/2 · 1 uncorrected ECC error" in text
+
+
+def test_the_job_finding_follows_the_clock_with_no_new_data():
+    # The diagnosis is kept per ledger change and "now" (`rollups.job_diagnosis_at`): with nothing
+    # folded, a later clock must still cross the late and dead thresholds, and an earlier one undo them.
+    ledger = scenario_ledger("hang", 31)  # the hang began at tick 30
+    generation = ledger.generation
+
+    def job_labels(dt_s: float) -> list[str]:
+        return [f.label for f in current_findings(ledger, now_at(31) + dt_s) if f.kind == "job"]
+
+    assert job_labels(0) == []
+    assert job_labels(4) == ["LATE"]
+    assert job_labels(10) == ["DEAD"]
+    assert job_labels(0) == []
+    assert ledger.generation == generation  # nothing was folded meanwhile
