@@ -43,6 +43,7 @@ import gc
 import importlib.util
 import json
 import os
+import resource
 import signal
 import statistics
 import subprocess
@@ -280,6 +281,16 @@ class Lateness:
     worst_s: float = 0.0
     process_cpu_s: float = 0.0
     loop_cpu_s: float = 0.0
+    # The loop thread's context switches meanwhile (getrusage RUSAGE_THREAD): involuntary ones
+    # are the kernel taking its core away; voluntary ones are waits (the loop's own poll, and the
+    # GIL while another thread of this process held it).
+    preempted: int = 0
+    waited: int = 0
+
+
+def _switches() -> tuple[int, int]:
+    usage = resource.getrusage(resource.RUSAGE_THREAD)
+    return usage.ru_nivcsw, usage.ru_nvcsw
 
 
 async def _worst_lateness(stop: asyncio.Event) -> Lateness:
@@ -287,10 +298,18 @@ async def _worst_lateness(stop: asyncio.Event) -> Lateness:
     worst = Lateness()
     while not stop.is_set():
         start, process0, thread0 = time.perf_counter(), time.process_time(), time.thread_time()
+        switches0 = _switches()
         await asyncio.sleep(0.005)
         late_s = time.perf_counter() - start - 0.005
         if late_s > worst.worst_s:
-            worst = Lateness(late_s, time.process_time() - process0, time.thread_time() - thread0)
+            switches = _switches()
+            worst = Lateness(
+                late_s,
+                time.process_time() - process0,
+                time.thread_time() - thread0,
+                switches[0] - switches0[0],
+                switches[1] - switches0[1],
+            )
     return worst
 
 
@@ -477,6 +496,8 @@ async def loop_stall_ms(
         "stall_ms": worst.worst_s * 1000,
         "stall_process_cpu_ms": worst.process_cpu_s * 1000,
         "stall_loop_cpu_ms": worst.loop_cpu_s * 1000,
+        "stall_preempted": worst.preempted,
+        "stall_waited": worst.waited,
         "gc_max_ms": max(collections, default=0.0) * 1000,
         "reports": ledger.sources[url].reports - before,
         "key_max_ms": max(keys_ms, default=0.0),
@@ -671,7 +692,8 @@ def main() -> None:
         print(
             f"event loop with full histories, decode and fold {name}, worst of {len(rounds)} rounds: worst stall "
             f"{worst['stall_ms']:.0f} ms (target < {STALL_TARGET_MS:.0f} ms; CPU meanwhile: this process "
-            f"{worst['stall_process_cpu_ms']:.0f} ms, the loop's thread {worst['stall_loop_cpu_ms']:.0f} ms), "
+            f"{worst['stall_process_cpu_ms']:.0f} ms, the loop's thread {worst['stall_loop_cpu_ms']:.0f} ms; the loop's "
+            f"thread preempted {worst['stall_preempted']}x, waited {worst['stall_waited']}x), "
             f"worst key response {max(r['key_max_ms'] for r in rounds):.0f} ms (target < {KEY_TARGET_MS:.0f} ms; "
             f"p99 {max(r['key_p99_ms'] for r in rounds):.0f} ms of {min(r['keys'] for r in rounds)}+ keys), "
             f"longest garbage collection {max(r['gc_max_ms'] for r in rounds):.0f} ms; "
