@@ -257,12 +257,12 @@ class ChipFigures(msgspec.Struct, frozen=True, gc=False):
     hbm_used_bytes: int  # unknown figures count as 0, as in the rollup (its boundary says so)
     hbm_capacity_bytes: int | None  # None when any chip's capacity is unknown
     utils: tuple[float, ...]  # the chips' known utilisation, in chip order
-    util_min_pct: float  # min(utils); 0.0 when no chip's utilisation is known (read with `utils`)
+    util_min_pct: float | None  # min(utils); None when no chip's utilisation is known
     chips_idle: int  # chips at exactly 0% utilisation
     ecc_seen: bool  # some chip's ECC counters read non-zero at some report (totals: rollups.chip_ecc)
 
 
-NO_CHIPS = ChipFigures(0, 0, 0, (), 0.0, 0, False)
+NO_CHIPS = ChipFigures(0, 0, 0, (), None, 0, False)
 
 
 def chip_figures(chips: list[ChipState]) -> ChipFigures:
@@ -280,5 +280,5 @@ def chip_figures(chips: list[ChipState]) -> ChipFigures:
             utils.append(chip.util_pct)
         ecc_seen = ecc_seen or chip.ecc.nonzero
     return ChipFigures(
-        len(chips), used_bytes, capacity_bytes, tuple(utils), min(utils, default=0.0), utils.count(0.0), ecc_seen
+        len(chips), used_bytes, capacity_bytes, tuple(utils), min(utils, default=None), utils.count(0.0), ecc_seen
     )

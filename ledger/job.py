@@ -76,16 +76,9 @@ from trnwatch.collectors.job_events import (
     Step,
 )
 from trnwatch.ledger.job_blame import dead_ranks, failure_rows, failure_words
-from trnwatch.ledger.job_ranks import (
-    CHECKPOINT_REGION,
-    STARTUP_LONG_PHASES,
-    RankState,
-    RankStatus,
-    StepKind,
-    StepSample,
-)
 from trnwatch.ledger.job_ranks import STEP_WINDOW as STEP_WINDOW  # bounds named with the ledger
 from trnwatch.ledger.job_ranks import WAIT_WINDOW_STEPS as WAIT_WINDOW_STEPS
+from trnwatch.ledger.job_ranks import RankState, RankStatus, StepKind, StepSample
 from trnwatch.ledger.job_steady import (
     WARMUP_PROBE_STEPS,
     percentile,
@@ -140,9 +133,6 @@ MAX_COLLECTIVE_OPS = 64
 MAX_TS_AHEAD_S = 60.0
 
 STARTUP_PHASES = ("init", "compile", "warmup")
-# The phases `RankState.blocking_pause` or the start-up rule look for (any other open phase,
-# such as an explicit steady phase, is neither).
-_PAUSE_OR_STARTUP_PHASES = frozenset((*STARTUP_PHASES, *STARTUP_LONG_PHASES, "checkpoint"))
 
 
 class JobEventRejected(ValueError):
@@ -611,17 +601,10 @@ class JobLedger:
                 any_failed = any_failed or rank.status in ("failed", "aborted")
             elif rank.rank not in dead_set:
                 running.append(rank)
-                # Without a pause or start-up phase open, an open checkpoint or the checkpoint
-                # region a rank has no pause and is not starting up (`RankState.blocking_pause`).
-                if (
-                    rank.open_checkpoint is not None
-                    or rank.region == CHECKPOINT_REGION
-                    or not _PAUSE_OR_STARTUP_PHASES.isdisjoint(rank.open_phases)
-                ):
-                    if found := rank.blocking_pause():
-                        pauses.append(found)
-                    if any(phase in STARTUP_PHASES for phase in rank.open_phases):
-                        starting.append(rank)
+                if found := rank.blocking_pause():
+                    pauses.append(found)
+                if rank.open_phases and any(phase in STARTUP_PHASES for phase in rank.open_phases):
+                    starting.append(rank)
         if any_failed:
             return self._failed(now_s, chip_util_pct)
         if not running and not dead:

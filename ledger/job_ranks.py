@@ -118,4 +118,6 @@ class RankState:
             return "checkpoint", self.open_phases["checkpoint"]
         if self.region == CHECKPOINT_REGION and self.region_since is not None:
             return "checkpoint", self.region_since
+        if not self.open_phases:  # most ranks, most of the time: nothing open
+            return None
         return next(((phase, ts) for phase, ts in self.open_phases.items() if phase in STARTUP_LONG_PHASES), None)

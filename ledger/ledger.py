@@ -28,6 +28,7 @@ from trnwatch.ledger.rollups import (
     ClusterRollup,
     UltraServerRollup,
     cluster_rollup,
+    reported_within,
     source_periods_s,
     stale_after_s,
     ultraserver_rollup,
@@ -331,7 +332,7 @@ class Ledger:
         return groups
 
     def host_fresh(self, host: HostState, now_s: float) -> bool:
-        return host.last_s is not None and now_s - host.last_s <= stale_after_s(host.period_s)
+        return reported_within(host, now_s, stale_after_s(host.period_s))
 
     def rollup_ultraserver(self, ultraserver: str, hosts: list[HostState], now_s: float) -> UltraServerRollup:
         """Latest figures of one UltraServer, counting only hosts whose data is fresh (`rollups`)."""

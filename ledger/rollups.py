@@ -37,6 +37,11 @@ def stale_after_s(period_s: float | None) -> float:
     return max(STALE_PERIODS * (period_s or 1.0), STALE_MIN_S)
 
 
+def reported_within(host: HostState, now_s: float, after_s: float) -> bool:
+    """Whether `host` reported in the `after_s` before `now_s` (`stale_after_s` of its period)."""
+    return host.last_s is not None and now_s - host.last_s <= after_s
+
+
 # A chip (or an UltraServer, a cluster) at this HBM fill or more is drawn as nearly full and
 # passes the `hbm-high` filter.
 HBM_HIGH_PCT = 90.0
@@ -171,9 +176,7 @@ def freshness_at(ledger: "Ledger", now_s: float) -> dict[str, Freshness]:
             after_s = stale_after.get(period_s)
             if after_s is None:
                 after_s = stale_after[period_s] = stale_after_s(period_s)
-            # `Ledger.host_fresh`, with the period's threshold looked up once
-            fresh = host.last_s is not None and now_s - host.last_s <= after_s
-            freshness[host.host_id] = "fresh" if fresh else "stale"
+            freshness[host.host_id] = "fresh" if reported_within(host, now_s, after_s) else "stale"
         return freshness
 
     return per_update(ledger, "freshness", compute, now_s)
@@ -237,13 +240,14 @@ def _summed(ledger: "Ledger", fresh: list[HostState]) -> dict:
     (per UltraServer or over the cluster)."""
     figures = [h.figures for h in fresh]
     known_utils = sum(len(f.utils) for f in figures)
+    mins = [f.util_min_pct for f in figures if f.util_min_pct is not None]
     ecc = [e for h in fresh if h.figures.ecc_seen for e in host_ecc(ledger, h)]
     return dict(
         chips=sum(f.chips for f in figures),
         hbm_used_bytes=sum(f.hbm_used_bytes for f in figures),
         hbm_capacity_bytes=known_sum([f.hbm_capacity_bytes for f in figures]),
         util_mean_pct=math.fsum(chain.from_iterable(f.utils for f in figures)) / known_utils if known_utils else None,
-        util_min_pct=min(f.util_min_pct for f in figures if f.utils) if known_utils else None,
+        util_min_pct=min(mins) if mins else None,
         chips_idle=sum(f.chips_idle for f in figures),
         chips_with_ecc=sum(1 for e in ecc if e.had_ecc),
         chips_with_uncorrected_ecc=sum(1 for e in ecc if e.uncorrected),

@@ -28,6 +28,7 @@ from trnwatch.ledger.rollups import (
     per_report,
     per_update,
 )
+from trnwatch.tui.units import level
 
 # Sort keys and filters of the UltraServer grid and host list, in the order `s` / `f` cycle.
 SORTS = ("host", "util", "hbm", "ecc")
@@ -69,7 +70,7 @@ class ChipCell:
         marks, equal cells): its HBM fill in eighths (None: no figure), uncorrected ECC, and
         ECC events or an undecided counter."""
         fill = self.hbm_pct
-        eighth = None if fill is None else max(0, min(7, int(fill / 100.0 * 8)))
+        eighth = None if fill is None else level(fill, 100.0, 8)
         return eighth, self.ecc_uncorrected > 0, self.ecc_events > 0 or self.ecc_undecided
 
 

@@ -104,6 +104,15 @@ class UltraServerView(ScopeView):
             self._drawn[key] = drawn = u
         return drawn
 
+    def _row_cells(self, row: HostRow, sel) -> list[tuple]:
+        """(row, chip, selected, drawn utilisation, `_cell_key`) of each chip of `row`."""
+        cells = []
+        for chip in row.chips:
+            selected = row.host_id == sel.host_id and chip.index == sel.chip
+            u = self._drawn_util(row, chip)
+            cells.append((row, chip, selected, u, _cell_key(row, chip, selected, u)))
+        return cells
+
     def _drawn_cell(self, frame: Frame, cell: tuple) -> list[tuple[str, Style | None]]:
         """`_cell`'s parts for `cell` (row, chip, selected, drawn utilisation, `_cell_key`),
         made once per palette and key: equal keys draw equal cells."""
@@ -207,10 +216,9 @@ class UltraServerView(ScopeView):
             hosts = m.rows[start : start + per_line]
             for row in hosts:
                 x += number_cols + 1
-                for chip in row.chips:
-                    selected = row.host_id == sel.host_id and chip.index == sel.chip
-                    u = self._drawn_util(row, chip)
-                    cells.append((row, chip, selected, u, _cell_key(row, chip, selected, u)))
+                for cell in self._row_cells(row, sel):
+                    chip = cell[1]
+                    cells.append(cell)
                     grid_line.append((row.host_id, chip.index))
                     xs.append((x, row.host_id, chip.index))
                     x += CELL_COLS
@@ -255,11 +263,7 @@ class UltraServerView(ScopeView):
         self._grid, self._cell_x = [], {}
         drawn, self._host_lines = self._host_lines, {}
         for row in m.rows:
-            cells = []
-            for chip in row.chips:
-                selected = row.host_id == sel.host_id and chip.index == sel.chip
-                u = self._drawn_util(row, chip)
-                cells.append((row, chip, selected, u, _cell_key(row, chip, selected, u)))
+            cells = self._row_cells(row, sel)
             x = number_cols + 1 + name_cols + 1 + id_cols + 2
             self._cell_x[len(out)] = [
                 (x + i * (CELL_COLS + 1), row.host_id, chip.index) for i, chip in enumerate(row.chips)

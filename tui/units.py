@@ -73,3 +73,10 @@ def clock_utc(t_s: float | None) -> str:
     if t_s is None:
         return "--:--:-- UTC"
     return time.strftime("%H:%M:%S UTC", time.gmtime(t_s))
+
+
+def level(value: float, maximum: float, steps: int) -> int:
+    """Bucket 0..steps-1 of `value` in [0, maximum]; values outside are clamped."""
+    if maximum <= 0:
+        return 0
+    return max(0, min(steps - 1, int(value / maximum * steps)))

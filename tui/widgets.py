@@ -21,17 +21,12 @@ from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from trnwatch.tui.units import level
+
 BARS = "▁▂▃▄▅▆▇█"
 SHADES = "░▒▓█"
 IDLE = "·"  # a level of exactly zero
 NO_DATA = "-"  # no figure (not zero)
-
-
-def level(value: float, maximum: float, steps: int) -> int:
-    """Bucket 0..steps-1 of `value` in [0, maximum]; values outside are clamped."""
-    if maximum <= 0:
-        return 0
-    return max(0, min(steps - 1, int(value / maximum * steps)))
 
 
 def util_glyph(util_pct: float | None) -> str:
