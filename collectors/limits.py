@@ -4,7 +4,7 @@ One place for both decoders (collectors/neuron_monitor.py, collectors/prometheus
 fold (ledger/hosts.py). Each bound is several times the largest host documented for Neuron
 (neuron-telemetry.md sections 1.5 and 6: 16 chips x 8 logical cores at LNC=1 on trn2.48xlarge
 and on a Trn3 Gen1 server, 192 vCPUs), so no real report comes near one; past a bound a value
-is rejected (README, "Input limits and bad lines") instead of sizing memory or time by it.
+is rejected (docs/contracts.md, "Input limits and bad lines") instead of sizing memory or time by it.
 """
 
 # Topology of one host.

@@ -1,5 +1,5 @@
 """Recordings made for tests and benchmarks: synthetic /2 recordings of any length, and /1
-recordings in the first format exactly as its recorder wrote them (README, "Recording")."""
+recordings in the first format exactly as its recorder wrote them (docs/contracts.md, "Recording")."""
 
 import functools
 import json
