@@ -19,8 +19,13 @@ Line kinds and their records (each also `Rejected` when unusable):
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from trnwatch.collectors.job_events import DecodedJobLine, JobLineError, decode_job_line
-from trnwatch.collectors.job_log import JobLogStats, parse_job_log_stats
+from trnwatch.collectors.job_events import (
+    DecodedJobLine,
+    JobLineError,
+    JobLogStats,
+    decode_job_line,
+    parse_job_log_stats,
+)
 from trnwatch.collectors.lines import Line
 from trnwatch.collectors.neuron_monitor import FieldRejection, Report, ReportRejected, decode_report
 from trnwatch.collectors.prometheus import parse_prometheus_line

@@ -249,3 +249,18 @@ def job_event_json_schema() -> dict:
     schema["$id"] = SCHEMA_VERSION
     schema["title"] = "trnwatch job telemetry event"
     return schema
+
+
+class JobLogStats(BaseModel):
+    """What a passive log source has read so far (a "job-log" line, collectors/job_log.py): the
+    profile in use (None: none detected yet), lines read and lines no rule matched."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+    profile: str | None
+    lines: int
+    unparsed: int
+
+
+def parse_job_log_stats(text: str) -> JobLogStats:
+    """A "job-log" line; raises pydantic's ValidationError (a ValueError) if it is not one."""
+    return JobLogStats.model_validate_json(text)

@@ -25,20 +25,10 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict
-
+from trnwatch.collectors.job_events import JobLogStats
 from trnwatch.collectors.job_files import POLL_S, FileTail, final_reads, read_followed
 from trnwatch.collectors.lines import Line
 from trnwatch.collectors.log_profiles import LogProfile, LogTranslator
-
-
-class JobLogStats(BaseModel):
-    """What a log source has read so far: the profile in use (None: none detected yet)."""
-
-    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
-    profile: str | None
-    lines: int
-    unparsed: int
 
 
 @dataclass(frozen=True)
@@ -118,8 +108,3 @@ async def follow_job_log(
                 raise
     finally:
         tail.close()
-
-
-def parse_job_log_stats(text: str) -> JobLogStats:
-    """A "job-log" line; raises pydantic's ValidationError (a ValueError) if it is not one."""
-    return JobLogStats.model_validate_json(text)

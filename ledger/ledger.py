@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from trnwatch.collectors.decode import DEVICE_KINDS, SOURCE_KIND_OF, Decoded, DeviceReport, Record, Rejected, decode
-from trnwatch.collectors.job_events import DecodedJobLine
-from trnwatch.collectors.job_log import JobLogStats
+from trnwatch.collectors.job_events import DecodedJobLine, JobLogStats
 from trnwatch.collectors.limits import MAX_HOSTS
 from trnwatch.collectors.lines import Line, SourceEvent
 from trnwatch.collectors.neuron_monitor import FieldRejection, Report

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from trnwatch.collectors.job_events import parse_job_line
+from trnwatch.collectors.job_events import parse_job_line, parse_job_log_stats
 from trnwatch.collectors.job_files import FileTail
-from trnwatch.collectors.job_log import follow_job_log, log_sources, parse_job_log_stats
+from trnwatch.collectors.job_log import follow_job_log, log_sources
 from trnwatch.collectors.lines import Line
 from trnwatch.collectors.log_profiles import profile_registry
 from trnwatch.ledger.ledger import Ledger

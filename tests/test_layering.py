@@ -5,6 +5,8 @@ line's assembly (trnwatch/cli.py, for `demo` and `--sim`) may join them to the p
 """
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -53,3 +55,31 @@ def test_workload_modules_import_in_one_direction():
         return seen
 
     assert [module for module in graph if module in reachable(module)] == []
+
+
+# The collectors modules the model may import: the line, the typed records and their decoders, and
+# the input bounds. None of them reads a file, pipe, process or socket.
+LEDGER_MAY_IMPORT = {
+    "trnwatch.collectors.decode",
+    "trnwatch.collectors.job_events",
+    "trnwatch.collectors.limits",
+    "trnwatch.collectors.lines",
+    "trnwatch.collectors.neuron_monitor",
+    "trnwatch.collectors.prometheus",
+    "trnwatch.collectors.prometheus_text",
+}
+
+
+def test_ledger_loads_no_io_and_no_textual():
+    """Importing every ledger module, in a fresh interpreter, loads no Textual, no event loop or
+    child-process machinery, no view, session or output module, and only the record and decoder
+    modules of collectors/: the model folds typed records and never does I/O."""
+    modules = sorted(f"trnwatch.ledger.{path.stem}" for path in (ROOT / "ledger").glob("*.py"))
+    code = "".join(f"import {m}\n" for m in modules) + "import sys\nprint('\\n'.join(sorted(sys.modules)))\n"
+    loaded = set(
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    )
+    assert "trnwatch.ledger.ledger" in loaded  # the walk imported the model
+    assert sorted(m for m in loaded if m.split(".")[0] in ("textual", "asyncio", "subprocess")) == []
+    product = {m for m in loaded if m.startswith("trnwatch.") and not m.startswith("trnwatch.ledger")}
+    assert sorted(product - LEDGER_MAY_IMPORT - {"trnwatch.collectors", "trnwatch.outside"}) == []
