@@ -42,3 +42,13 @@ class SourceEvent:
     t_s: float
     event: Literal["open", "end", "connecting", "down"]
     error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClockMark:
+    """The session's clock, as data: time passed while nothing arrived (`end` False, a tick the
+    session makes every second), or the moment the session ended (`end` True). Recorded beside
+    lines, so a replay judges silence and the session's end exactly as the live session did."""
+
+    t_s: float
+    end: bool = False

@@ -31,7 +31,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from trnwatch import __version__
-from trnwatch.collectors.lines import Line, SourceEvent
+from trnwatch.collectors.lines import ClockMark, Line, SourceEvent
 from trnwatch.collectors.recording_frames import FrameEncoder, header_frame
 from trnwatch.output import FILE_MODE, OutputError, make_dirs, os_error_reason
 
@@ -58,6 +58,9 @@ class RecordingHeader(BaseModel):
     ultraservers: dict[str, str] = {}
     session: str = ""  # /2: the recording session's id (its start, UTC), the same in every part
     part: int = 0  # /2: the file's place in a rotated set, from 0
+    # /2: the thresholds the session judged by (ledger/rules.py's fields), so a replay judges the
+    # same; absent in recordings made before they were kept (the defaults then).
+    rules: dict[str, float] = {}
 
 
 class RecordingError(ValueError):
@@ -120,6 +123,7 @@ class Recorder:
         on_file: Callable[[Path], None] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         simulated_sources: Callable[[], Collection[str]] | None = None,
+        rules: dict[str, float] | None = None,
     ):
         self.target = target
         self.folder = folder
@@ -137,6 +141,7 @@ class Recorder:
             evidence=evidence,
             ultraservers=ultraservers,
             session=self.session_id,
+            rules=dict(rules or {}),
         )
         self.files: list[Path] = []
         self.frames = 0
@@ -170,7 +175,7 @@ class Recorder:
         """The file being written (None once stopped)."""
         return self.files[-1] if self.files and self.error is None and self._fd >= 0 else None
 
-    def write(self, item: Line | SourceEvent) -> None:
+    def write(self, item: Line | SourceEvent | ClockMark) -> None:
         if self.error is None and self._fd >= 0:
             self._guard(self._write, item)
 
@@ -209,8 +214,13 @@ class Recorder:
                 pass
         self._fd = self._index_fd = -1
 
-    def _write(self, item: Line | SourceEvent) -> None:
+    def _write(self, item: Line | SourceEvent | ClockMark) -> None:
         encoder = self._encoder
+        if isinstance(item, ClockMark):
+            # A tick says only that time passed: a frame with anything in it says so already.
+            if item.end or not encoder.entries:
+                encoder.add(item)
+            return
         t = item.t_s if isinstance(item, SourceEvent) else item.received_s
         if encoder.entries and t - encoder.t_first_s >= FRAME_SPAN_S:
             self._cut_and_rotate()

@@ -12,6 +12,8 @@ sequence of frames, each written with one append:
               <the 24,398 bytes of the line as received>\\n
               {"t", "src", "kind", "oversize": N}\\n                 (a line discarded for its length)
               {"t", "src", "kind", "event": "open"|"end"|"connecting"|"down", "error"}\\n
+              {"t", "clock": "tick"|"end"}\\n   (the session's clock: a second passed with nothing else
+                  recorded in it, or the session ended; so a replay judges silence as it was)
               {"t", "catalog": {"sources": {id: kind}, "hosts": [id, ...], "simulated": [id, ...]}}\\n
                   (sources and hosts first seen in this file; sources first found marked by the
                   simulator in it: the evidence of the data, per source)
@@ -34,7 +36,7 @@ from typing import NamedTuple
 
 import zstandard
 
-from trnwatch.collectors.lines import Line, SourceEvent
+from trnwatch.collectors.lines import ClockMark, Line, SourceEvent
 
 SKIPPABLE_MAGIC = 0x184D2A5E
 _META = struct.Struct("<IIddIIIII")  # magic, payload size, then the payload below
@@ -84,8 +86,10 @@ class FrameEncoder:
         self.t_first_s = self.t_last_s = 0.0
         self._line_heads: dict[tuple[str, str], bytes] = {}  # (source, kind) -> the head's fixed start
 
-    def add(self, item: Line | SourceEvent) -> None:
-        if isinstance(item, SourceEvent):
+    def add(self, item: Line | SourceEvent | ClockMark) -> None:
+        if isinstance(item, ClockMark):
+            self._head({"t": item.t_s, "clock": "end" if item.end else "tick"}, item.t_s)
+        elif isinstance(item, SourceEvent):
             self._head(
                 {"t": item.t_s, "src": item.source_id, "kind": item.kind, "event": item.event, "error": item.error},
                 item.t_s,
@@ -220,8 +224,8 @@ class CatalogEntry:
     simulated: list[str]
 
 
-def frame_entries(raw: bytes, bad: Counter) -> Iterator[Line | SourceEvent | CatalogEntry]:
-    """The entries of a decompressed frame: Lines, SourceEvents and catalog entries.
+def frame_entries(raw: bytes, bad: Counter) -> Iterator[Line | SourceEvent | ClockMark | CatalogEntry]:
+    """The entries of a decompressed frame: Lines, SourceEvents, clock marks and catalog entries.
     An entry that cannot be read is counted in `bad["entry"]` and ends the frame (the rest of a
     frame cannot be framed without it)."""
     pos, size = 0, len(raw)
@@ -242,6 +246,8 @@ def frame_entries(raw: bytes, bad: Counter) -> Iterator[Line | SourceEvent | Cat
                 yield Line(head["src"], head["kind"], t, text)
             elif "event" in head:
                 yield SourceEvent(head["src"], head["kind"], t, head["event"], head.get("error"))
+            elif "clock" in head:
+                yield ClockMark(t, head["clock"] == "end")
             elif "oversize" in head:
                 yield Line(head["src"], head["kind"], t, "", int(head["oversize"]))
             elif "catalog" in head:

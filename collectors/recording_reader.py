@@ -8,6 +8,7 @@ is skipped and counted by reason in `skipped`; the rest replays.
 """
 
 import asyncio
+import itertools
 import json
 import time
 from collections import Counter
@@ -17,7 +18,7 @@ from datetime import UTC, datetime
 from operator import itemgetter
 from pathlib import Path
 
-from trnwatch.collectors.lines import Line, SourceEvent
+from trnwatch.collectors.lines import ClockMark, Line, SourceEvent
 from trnwatch.collectors.neuron_monitor import ReportRejected, decode_report
 from trnwatch.collectors.recording import (
     PART_GLOB,
@@ -181,7 +182,7 @@ class _V2File:
             pos += RESYNC_CHUNK_BYTES
         return self.size_bytes
 
-    def entries(self, record: tuple) -> Iterator[Line | SourceEvent | CatalogEntry]:
+    def entries(self, record: tuple) -> Iterator[Line | SourceEvent | ClockMark | CatalogEntry]:
         info = FrameInfo._make(record)
         try:
             raw = decompress_frame(self._read(info.offset, info.frame_bytes), info)
@@ -191,7 +192,7 @@ class _V2File:
         self.stats.frames_read += 1
         yield from frame_entries(raw, self.stats.skipped)
 
-    def items(self, from_s: float | None, to_s: float | None) -> Iterator[Line | SourceEvent]:
+    def items(self, from_s: float | None, to_s: float | None) -> Iterator[Line | SourceEvent | ClockMark]:
         for record in self.frames:
             if to_s is not None and record[T_FIRST] >= to_s:
                 continue
@@ -209,12 +210,13 @@ class _V2File:
         return min(map(itemgetter(T_FIRST), self.frames)), max(map(itemgetter(T_LAST), self.frames))
 
 
-def _time_of(item: Line | SourceEvent) -> float:
-    return item.t_s if isinstance(item, SourceEvent) else item.received_s
+def _time_of(item: Line | SourceEvent | ClockMark) -> float:
+    return item.received_s if isinstance(item, Line) else item.t_s
 
 
-def _in_window(item: Line | SourceEvent, from_s: float | None, to_s: float | None) -> bool:
-    """Lines inside [from, to); source events up to `to` (those before the window included)."""
+def _in_window(item: Line | SourceEvent | ClockMark, from_s: float | None, to_s: float | None) -> bool:
+    """Lines and clock marks inside [from, to); source events up to `to` (those before the
+    window included)."""
     t = _time_of(item)
     if to_s is not None and t >= to_s:
         return False
@@ -295,8 +297,9 @@ class Recording:
             return None, None
         return (None if start is None else start.resolve(span), None if end is None else end.resolve(span))
 
-    def items(self, from_s: float | None = None, to_s: float | None = None) -> Iterator[Line | SourceEvent]:
-        """Every recorded line in [from_s, to_s) and every source event before `to_s`, in order."""
+    def items(self, from_s: float | None = None, to_s: float | None = None) -> Iterator[Line | SourceEvent | ClockMark]:
+        """Every recorded line and clock mark in [from_s, to_s) and every source event before
+        `to_s`, in order."""
         for f in self.files:
             yield from f.items(from_s, to_s)
 
@@ -336,12 +339,16 @@ class TimeArg:
 
 async def replay_lines(
     recording: Recording, speed: float, from_s: float | None = None, to_s: float | None = None
-) -> AsyncIterator[Line | SourceEvent]:
-    """Yield recorded lines and source events with their recorded times, paced at `speed` x
-    real time from the first line on (0 = as fast as possible)."""
+) -> AsyncIterator[Line | SourceEvent | ClockMark]:
+    """Yield recorded lines, source events and clock marks with their recorded times, paced at
+    `speed` x real time from the first line on (0 = as fast as possible). A window that stops
+    at `to_s` ends there: a last mark says the session is judged at that moment."""
     start_wall = 0.0
     start_rec: float | None = None
-    for i, item in enumerate(recording.items(from_s, to_s)):
+    items = recording.items(from_s, to_s)
+    if to_s is not None:
+        items = itertools.chain(items, (ClockMark(to_s, end=True),))
+    for i, item in enumerate(items):
         if start_rec is None and isinstance(item, Line):
             start_wall, start_rec = time.monotonic(), item.received_s
         if speed > 0 and start_rec is not None:

@@ -20,10 +20,14 @@ the job ledger's phase timeline does) and attributes every second of the window
   the restart (last step before it minus the first step after it, plus one) at the median steady
   step time, moved out of `productive`;
 - `data_loading`: gaps between one step's end and the next step's start no longer than the late
-  threshold (max(3 x p99 of recent steady step times, 5 s)); a data loader timed inside the step
-  (as the reference workload does) cannot be told apart and counts as step time;
-- `stalled`: such gaps longer than that threshold;
-- `unexplained`: the rest: `eval` / `probe` phases, and what no event explains.
+  threshold (max(3 x p99 of recent steady step times, `--late-after` 5 s)); a data loader timed
+  inside the step (as the reference workload does) cannot be told apart and counts as step time;
+- `stalled`: such gaps longer than the stall threshold (max(5 x their median, `--stall-after`
+  30 s)): the thresholds of the job's LATE and STALLED verdicts, from the same rules object, so a
+  receipt's stalled badput and its stalls[] tell of the same gaps;
+- `unexplained`: the rest: gaps the job called late but not stalled, `eval` / `probe` phases,
+  and what no event explains. The silence the monitor saw after the last event, up to the
+  session's end, is a gap like any other (`breakdown(silence_s)`).
 """
 
 import math
@@ -32,11 +36,10 @@ from dataclasses import dataclass, field
 from statistics import median
 
 from trnwatch.collectors.job_events import Checkpoint, JobEvent, Phase, RunStart, Step
+from trnwatch.ledger.rules import DEFAULT_RULES, Rules
 
 CAUSES = ("startup", "compile", "data_loading", "checkpoint_save", "stalled", "restart", "unexplained")
-LATE_FACTOR = 3.0  # x p99 of recent steady step times: a longer gap between steps is a stall
-LATE_MIN_S = 5.0
-RECENT_STEPS = 64  # steady step times the late threshold is judged from
+RECENT_STEPS = 64  # steady step times the late and stall thresholds are judged from
 STEP_SAMPLES = 1024  # steady step times kept for the receipt (compare's noise interval uses them)
 THROUGHPUT_POINTS = 4096  # (step end, tokens/s) of the timeline rank's latest steps, for the receipt's picture
 SEQ_LEN_VALUES = 64  # distinct sequence lengths counted one by one; more are counted as "other"
@@ -72,9 +75,8 @@ class SequenceLengths:
 class GoodputClock:
     """Attributes the job's window to productive time and badput causes, one event at a time."""
 
-    def __init__(self, late_factor: float = LATE_FACTOR, late_min_s: float = LATE_MIN_S):
-        self.late_factor = late_factor
-        self.late_min_s = late_min_s
+    def __init__(self, rules: Rules = DEFAULT_RULES):
+        self.rules = rules  # the late and stall thresholds, as the job ledger's verdicts use them
         self.run: str | None = None
         self.rank: int | None = None  # the timeline rank
         self.first_ts: float | None = None
@@ -155,13 +157,24 @@ class GoodputClock:
         return None
 
     def late_threshold_s(self) -> float:
-        """Longest gap between steps still counted as data loading."""
+        """Longest gap between steps still counted as data loading (the job's LATE threshold)."""
+        rules = self.rules
         if not self._recent_s:
-            return self.late_min_s
-        return max(self.late_factor * _nearest_rank(sorted(self._recent_s), 99), self.late_min_s)
+            return rules.late_after_s
+        return max(rules.late_factor * _nearest_rank(sorted(self._recent_s), 99), rules.late_after_s)
+
+    def stall_threshold_s(self) -> float:
+        """Shortest gap between steps counted as stalled (the job's STALLED threshold)."""
+        rules = self.rules
+        if not self._recent_s:
+            return rules.stall_after_s
+        return max(rules.stall_factor * median(self._recent_s), rules.stall_after_s)
 
     def _gap_cause(self, seconds: float) -> str:
-        return "stalled" if seconds > self.late_threshold_s() else "data_loading"
+        """A gap the job called STALLED is stalled; one it called only LATE, unexplained."""
+        if seconds > self.stall_threshold_s():
+            return "stalled"
+        return "data_loading" if seconds <= self.late_threshold_s() else "unexplained"
 
     def _attribute_until(self, ts: float, cause: str | None = None) -> None:
         assert self.cursor_ts is not None  # set by the first event, before any is attributed
@@ -209,24 +222,27 @@ class GoodputClock:
 
     # ---- figures -----------------------------------------------------------------------------
 
-    def breakdown(self) -> dict | None:
-        """Productive seconds and badput seconds by cause over [first event, last event]; None
-        before any event. The parts sum to the window; `unexplained` takes float residue."""
+    def breakdown(self, silence_s: float = 0.0) -> dict | None:
+        """Productive seconds and badput seconds by cause over [first event, last event +
+        `silence_s`] (the silence the monitor saw after the last event, up to the session's end,
+        attributed as any gap is); None before any event. The parts sum to the window;
+        `unexplained` takes float residue."""
         if self.first_ts is None or self.last_ts is None or self.cursor_ts is None:
             return None
         seconds = dict(self.seconds)
-        pending = self.last_ts - self.cursor_ts
+        end_ts = self.last_ts + max(0.0, silence_s)
+        pending = end_ts - self.cursor_ts
         if pending > 0:
             cause = self._state_cause() or self._gap_cause(pending)
             seconds[cause] += pending
-        window_s = self.last_ts - self.first_ts
+        window_s = end_ts - self.first_ts
         explained = {k: v for k, v in seconds.items() if k != "unexplained"}
         badput = {cause: round(explained.get(cause, 0.0), 6) for cause in CAUSES if cause != "unexplained"}
         productive_s = round(explained["productive"], 6)
         badput["unexplained"] = round(window_s - productive_s - sum(badput.values()), 6) or 0.0  # never -0.0
         return {
             "from_rank": self.rank,
-            "window": {"start": self.first_ts, "end": self.last_ts, "seconds": round(window_s, 6)},
+            "window": {"start": self.first_ts, "end": end_ts, "seconds": round(window_s, 6)},
             "productive_s": productive_s,
             "goodput_pct": round(100 * productive_s / window_s, 3) if window_s > 0 else None,
             "badput_s": badput,

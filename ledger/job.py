@@ -7,13 +7,13 @@ cluster does. An event stamped more than MAX_TS_AHEAD_S after it was received (a
 `ts`, a wrong clock) is rejected, so it cannot keep a dead rank alive. Old stamps are fine: a
 monitor opened late, or a log read after the fact, folds history.
 
-Rules (defaults are module constants, all overridable per ledger):
+Rules (thresholds from the one `Rules` object, ledger/rules.py; its defaults here):
 
 - progress: a step, a phase end, a blocking checkpoint's end, a process start. An open background
   checkpoint (`blocking: false`) is not progress and explains no pause: steps go on during it.
-- late: no progress for longer than max(LATE_FACTOR x p99 of recent steady step times,
+- late: no progress for longer than max(late_factor x p99 of recent steady step times,
   late_after_s) = max(3 x p99, 5 s). Suspects as for stalled.
-- stalled: no progress for longer than max(STALL_FACTOR x median recent steady step time,
+- stalled: no progress for longer than max(stall_factor x median recent steady step time,
   stall_after_s) = max(5 x median, 30 s) while every running rank's heartbeats are fresh.
   Suspects: each live rank's position is (heartbeat step, heartbeat region); the majority position
   is the most common one, ties going to a position inside a collective (those ranks are waiting
@@ -22,7 +22,7 @@ Rules (defaults are module constants, all overridable per ledger):
   (a save without `blocking: false`, a `checkpoint` phase, or a rank whose heartbeat region is
   `checkpoint`: "checkpointing"), reported with their age.
 - dead: a running rank that has sent heartbeats sends nothing for more than `dead_after_s`
-  (DEAD_AFTER_S = 10 s: more than 3 missed heartbeats at the emitter's default 2 s interval), or
+  (`Rules.dead_after_s`, 10 s: more than 3 missed heartbeats at the emitter's default 2 s interval), or
   went silent without a word (no error, no run_end) before the first failure of its peers while
   all of them have ended (a SIGKILL, the OOM killer). Ranks seen only through passive sources (no
   heartbeats) are never declared dead. A dead rank is not running.
@@ -34,7 +34,7 @@ Rules (defaults are module constants, all overridable per ledger):
   the cause only when nothing else is. Every later failure is listed as a consequence.
 - slow (straggler): per rank, the median over its last WAIT_WINDOW_STEPS steady steps of the time
   per step spent waiting for peers. The rank that waits least is the straggler; it is reported as
-  slow when the others' median wait exceeds its wait by at least STRAGGLER_MIN_SKEW_FRACTION
+  slow when the others' median wait exceeds its wait by at least `Rules.straggler_min_skew_fraction`
   (20 %) of the median step time.
 - steady state: from an explicit `steady` phase when the rank emits one (steps between compile
   end and steady begin are warm-up); otherwise after the warm-up inferred from step times: the
@@ -113,13 +113,8 @@ from trnwatch.ledger.job_suspects import (
     suspect,
     with_device_evidence,
 )
+from trnwatch.ledger.rules import DEFAULT_RULES, Rules
 
-DEAD_AFTER_S = 10.0
-LATE_FACTOR = 3.0
-LATE_AFTER_S = 5.0
-STALL_FACTOR = 5.0
-STALL_AFTER_S = 30.0
-STRAGGLER_MIN_SKEW_FRACTION = 0.2
 COLLECTIVE_WINDOW = 1024
 MIN_WAIT_STEPS = 5  # fewer steps of wait data say nothing about a straggler
 TIMELINE_SPANS = 128
@@ -188,22 +183,8 @@ class JobDiagnosis:
 class JobLedger:
     """Folds job events for one run; memory is bounded whatever the run length."""
 
-    def __init__(
-        self,
-        dead_after_s: float = DEAD_AFTER_S,
-        late_after_s: float = LATE_AFTER_S,
-        stall_after_s: float = STALL_AFTER_S,
-        late_factor: float = LATE_FACTOR,
-        stall_factor: float = STALL_FACTOR,
-        straggler_min_skew_fraction: float = STRAGGLER_MIN_SKEW_FRACTION,
-        max_ranks: int = MAX_RANKS,
-    ):
-        self.dead_after_s = dead_after_s
-        self.late_after_s = late_after_s
-        self.stall_after_s = stall_after_s
-        self.late_factor = late_factor
-        self.stall_factor = stall_factor
-        self.straggler_min_skew_fraction = straggler_min_skew_fraction
+    def __init__(self, rules: Rules = DEFAULT_RULES, max_ranks: int = MAX_RANKS):
+        self.rules = rules
         self.max_ranks = max_ranks
         self.run: str | None = None
         self.run_start: RunStart | None = None  # from the lowest rank that announced itself
@@ -425,7 +406,7 @@ class JobLedger:
             or (rank.open_checkpoint is not None and rank.open_checkpoint.blocking is not False)
         ):
             return "other"
-        if step_time_s > self.late_after_s:
+        if step_time_s > self.rules.late_after_s:
             # A step longer than the floor: its time holds a stall if it is late by this rank's own rule.
             if step_time_s > self._late_threshold_s(recent_step_times_s(rank)):
                 return "late"
@@ -475,7 +456,7 @@ class JobLedger:
 
     def _record_stall_if_gap(self, ts: float) -> None:
         """A step that ends a stall: keep the episode for the receipt (judged at the step's ts)."""
-        if self.last_progress_ts is None or ts - self.last_progress_ts <= self.stall_after_s:
+        if self.last_progress_ts is None or ts - self.last_progress_ts <= self.rules.stall_after_s:
             return  # the common case, decided without the full rule (this runs for every step event)
         idle_s = ts - self.last_progress_ts
         threshold_s = self.thresholds(ts).stall_s
@@ -507,18 +488,24 @@ class JobLedger:
 
     def _late_threshold_s(self, step_times_s: list[float]) -> float:
         p99 = percentile(step_times_s, 99)
-        return max(self.late_factor * p99, self.late_after_s) if p99 is not None else self.late_after_s
+        return (
+            max(self.rules.late_factor * p99, self.rules.late_after_s) if p99 is not None else self.rules.late_after_s
+        )
 
     def thresholds(self, now_s: float) -> Thresholds:
         """The late and stall thresholds at `now_s`, from the reference rank's recent steady steps."""
         step_times = self.step_times_s(now_s)
-        stall_s = max(self.stall_factor * median(step_times), self.stall_after_s) if step_times else self.stall_after_s
+        stall_s = (
+            max(self.rules.stall_factor * median(step_times), self.rules.stall_after_s)
+            if step_times
+            else self.rules.stall_after_s
+        )
         return Thresholds(
             late_s=self._late_threshold_s(step_times),
             stall_s=stall_s,
-            dead_after_s=self.dead_after_s,
-            late_after_s=self.late_after_s,
-            stall_after_s=self.stall_after_s,
+            dead_after_s=self.rules.dead_after_s,
+            late_after_s=self.rules.late_after_s,
+            stall_after_s=self.rules.stall_after_s,
         )
 
     def throughput(self, now_s: float) -> Throughput | None:
@@ -548,7 +535,7 @@ class JobLedger:
         peers_s.remove(least_s)  # the others' waits: one value equal to the least's goes
         skew_s = median(peers_s) - least_s
         step_times = self.step_times_s(now_s)
-        slow = bool(step_times) and skew_s >= self.straggler_min_skew_fraction * median(step_times)
+        slow = bool(step_times) and skew_s >= self.rules.straggler_min_skew_fraction * median(step_times)
         return Straggler(least, skew_s, wait_s, slow)
 
     # ---- accounting and blame ----------------------------------------------------------------
@@ -557,7 +544,7 @@ class JobLedger:
         """Running ranks of the in-job emitter that are gone (the rule: `job_blame.dead_ranks`);
         a walk over every rank, done once per "now" and fold for the several rules that ask."""
         if self._dead_at is None or self._dead_at[:2] != (now_s, self._folded):
-            self._dead_at = (now_s, self._folded, dead_ranks(self.ranks, now_s, self.dead_after_s))
+            self._dead_at = (now_s, self._folded, dead_ranks(self.ranks, now_s, self.rules.dead_after_s))
         return list(self._dead_at[2])
 
     def rank_counts(self, now_s: float) -> RankCounts:
@@ -617,7 +604,7 @@ class JobLedger:
             )
             return JobDiagnosis(
                 "dead",
-                f"{len(dead)} rank(s) silent for > {self.dead_after_s:.0f} s: {named(suspects)}",
+                f"{len(dead)} rank(s) silent for > {self.rules.dead_after_s:.0f} s: {named(suspects)}",
                 with_device_evidence(suspects, self.ranks, chip_util_pct),
             )
 
@@ -626,7 +613,7 @@ class JobLedger:
             return pause
 
         idle_s = None if self.last_progress_ts is None else now_s - self.last_progress_ts
-        if idle_s is not None and idle_s > min(self.late_after_s, self.stall_after_s):
+        if idle_s is not None and idle_s > min(self.rules.late_after_s, self.rules.stall_after_s):
             thresholds = self.thresholds(now_s)
             verdict: Verdict
             for verdict, threshold_s in (("stalled", thresholds.stall_s), ("late", thresholds.late_s)):

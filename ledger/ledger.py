@@ -12,12 +12,12 @@ a report carries), and every rollup says how many chips and hosts it covers.
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from trnwatch.collectors.decode import DEVICE_KINDS, SOURCE_KIND_OF, Decoded, DeviceReport, Record, Rejected, decode
 from trnwatch.collectors.job_events import DecodedJobLine, JobLogStats
 from trnwatch.collectors.limits import MAX_HOSTS
-from trnwatch.collectors.lines import Line, SourceEvent
+from trnwatch.collectors.lines import ClockMark, Line, SourceEvent
 from trnwatch.collectors.neuron_monitor import FieldRejection, Report
 from trnwatch.ledger.goodput import GoodputClock
 from trnwatch.ledger.hosts import HostState
@@ -32,6 +32,7 @@ from trnwatch.ledger.rollups import (
     stale_after_s,
     ultraserver_rollup,
 )
+from trnwatch.ledger.rules import DEFAULT_RULES, Rules
 
 Evidence = Literal["live", "replayed", "simulated"]
 # connecting / reconnecting / lost-while-retrying come from link events of remote sources (SSH,
@@ -125,17 +126,20 @@ class Ledger:
     """All scoped state of one session. Fold decoded lines into it (`fold`, or `ingest` a raw
     line); read hosts, chips and rollups."""
 
-    def __init__(
-        self, mode: Evidence, ultraservers: dict[str, str] | None = None, job_rules: dict[str, float] | None = None
-    ):
+    def __init__(self, mode: Evidence, ultraservers: dict[str, str] | None = None, rules: Rules = DEFAULT_RULES):
         self.mode: Evidence = mode
-        # JobLedger thresholds (`late_after_s`, `stall_after_s`, ...) from the command line.
-        self.job_rules: dict[str, Any] = dict(job_rules or {})  # JobLedger's keyword arguments
+        # The one rules object (ledger/rules.py), from the command line: the job ledger and the
+        # goodput clock judge by it, and the findings read the verdicts they give.
+        self.rules = rules
         self.ultraserver_overrides: dict[str, str] = dict(ultraservers or {})
         self.sources: dict[str, SourceStats] = {}
         self.hosts: dict[str, HostState] = {}
         self.first_s: float | None = None
         self.last_s: float | None = None
+        # The session's clock as marked (collectors/lines.py, ClockMark): the latest tick, and
+        # when the session ended (None while it runs, or a recording that was cut short).
+        self.clock_s: float | None = None
+        self.ended_s: float | None = None
         # The job scope, from the first job telemetry line on (None: no job source connected).
         self.job: JobLedger | None = None
         self.goodput: GoodputClock | None = None  # the job window's time accounting, from the first job event
@@ -187,7 +191,7 @@ class Ledger:
             self._fold_job_log(stats, record)
 
     def _fold_job(self, stats: SourceStats, t: float, decoded: DecodedJobLine) -> None:
-        job = self.job if self.job is not None else JobLedger(**self.job_rules)
+        job = self.job if self.job is not None else JobLedger(self.rules)
         try:
             job.ingest(decoded.event, t)
         except JobEventRejected as exc:
@@ -195,7 +199,7 @@ class Ledger:
             return
         self.job = job
         if self.goodput is None:
-            self.goodput = GoodputClock()
+            self.goodput = GoodputClock(self.rules)
         job.dropped_fields.update(decoded.dropped_fields)
         if stats.first_s is None:
             stats.first_s = t
@@ -206,7 +210,7 @@ class Ledger:
     def _fold_job_log(self, stats: SourceStats, counts: JobLogStats) -> None:
         stats.log_profile, stats.unparsed_lines = counts.profile, counts.unparsed
         if self.job is None:
-            self.job = JobLedger(**self.job_rules)
+            self.job = JobLedger(self.rules)
         self.job.log_profiles[stats.source_id] = counts.profile
 
     def _fold_report(self, stats: SourceStats, source_id: str, t: float, report: Report) -> bool:
@@ -229,6 +233,18 @@ class Ledger:
         stats.reports += 1  # after the fold: a line whose fold failed is counted once, as `internal`
         stats.simulated = stats.simulated or host.simulated
         return True
+
+    def clock_mark(self, mark: ClockMark) -> None:
+        """Note the session's clock: time passed (a tick), or the session's end."""
+        self.clock_s = mark.t_s if self.clock_s is None else max(self.clock_s, mark.t_s)
+        if mark.end:
+            self.ended_s = mark.t_s
+
+    def latest_s(self) -> float | None:
+        """The latest moment the session is known to have reached: its end, else the latest
+        line, event or tick (a replay's "now"; the receipt's judgement once the session ended)."""
+        times = [t for t in (self.ended_s, self.clock_s, self.last_s) if t is not None]
+        return max(times) if times else None
 
     def link_event(self, event: SourceEvent) -> None:
         """Note a remote source's link change: "connecting" (an attempt starts) or "down" (lost,

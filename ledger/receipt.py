@@ -334,6 +334,9 @@ class Receipt(_Section):
     window: Window
     exit_reason: ExitReason
     written_at: float
+    # Unix s the job's verdict, stalls, badput and the sources' gaps were judged at: the session's
+    # end (for a replay, the recorded session's end or the window's); null when nothing arrived.
+    judged_at: float | None = None
     counter_rule: str
     sources: list[SourceEntry]
     hosts: list[HostEntry]
@@ -378,9 +381,11 @@ def build_receipt(
     replay: ReplayEntry | None = None,
 ) -> Receipt:
     """Assemble the receipt from the ledger's current state, written at `written_at_s` (wall clock,
-    passed in). The job section is judged at the window's end (the last line received), so a
-    replay gives the same job figures."""
-    job = ledger.job_summary(ledger.last_s) if ledger.last_s is not None else None
+    passed in). The job's verdict, stalls and badput and the sources' gaps are judged at the
+    session's end (`Ledger.latest_s`: its end mark, which a recording holds too), so the silence
+    at the end counts as the screen counted it, and a replay judges the same."""
+    judged_s = ledger.latest_s()
+    job = ledger.job_summary(judged_s) if judged_s is not None else None
     hosts = sorted(ledger.hosts.values(), key=lambda h: h.host_id)
     # The derived sections read the job section as the JSON has it.
     job_data = None if job is None else job.model_dump(mode="json")
@@ -389,7 +394,7 @@ def build_receipt(
     runtimes = [_runtime_entry(h, r) for h in hosts for r in sorted(h.runtimes.values(), key=lambda r: r.order)]
     start, end = ledger.first_s, ledger.last_s
     clock = ledger.goodput
-    goodput = _goodput(clock)
+    goodput = _goodput(clock, _silence_at_end_s(ledger, job, judged_s))
     periods = source_periods_s(ledger)
     return Receipt(
         schema_=SCHEMA,
@@ -401,8 +406,11 @@ def build_receipt(
         ),
         exit_reason=exit_reason,
         written_at=written_at_s,
+        judged_at=judged_s,
         counter_rule=COUNTER_RULE,
-        sources=[_source_entry(s, end, periods) for s in sorted(ledger.sources.values(), key=lambda s: s.source_id)],
+        sources=[
+            _source_entry(s, judged_s, periods) for s in sorted(ledger.sources.values(), key=lambda s: s.source_id)
+        ],
         hosts=[_host_entry(ledger, h) for h in hosts],
         chips=chips,
         runtimes=runtimes,
@@ -701,8 +709,18 @@ def _segments(job: dict[str, Any], clock: GoodputClock | None) -> Segments:
     return Segments(cold_compile=cold if compiles or cold.cache_hits else None, steady=steady, restarts=restarts)
 
 
-def _goodput(clock: GoodputClock | None) -> Goodput | None:
-    g = clock.breakdown() if clock is not None else None
+def _silence_at_end_s(ledger: Ledger, job: JobSection | None, judged_s: float | None) -> float:
+    """How long the monitor saw no job event before the session ended, while the job ran (a
+    finished or failed run's quiet after its end is no badput)."""
+    if job is None or judged_s is None or ledger.job is None or ledger.job.last_received_s is None:
+        return 0.0
+    if job.verdict in ("finished", "failed", "no-data"):
+        return 0.0
+    return max(0.0, judged_s - ledger.job.last_received_s)
+
+
+def _goodput(clock: GoodputClock | None, silence_s: float) -> Goodput | None:
+    g = clock.breakdown(silence_s) if clock is not None else None
     if g is None:
         return None
     return Goodput(

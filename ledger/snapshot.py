@@ -25,9 +25,10 @@ SCHEMA = "trnwatch.snapshot/1"
 
 def session_now_s(ledger: Ledger, wall_s: float, job=None) -> float:
     """The clock figures are judged by: the wall clock for live and simulated sessions; for a
-    replay, the time of its latest line (neuron-monitor or job telemetry), never the wall."""
+    replay, the latest moment it replayed (a line, an event, a recorded tick of the clock or the
+    session's end), never the wall."""
     if ledger.evidence == "replayed":
-        latest = [t for t in (ledger.last_s, job.last_received_s if job else None) if t is not None]
+        latest = [t for t in (ledger.latest_s(), job.last_received_s if job else None) if t is not None]
         return max(latest) if latest else wall_s
     return wall_s
 

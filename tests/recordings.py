@@ -5,7 +5,7 @@ import functools
 import json
 from pathlib import Path
 
-from trnwatch.collectors.lines import Line, SourceEvent
+from trnwatch.collectors.lines import ClockMark, Line, SourceEvent
 from trnwatch.collectors.recording import Recorder, RecordingError
 from trnwatch.collectors.recording_reader import Recording
 from tests import reports as R
@@ -60,6 +60,8 @@ def write_v1(path: Path, items, evidence: str = "simulated") -> None:
             + "\n"
         )
         for item in items:
+            if isinstance(item, ClockMark):
+                continue  # /1 had no clock marks
             if isinstance(item, SourceEvent):
                 entry = {
                     "t": item.t_s,

@@ -14,6 +14,7 @@ from trnwatch.ledger.job import (
     JobLedger,
     percentile,
 )
+from trnwatch.ledger.rules import Rules
 
 T0 = 1_800_000_000.0
 
@@ -198,9 +199,9 @@ def test_late_before_stalled_names_the_same_rank_and_steady_before_late():
 
 def test_late_and_stall_floors_are_configurable():
     now_s = T0 + 41 + 12
-    ledger = fold(JobLedger(late_after_s=15.0, stall_after_s=10.0), hung_job_16_ranks(now_s))
+    ledger = fold(JobLedger(Rules(late_after_s=15.0, stall_after_s=10.0)), hung_job_16_ranks(now_s))
     assert ledger.diagnose(now_s).verdict == "stalled"  # stall floor 10 s < 12 s
-    ledger = fold(JobLedger(late_after_s=15.0), hung_job_16_ranks(now_s))
+    ledger = fold(JobLedger(Rules(late_after_s=15.0)), hung_job_16_ranks(now_s))
     assert ledger.diagnose(now_s).verdict == "steady"  # late floor 15 s > 12 s
 
 

@@ -16,6 +16,7 @@ from trnwatch.collectors.checkpoints import CheckpointDirWatcher  # noqa: E402
 from trnwatch.collectors.job_events import parse_job_line  # noqa: E402
 from trnwatch.collectors.job_files import follow_run_dir  # noqa: E402
 from trnwatch.ledger.job import JobLedger  # noqa: E402
+from trnwatch.ledger.rules import Rules  # noqa: E402
 from trnwatch.workloads import checkpoint_files, train, train_args  # noqa: E402
 from trnwatch.workloads.cpu_backend import ColumnLinear, RowLinear  # noqa: E402
 from trnwatch.workloads.tiny_gpt import TinyGPT, parameter_count  # noqa: E402
@@ -220,7 +221,7 @@ def test_four_ranks_tp2_dp2_name_the_slow_rank_as_straggler(tmp_path):
 def test_a_hung_rank_is_named_by_the_stall_diagnosis(tmp_path, hang_region):
     flags = ["--tp", "2", "--steps", "100000", "--hang-rank", "1", "--hang-step", "12", "--hang-region", hang_region]
     process = launch(tmp_path, 2, *flags)
-    ledger = JobLedger(stall_after_s=2.0)  # shorter than the 30 s default so the test is quick
+    ledger = JobLedger(Rules(stall_after_s=2.0))  # shorter than the 30 s default so the test is quick
     try:
         follow_and_fold(
             tmp_path / "run" / "telemetry",

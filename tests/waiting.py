@@ -52,11 +52,15 @@ async def until(condition: Callable[[], T], what: str, timeout_s: float = DEADLI
 
 
 def run_until_said(
-    command: list[str], needles: list[str], timeout_s: float = DEADLINE_S, **popen
+    command: list[str],
+    needles: list[str],
+    timeout_s: float = DEADLINE_S,
+    signum: int = signal.SIGINT,
+    **popen,
 ) -> subprocess.CompletedProcess:
     """Run a headless watch until its stderr has said every one of `needles`, then end it with
-    Ctrl-C (SIGINT), as a person would: instead of a `--duration` that a loaded machine can
-    outrun. Returns the finished process with its whole stdout and stderr."""
+    Ctrl-C (SIGINT, or `signum`), as a person would: instead of a `--duration` that a loaded
+    machine can outrun. Returns the finished process with its whole stdout and stderr."""
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
     said: list[str] = []
     reader = threading.Thread(target=lambda: said.extend(proc.stderr), daemon=True)
@@ -68,7 +72,7 @@ def run_until_said(
             timeout_s,
             detail=lambda: "".join(said)[-2000:],
         )
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         out = proc.stdout.read()
         proc.wait(timeout=timeout_s)
         reader.join(timeout_s)

@@ -7,6 +7,7 @@ import os
 import sys
 import time
 from collections import Counter
+from dataclasses import asdict
 from pathlib import Path
 
 from trnwatch import __version__
@@ -626,8 +627,7 @@ def _make_session(args):
         _warn(note)
     # An --ultraservers file has the last word over a hosts file's or a recording's map.
     ultraservers = {**chosen.built.ultraservers, **_load_ultraservers(args.ultraservers)}
-    job_rules = {"late_after_s": args.late_after, "stall_after_s": args.stall_after}
-    ledger = Ledger(chosen.mode, ultraservers, {k: v for k, v in job_rules.items() if v is not None})
+    ledger = Ledger(chosen.mode, ultraservers, sources.rules_of(args, chosen.built.rules))
     recorder = None
     if args.command == "record":
         rotation = Rotation(
@@ -643,6 +643,7 @@ def _make_session(args):
             known_hosts=lambda: ledger.hosts.keys(),
             simulated_sources=ledger.simulated_source_ids,
             on_file=lambda path: _say(f"recording to {path}"),
+            rules=asdict(ledger.rules),
         )
     elif args.record:
         recorder = Recorder.to_file(
@@ -651,6 +652,7 @@ def _make_session(args):
             ultraservers,
             known_hosts=lambda: ledger.hosts.keys(),
             simulated_sources=ledger.simulated_source_ids,
+            rules=asdict(ledger.rules),
         )
     if recorder is not None and recorder.error is not None:
         raise UsageError(f"cannot record to {args.record or args.folder}: {recorder.error}")

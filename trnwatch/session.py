@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trnwatch.collectors.lines import Line, LineKind, SourceEvent
+from trnwatch.collectors.lines import ClockMark, Line, LineKind, SourceEvent
 from trnwatch.collectors.recording import FLUSH_EVERY_S, Recorder
 from trnwatch.collectors.streams import SourceLost
 from trnwatch.intake import FOLD_SLICE_S, Intake
@@ -34,6 +34,7 @@ from trnwatch.ledger.receipt import (
     build_receipt,
 )
 from trnwatch.ledger.receipt_markdown import render_markdown
+from trnwatch.ledger.snapshot import session_now_s
 from trnwatch.ledger.timeline_svg import render_timeline_svg
 from trnwatch.output import OutputError, default_receipt_name, receipt_places, write_atomic
 from trnwatch.outside import clean
@@ -70,7 +71,7 @@ class SourceSpec:
 
     source_id: str
     kind: LineKind
-    lines: Callable[[], AsyncIterator[Line | SourceEvent]]
+    lines: Callable[[], AsyncIterator[Line | SourceEvent | ClockMark]]
     relay: bool = False
 
 
@@ -135,16 +136,19 @@ class Session:
         tasks = [asyncio.create_task(self._consume(spec)) for spec in self.sources]
         helpers = [asyncio.create_task(self._intake.run()), asyncio.create_task(self._all_ended(tasks))]
         helpers += [asyncio.create_task(work()) for work in self.background]
-        if self.recorder is not None:
-            helpers.append(asyncio.create_task(self._flush_recording()))
+        helpers.append(asyncio.create_task(self._tick()))
         if self.duration_s is not None:
             helpers.append(asyncio.create_task(self._deadline(self.duration_s)))
         try:
             await self._stop.wait()
         finally:
+            ended_s = time.time()
             for task in tasks + helpers:
                 task.cancel()
             await asyncio.gather(*tasks, *helpers, return_exceptions=True)
+            if not self.relayed_clock:
+                # The session's end, as data: the receipt is judged at it, and a replay too.
+                self._apply(ClockMark(ended_s, end=True))
             self._intake.close()  # what is still queued is folded: nothing collected is lost
             if self.recorder is not None:
                 self.recorder.close()
@@ -162,7 +166,7 @@ class Session:
                     "the receipt says where the recording ends"
                 )
 
-    def _apply(self, item: Line | SourceEvent) -> None:
+    def _apply(self, item: Line | SourceEvent | ClockMark) -> None:
         if self.recorder is not None and self.recorder.error is None:
             self.recorder.write(item)
             self._check_recording()
@@ -193,12 +197,21 @@ class Session:
         await asyncio.sleep(seconds)
         self.stop("duration")
 
-    async def _flush_recording(self) -> None:
-        rec = self.recorder
-        while rec is not None:
+    async def _tick(self) -> None:
+        """Every FLUSH_EVERY_S: the clock's progress as a mark (a live session's; a replay's
+        clock comes from its recording), then the recording's frame is cut."""
+        while True:
             await asyncio.sleep(FLUSH_EVERY_S)
-            rec.flush()
-            self._check_recording()
+            if not self.relayed_clock:
+                self._apply(ClockMark(time.time()))
+            if self.recorder is not None:
+                self.recorder.flush()
+                self._check_recording()
+
+    @property
+    def relayed_clock(self) -> bool:
+        """True when a relay (a replay) carries the recorded session's clock marks."""
+        return any(spec.relay for spec in self.sources)
 
     @property
     def recorded_evidence(self):
@@ -244,61 +257,72 @@ class Session:
         )
 
     def write_receipt(self, path: Path | None) -> Path:
-        """Write the receipt (JSON + Markdown beside it) to `path`, or the default folder; when that
-        cannot be written, to the default folder, then the current directory. Return the JSON path.
+        """Write the receipt (JSON + Markdown and its SVG timeline beside it) to `path`, or the
+        default folder; when that cannot be written, to the default folder, then the current
+        directory. Return the JSON path. The receipt is built once and rendered three ways; an
+        output that fails on the way is added to its `output_failures` (the copy written next
+        lists it).
 
         `receipt_notes` say what failed on the way (for the command line to print once the screen
         is gone), `receipt_markdown` where the Markdown went (None if it was not written). Raises
         `OutputError` when no place takes the receipt."""
         places = receipt_places(path, default_receipt_name(self.ledger.evidence, self.started_s))
+        try:
+            receipt = self.receipt()
+        except Exception as exc:  # a defect must not hide that there is no receipt
+            self.receipt_notes.append(f"the receipt could not be built: {type(exc).__name__}: {exc}")
+            raise OutputError(self.receipt_notes[-1]) from exc
         for json_path in places:
             try:
-                json_text = self.receipt().to_json()
-            except Exception as exc:  # a defect must not hide that there is no receipt
-                self.receipt_notes.append(f"the receipt could not be built: {type(exc).__name__}: {exc}")
-                raise OutputError(self.receipt_notes[-1]) from exc
-            try:
-                write_atomic(json_path, json_text)
+                write_atomic(json_path, receipt.to_json())
             except OutputError as exc:
                 self.receipt_notes.append(f"receipt not written to {json_path}: {exc}")
-                self.output_failed("receipt", json_path, str(exc))
+                receipt = self._failed(receipt, "receipt", json_path, str(exc))
                 continue
-            self.receipt_markdown = self._write_markdown(json_path)
+            self.receipt_markdown = self._write_markdown(json_path, receipt)
             return json_path
         self.receipt_notes.append("the receipt could not be written anywhere")
         raise OutputError("; ".join(self.receipt_notes))
 
-    def _write_svg(self, json_path: Path) -> str | None:
-        """The receipt's timeline picture beside it; its file name for the Markdown's link, or None."""
+    def _failed(self, receipt: Receipt, output: OutputName, path: Path, error: str) -> Receipt:
+        """Mark an output that failed while the receipt was written; the receipt, listing it."""
+        self.output_failed(output, path, error)
+        return receipt.model_copy(update={"output_failures": list(self.output_failures)})
+
+    def _write_svg(self, json_path: Path, receipt: Receipt) -> tuple[str | None, Receipt]:
+        """The receipt's timeline picture beside it; its file name for the Markdown's link (None
+        if not written), and the receipt (listing the failure, if any)."""
         svg_path = json_path.with_suffix(".svg")
         try:
-            write_atomic(svg_path, render_timeline_svg(self.receipt()))
-            return svg_path.name
+            write_atomic(svg_path, render_timeline_svg(receipt))
+            return svg_path.name, receipt
         except OutputError as exc:
             error = str(exc)
         except Exception as exc:  # a drawing defect must not cost the Markdown
             error = f"cannot draw the timeline: {type(exc).__name__}: {exc}"
         self.receipt_notes.append(f"receipt timeline SVG not written: {error}")
-        self.output_failed("receipt-svg", svg_path, error)
-        return None
+        return None, self._failed(receipt, "receipt-svg", svg_path, error)
 
-    def _write_markdown(self, json_path: Path) -> Path | None:
+    def _write_markdown(self, json_path: Path, receipt: Receipt) -> Path | None:
         markdown_path = json_path.with_suffix(".md")
-        svg_name = self._write_svg(json_path)
+        written = receipt  # as the JSON has it
+        svg_name, receipt = self._write_svg(json_path, receipt)
         try:
-            write_atomic(markdown_path, render_markdown(self.receipt(), svg_name))
-            return markdown_path
+            write_atomic(markdown_path, render_markdown(receipt, svg_name))
+            failed = None
         except OutputError as exc:
-            error = str(exc)
+            failed = str(exc)
         except Exception as exc:  # a rendering defect must not hide that the Markdown is missing
-            error = f"cannot render the Markdown: {type(exc).__name__}: {exc}"
-        self.receipt_notes.append(f"receipt Markdown not written: {error} (the JSON is complete)")
-        self.output_failed("receipt-markdown", markdown_path, error)
-        try:  # mark the JSON too; if even that fails, the JSON written before stays whole
-            write_atomic(json_path, self.receipt().to_json())
-        except OutputError:
-            pass
-        return None
+            failed = f"cannot render the Markdown: {type(exc).__name__}: {exc}"
+        if failed is not None:
+            self.receipt_notes.append(f"receipt Markdown not written: {failed} (the JSON is complete)")
+            receipt = self._failed(receipt, "receipt-markdown", markdown_path, failed)
+        if receipt is not written:
+            try:  # the JSON says what failed beside it; if even that fails, the JSON written before stays whole
+                write_atomic(json_path, receipt.to_json())
+            except OutputError:
+                pass
+        return None if failed is not None else markdown_path
 
 
 def _stderr_notice(text: str) -> None:
@@ -316,8 +340,9 @@ async def progress_lines(session: Session, every_s: float, out=sys.stderr) -> No
         now = time.time()
         reports = sum(s.reports for s in ledger.sources.values())
         rejected = sum(sum(s.rejected.values()) for s in ledger.sources.values())
-        fresh = sum(1 for h in ledger.hosts.values() if ledger.host_fresh(h, now))
-        diagnosis = ledger.job_diagnosis(now)  # the job's verdict too, when job telemetry is read
+        judged_s = session_now_s(ledger, now, ledger.job)  # a replay's own clock, else the wall
+        fresh = sum(1 for h in ledger.hosts.values() if ledger.host_fresh(h, judged_s))
+        diagnosis = ledger.job_diagnosis(judged_s)  # the job's verdict too, when job telemetry is read
         job = f", job {diagnosis.verdict}" if diagnosis is not None else ""
         print(
             f"trnwatch: {now - session.started_s:.0f} s, {fresh}/{len(ledger.hosts)} hosts reporting, "

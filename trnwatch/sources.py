@@ -97,6 +97,7 @@ class Built:
     replay: Callable | None = None  # what a replay read, for the receipt
     recorded_evidence: str | None = None
     notes: list[str] = field(default_factory=list)  # said once on stderr before the session starts
+    rules: Any = None  # a replay: the rules (ledger/rules.py) the recorded session judged by
 
 
 @dataclass(frozen=True)
@@ -340,8 +341,9 @@ def _replay_build(args: argparse.Namespace, ctx: Context) -> Built:
         [spec],
         ultraservers=dict(recording.header.ultraservers),
         replay=replayed,
-        recorded_evidence=describe(recording).evidence,
-    )  # from the data (catalog marks), not the header's mode
+        recorded_evidence=describe(recording).evidence,  # from the data (catalog marks), not the header's mode
+        rules=recorded_rules(recording.header.rules),
+    )
 
 
 STDIN = SourceKind("stdin", ("neuron-monitor",), _stdin_options, lambda a: a.stdin, _stdin_build)
@@ -540,7 +542,8 @@ JOB_KINDS = (JOB_DIR, JOB_LOG, CKPT_DIR)
 
 def add_options(parser: argparse.ArgumentParser, command: str) -> None:
     """Every option of the command's source kinds, and the options they share."""
-    from trnwatch.ledger.job import LATE_AFTER_S, LATE_FACTOR, STALL_AFTER_S, STALL_FACTOR
+    from trnwatch.ledger.rules import DEFAULT_RULES as RULES
+    from trnwatch.ledger.rules import PAUSE_FACTOR, PAUSE_FLOOR_S
 
     kinds = COMMAND_KINDS[command]
     options = Options(parser, command)
@@ -564,25 +567,69 @@ def add_options(parser: argparse.ArgumentParser, command: str) -> None:
             help="stream label used as host id when a report has no instance id (default: 'stdin' or 'local')",
         )
     if command == "replay":
-        parser.set_defaults(late_after=None, stall_after=None)  # the default rules (JobLedger)
+        parser.set_defaults(late_after=None, stall_after=None, pause_limit=[])  # the recording's rules
         return
     g = options.group("job telemetry")
     g.add_argument(
         "--late-after",
         type=positive,
         metavar="S",
-        default=LATE_AFTER_S,
-        help=f"LATE when no rank completes a step for max({LATE_FACTOR:g} x p99 of recent steady step "
-        f"times, S) seconds (default {LATE_AFTER_S:g})",
+        default=None,
+        help=f"LATE when no rank completes a step for max({RULES.late_factor:g} x p99 of recent steady step "
+        f"times, S) seconds (default {RULES.late_after_s:g})",
     )
     g.add_argument(
         "--stall-after",
         type=positive,
         metavar="S",
-        default=STALL_AFTER_S,
-        help=f"STALLED after max({STALL_FACTOR:g} x median recent steady step time, S) seconds "
-        f"(default {STALL_AFTER_S:g})",
+        default=None,
+        help=f"STALLED after max({RULES.stall_factor:g} x median recent steady step time, S) seconds "
+        f"(default {RULES.stall_after_s:g})",
     )
+    g.add_argument(
+        "--pause-limit",
+        type=_pause_limit,
+        action="append",
+        default=[],
+        metavar="KIND=S",
+        help="longest a pause may last before it is a stall: checkpoint (default "
+        f"{RULES.checkpoint_limit_s:g}), compile ({RULES.compile_limit_s:g}), bootstrap "
+        f"({RULES.bootstrap_limit_s:g}); sooner once the run has shown earlier ones ({PAUSE_FACTOR:g} x their "
+        f"p99, at least {PAUSE_FLOOR_S:g} s); repeat for each kind",
+    )
+
+
+def _pause_limit(value: str) -> tuple[str, float]:
+    """`--pause-limit KIND=SECONDS`."""
+    from trnwatch.ledger.rules import PAUSE_KINDS
+
+    kind, _, seconds = value.partition("=")
+    if kind not in PAUSE_KINDS:
+        raise argparse.ArgumentTypeError(f"not KIND=SECONDS with KIND one of {', '.join(PAUSE_KINDS)}: {value!r}")
+    return kind, positive(seconds)
+
+
+def recorded_rules(recorded: dict[str, float]):
+    """The rules a recorded session judged by (the defaults for any its header does not hold)."""
+    from dataclasses import fields, replace
+
+    from trnwatch.ledger.rules import DEFAULT_RULES
+
+    known = {f.name for f in fields(DEFAULT_RULES)}
+    return replace(DEFAULT_RULES, **{k: float(v) for k, v in recorded.items() if k in known})
+
+
+def rules_of(args: argparse.Namespace, recorded=None):
+    """The one rules object of a session (ledger/rules.py): the command line's thresholds over
+    `recorded` (a replay: the rules the recorded session ran with) over the defaults."""
+    from dataclasses import replace
+
+    from trnwatch.ledger.rules import DEFAULT_RULES
+
+    rules = recorded or DEFAULT_RULES
+    given = {"late_after_s": args.late_after, "stall_after_s": args.stall_after}
+    given.update({f"{kind}_limit_s": seconds for kind, seconds in args.pause_limit})
+    return replace(rules, **{k: v for k, v in given.items() if v is not None})
 
 
 @dataclass(frozen=True)
@@ -613,5 +660,6 @@ def build(args: argparse.Namespace, keys_fd: Callable[[], int]) -> Chosen:
         replay=first.replay,
         recorded_evidence=first.recorded_evidence,
         notes=[note for part in parts for note in part.notes],
+        rules=first.rules,
     )
     return Chosen((device, *jobs), built, device.mode, device.remote, device.progress_every_s)
