@@ -39,12 +39,13 @@ PEAK_FLOPS_ASSUMPTION = (
     "trainium 190; unknown device types and non-BF16 jobs get no MFU"
 )
 GOODPUT_METHOD = (
-    "Timeline rank's events (the lowest rank) attribute every second from the first to the last job "
-    "event to one bucket: steady steps are productive; init, warm-up and time before a process's first "
-    "step are startup; compile phases compile; checkpoint phases and blocking saves checkpoint_save; "
-    "restart from the last event before a restart to the first step after it, plus the steps redone "
-    "at the median steady step time; gaps between steps up to the late threshold data_loading, longer "
-    "ones stalled; the rest unexplained. Modelled on ml-goodput-measurement's badput breakdown."
+    "Timeline rank's events (the lowest rank) attribute every second from the first job event to the "
+    "last, plus the silence the monitor saw after it until the session ended, to one bucket: steady "
+    "steps are productive; init, warm-up and time before a process's first step are startup; compile "
+    "phases compile; checkpoint phases and blocking saves checkpoint_save; restart from the last event "
+    "before a restart to the first step after it, plus the steps redone at the median steady step time; "
+    "gaps between steps up to the late threshold data_loading, beyond the stall threshold stalled (the "
+    "job verdict's thresholds); the rest unexplained. Modelled on ml-goodput-measurement's badput breakdown."
 )
 TIMELINE_POINTS = 120
 
