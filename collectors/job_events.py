@@ -33,7 +33,14 @@ known), `error.failed_ts` (unix s when the failure happened, if the line says, e
 `error.severity` (`fatal`, the default when absent or null: the rank failed; `warning`: a
 non-fatal condition the rank goes on after, such as the Neuron collectives' `CCOM WARN ...
 retrying`, counted and kept as evidence but never a failure; a monitor older than this field
-reads every error as fatal).
+reads every error as fatal), `error.root_cause` (true: the launcher named this failure the first
+it observed, torchrun's "Root Cause (first observed failure)").
+
+The `launcher` event (added within /1; a monitor older than it rejects the line and counts it)
+is what a launcher did to every worker at once, as passive sources read it from the launcher's
+own log (the in-job emitter never writes it): `restart` (it started attempt `attempt` of the
+workers after a failure; torchrun --max-restarts) or `stopped` (the launcher itself was ended by
+`signal` and stopped the workers). Its `rank` is the lowest rank: it concerns every rank.
 """
 
 import json
@@ -167,6 +174,17 @@ class Error(_EventBase):
     signal: str | None = None
     failed_ts: UnixSeconds | None = None
     severity: Literal["fatal", "warning"] | None = None  # absent or null: fatal
+    root_cause: bool | None = None  # the launcher named it the first failure it observed
+
+
+class Launcher(_EventBase):
+    """What the launcher did to every worker: restarted them (attempt N), or was stopped by a signal."""
+
+    event: Literal["launcher"]
+    action: Literal["restart", "stopped"]
+    attempt: Count | None = None  # restart: the attempt that starts (1 = the first restart)
+    signal: str | None = None  # stopped: the signal that ended the launcher
+    message: str = ""
 
 
 class RunEnd(_EventBase):
@@ -177,7 +195,7 @@ class RunEnd(_EventBase):
 
 
 JobEvent = Annotated[
-    RunStart | Phase | Step | Collective | Checkpoint | Heartbeat | Error | RunEnd,
+    RunStart | Phase | Step | Collective | Checkpoint | Heartbeat | Error | RunEnd | Launcher,
     Field(discriminator="event"),
 ]
 

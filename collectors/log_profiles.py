@@ -33,12 +33,15 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from trnwatch.collectors.checkpoints import step_from_tag
 from trnwatch.collectors.job_events import SCHEMA_VERSION, JobEvent
+from trnwatch.collectors.torchrun_log import TorchrunLog
 
 MAX_MESSAGE_CHARS = 500
 DETECT_LINES = 500  # lines read while no profile is detected before the always-on layers take them alone
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_TORCHRUN_PREFIX = re.compile(r"^\[[A-Za-z_]*?(?P<local_rank>\d+)\]:\s?")
+_TORCHRUN_PREFIX = re.compile(r"^\[[A-Za-z_]+?(?P<local_rank>\d+)\]:\s?")
+# torch's own `[rank1]: ` before a worker's exception lines, inside torchrun's `--tee` prefix
+_INNER_RANK_PREFIX = re.compile(r"^\[rank\d+\]: ?")
 
 # Named groups a rule may capture, and how each becomes a field value.
 _FLOAT_GROUPS = {"loss", "step_time_s", "s_per_it", "it_per_s", "seq_per_s", "tokens_per_s_per_device"}
@@ -299,6 +302,7 @@ class LogTranslator:
         self._ranks: dict[int, _RankState] = {}
         self._pending: dict[str, dict] = {}  # profile name -> fields remembered from earlier lines
         self._held: list[tuple[bool, JobEvent]] = []
+        self._torchrun = TorchrunLog(run)
         self._activate(profiles[chosen] if chosen else None)
         if chosen or not self._candidates:
             self._waiting = None
@@ -368,9 +372,16 @@ class LogTranslator:
         for the profile still to be detected and None is returned."""
         rank = self.default_rank
         text = segment
-        if prefix := _TORCHRUN_PREFIX.match(text):
+        prefix = _TORCHRUN_PREFIX.match(text)
+        if prefix:
             rank = int(prefix["local_rank"])
             text = text[prefix.end() :]
+            if inner := _INNER_RANK_PREFIX.match(text):
+                text = text[inner.end() :]
+        torchrun = self._torchrun.feed(text, rank, prefix is not None, received_s)
+        if torchrun is not None:
+            self.matched += 1
+            return torchrun
         ts, ts_from_line = self._line_ts(text, received_s)
         for compiled in self._rules:
             match = compiled.regex.search(text)

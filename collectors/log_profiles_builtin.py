@@ -227,35 +227,7 @@ NEURON_RUNTIME = {
     ],
 }
 
-TORCHRUN = {
-    "name": "torchrun",
-    "description": "torchrun's elastic-agent failure summary (ChildFailedError): one error per failed rank",
-    "source": "pytorch/pytorch torch/distributed/elastic/multiprocessing/errors/__init__.py "
-    "(_FAILURE_FORMAT_TEMPLATE, ChildFailedError.format_msg), checked against torch 2.13's output",
-    "always": True,
-    "time_formats": ["%Y-%m-%d_%H:%M:%S"],
-    "rules": [
-        # A block of `[i]:` records, "Root Cause (first observed failure):" before the first in
-        # time; records are held until the closing border so that one is reported first.
-        {"pattern": r"^Root Cause \(first observed failure\):$", "set": {"first": True}},
-        {"pattern": r"^ +time +: (?P<failed_ts>\d{4}-\d\d-\d\d_\d\d:\d\d:\d\d)$"},
-        {"pattern": r"^ +rank +: (?P<rank>\d+) \(local_rank: \d+\)$"},
-        {"pattern": r"^ +exitcode +: (?P<exit_code>-?\d+) \(pid: \d+\)"},
-        {
-            "pattern": r"^ +traceback +: (?P<message>Signal (?P<signal_number>\d+) \((?P<signal>SIG\w+)\) received by PID \d+)",
-            "emit": [{"event": "error", "source": "launcher"}],
-            "hold": True,
-        },
-        {
-            "pattern": r"^ +traceback +: (?P<message>.+)$",
-            "emit": [{"event": "error", "source": "launcher"}],
-            "hold": True,
-        },
-        {"pattern": r"^=+$", "release": True},
-    ],
-}
-
 BUILTIN_PROFILES = [
     LogProfile.model_validate(profile)
-    for profile in (NXD, NXDT, TORCHTITAN, NXD_LIBRARY, NEURON_COMPILE, NEURON_RUNTIME, TORCHRUN)
+    for profile in (NXD, NXDT, TORCHTITAN, NXD_LIBRARY, NEURON_COMPILE, NEURON_RUNTIME)
 ]

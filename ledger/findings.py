@@ -40,6 +40,7 @@ LEAK_PEER_FACTOR = 4.0
 # Job verdicts that are findings, by severity; the others (steady, compiling, finished, ...) are not.
 JOB_SEVERITY: dict[str, Severity] = {
     "failed": "critical",
+    "aborted": "critical",
     "dead": "critical",
     "stalled": "critical",
     "late": "critical",

@@ -70,12 +70,13 @@ from trnwatch.collectors.job_events import (
     Error,
     Heartbeat,
     JobEvent,
+    Launcher,
     Phase,
     RunEnd,
     RunStart,
     Step,
 )
-from trnwatch.ledger.job_blame import dead_ranks, failure_rows, failure_words
+from trnwatch.ledger.job_blame import dead_ranks, failure_rows, failure_words, waited_words
 from trnwatch.ledger.job_ranks import STEP_WINDOW as STEP_WINDOW  # bounds named with the ledger
 from trnwatch.ledger.job_ranks import WAIT_WINDOW_STEPS as WAIT_WINDOW_STEPS
 from trnwatch.ledger.job_ranks import RankState, RankStatus, StepKind, StepSample
@@ -214,6 +215,8 @@ class JobLedger:
         self.dropped_fields: Counter[str] = Counter()
         # Passive job logs: source id -> the log profile reading it (None: none detected yet).
         self.log_profiles: dict[str, str | None] = {}
+        self.attempt = 0  # the launcher's latest attempt (restarts it reported)
+        self.launcher_stopped: Launcher | None = None
         self._timeline_rank: int | None = None
         self._folded = 0  # events folded: what `dead_ranks` at one "now" is kept against
         self._dead_at: tuple[float, int, list[int]] | None = None
@@ -235,7 +238,7 @@ class JobLedger:
             self._timeline_rank = event.rank
         rank = self.ranks.get(event.rank)
         if rank is None:
-            rank = self.ranks[event.rank] = RankState(event.rank)
+            rank = self.ranks[event.rank] = RankState(event.rank, restart=self.attempt)
         rank.last_seen_ts = event.ts if rank.last_seen_ts is None else max(rank.last_seen_ts, event.ts)
         on_timeline = event.rank == self._timeline_rank
         if isinstance(event, Step):
@@ -252,6 +255,8 @@ class JobLedger:
             self._phase(rank, event, on_timeline)
         elif isinstance(event, Checkpoint):
             self._checkpoint(rank, event, on_timeline)
+        elif isinstance(event, Launcher):
+            self._launcher(event)
         elif isinstance(event, Error) and event.severity == "warning":
             rank.warnings += 1
             rank.last_warning = event.message
@@ -275,6 +280,7 @@ class JobLedger:
                     "exit_code": event.exit_code,
                     "signal": event.signal,
                     "restart": rank.restart,
+                    "root_cause": bool(event.root_cause),
                 }
             )
         elif isinstance(event, RunEnd):
@@ -293,6 +299,7 @@ class JobLedger:
                         "exit_code": None,
                         "signal": None,
                         "restart": rank.restart,
+                        "root_cause": False,
                     }
                 )
 
@@ -324,22 +331,25 @@ class JobLedger:
         if self.run_start is None or event.rank <= self.run_start.rank:
             self.run_start = event
         rank.host, rank.chip, rank.core = event.host, event.chip, event.core
-        rank.local_rank, rank.pid, rank.restart = event.local_rank, event.pid, event.restart
-        # A new process for this rank: the previous process's phases, steps, waits, position and
-        # failure are history (kept in the timeline and failures), not its current state.
-        rank.status, rank.error, rank.failed_ts = "running", None, None
-        rank.warnings, rank.last_warning = 0, None
-        rank.open_phases.clear()
-        rank.open_checkpoint = None
-        rank.paused_since_step = rank.saw_steady = False
-        rank.steps_before_steady = rank.open_steps = 0
-        rank.first_step_times_s.clear()
-        rank.steps.clear()
-        rank.wait_per_step.clear()
-        rank.heartbeat_ts = rank.heartbeat_step = rank.region = rank.region_since = None
+        rank.local_rank, rank.pid = event.local_rank, event.pid
+        _new_process(rank, event.restart)
         if on_timeline and event.restart > 0:
             self.restarts.append(Restart(event.restart, event.ts, rank.last_step))
             self.timeline.append(PhaseSpan("restart", event.ts))
+
+    def _launcher(self, event: Launcher) -> None:
+        """The launcher restarted every worker (each rank's next process is generation
+        `attempt`), or was stopped by a signal (the job is aborted)."""
+        if event.action == "stopped":
+            self.launcher_stopped = event
+            return
+        attempt = event.attempt if event.attempt is not None else self.attempt + 1
+        self.attempt = max(self.attempt, attempt)
+        timeline = self.ranks.get(self._timeline_rank) if self._timeline_rank is not None else None
+        self.restarts.append(Restart(attempt, event.ts, timeline.last_step if timeline else None))
+        self.timeline.append(PhaseSpan("restart", event.ts))
+        for rank in self.ranks.values():
+            _new_process(rank, attempt)
 
     def _phase(self, rank: RankState, event: Phase, on_timeline: bool) -> None:
         if event.phase == "compile" and event.cache == "hit":
@@ -569,7 +579,10 @@ class JobLedger:
 
     def failure_reports(self, now_s: float) -> list[Failure]:
         """Every failure kept (and ranks gone without a word), in time order, cause first in role."""
-        return [Failure(**{k: v for k, v in row.items() if k != "restart"}) for row in self._failure_rows(now_s)]
+        return [
+            Failure(**{k: v for k, v in row.items() if k not in ("restart", "root_cause", "waited")})
+            for row in self._failure_rows(now_s)
+        ]
 
     def diagnose(self, now_s: float, chip_util_pct: ChipUtilisation | None = None) -> JobDiagnosis:
         """Verdict for on-call at `now_s`, with the ranks to look at (and their chips' utilisation).
@@ -594,6 +607,9 @@ class JobLedger:
                     starting.append(rank)
         if any_failed:
             return self._failed(now_s, chip_util_pct)
+        if self.launcher_stopped is not None:
+            stopped = self.launcher_stopped
+            return JobDiagnosis("aborted", stopped.message or f"the launcher was stopped by {stopped.signal}")
         if not running and not dead:
             return JobDiagnosis("finished", f"all {len(self.ranks)} ranks ended with success")
         if dead:
@@ -649,6 +665,8 @@ class JobLedger:
         order = [first["rank"]] + [rank for rank in dict.fromkeys(row["rank"] for row in rows) if rank != first["rank"]]
         errors = {row["rank"]: row["error"] for row in reversed(rows) if row["error"]}
         words = failure_words(first)
+        if hang := waited_words(rows, first):
+            words = f"{words}; {hang}"
         suspects = tuple(
             suspect(
                 self.ranks[rank], words if rank == first["rank"] else "failed after the first", now_s, errors.get(rank)
@@ -750,6 +768,22 @@ class JobLedger:
             dropped_fields=dict(sorted(self.dropped_fields.items())),
             log_profiles=dict(sorted(self.log_profiles.items())),
         )
+
+
+def _new_process(rank: RankState, restart: int) -> None:
+    """A new process for this rank (generation `restart`): the previous process's phases, steps,
+    waits, position and failure are history (kept in the timeline and failures), not its state."""
+    rank.restart = restart
+    rank.status, rank.error, rank.failed_ts = "running", None, None
+    rank.warnings, rank.last_warning = 0, None
+    rank.open_phases.clear()
+    rank.open_checkpoint = None
+    rank.paused_since_step = rank.saw_steady = False
+    rank.steps_before_steady = rank.open_steps = 0
+    rank.first_step_times_s.clear()
+    rank.steps.clear()
+    rank.wait_per_step.clear()
+    rank.heartbeat_ts = rank.heartbeat_step = rank.region = rank.region_since = None
 
 
 def _pause_diagnosis(pauses: list[tuple[str, float]], now_s: float) -> JobDiagnosis | None:

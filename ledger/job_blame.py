@@ -1,9 +1,18 @@
 """Failures and blame: which ranks are dead, and which failure of each process generation is
 the cause. The rules ("dead", "failed") are stated in `ledger/job.py`'s module docstring."""
 
+import re
 from collections.abc import Iterable, Mapping
 
 from trnwatch.ledger.job_ranks import RankState
+
+# A rank whose error says it timed out waiting in a collective was waiting for a peer: gloo's
+# `Timed out waiting 3000ms for recv operation to complete` (third_party/gloo/gloo/transport/tcp/
+# unbound_buffer.cc, as torch 2.13 raises it), NCCL's watchdog `Watchdog caught collective
+# operation timeout` (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp).
+COLLECTIVE_TIMEOUT = re.compile(
+    r"Timed out waiting \d+ms for (?:recv|send) operation|Watchdog caught collective operation timeout"
+)
 
 
 def dead_ranks(ranks: Mapping[int, RankState], now_s: float, dead_after_s: float) -> list[int]:
@@ -33,6 +42,8 @@ def failure_rows(failures: Iterable[dict], ranks: Mapping[int, RankState], dead:
     """Failure reports kept, plus the `dead` ranks (gone without a word), in time order, each with
     its `role`: in each process generation (`restart`) the cause is "first", the rest follow."""
     rows = [dict(row) for row in failures]
+    for row in rows:
+        row["waited"] = bool(row["error"] and COLLECTIVE_TIMEOUT.search(row["error"]))
     if rows:
         for rank_id in dead:
             rank = ranks[rank_id]
@@ -47,6 +58,8 @@ def failure_rows(failures: Iterable[dict], ranks: Mapping[int, RankState], dead:
                     "exit_code": None,
                     "signal": None,
                     "restart": rank.restart,
+                    "root_cause": False,
+                    "waited": False,
                 }
             )
     first: dict[int, dict] = {}
@@ -60,11 +73,25 @@ def failure_rows(failures: Iterable[dict], ranks: Mapping[int, RankState], dead:
 
 
 def _blame_key(row: dict) -> tuple:
-    """Which failure is the cause: a rank stopped from outside (ended aborted, or reported by its
-    launcher as ended by SIGTERM: torchrun's agent stops the surviving workers that way once one
-    failed) only when nothing else failed, then the earliest in time."""
+    """Which failure is the cause, in this order of evidence: a rank that timed out waiting in a
+    collective only when no rank failed otherwise (a hang elsewhere makes its peers time out, and
+    the agent then SIGTERMs the hung rank: that one is the cause); a rank stopped from outside
+    (ended aborted, or reported by its launcher as ended by SIGTERM: torchrun's agent stops the
+    surviving workers that way once one failed) only when nothing else failed; the launcher's own
+    mark (torchrun's Root Cause); then the earliest in time, the lowest rank last."""
     stopped = row["run_end"] == "aborted" or (row["source"] == "launcher" and row["signal"] == "SIGTERM")
-    return (stopped, row["ts"], row["rank"])
+    return (row["waited"], stopped, not row.get("root_cause"), row["ts"], row["rank"])
+
+
+def waited_words(rows: list[dict], first: dict) -> str | None:
+    """The evidence of a hang, when peers timed out in a collective and the cause did not:
+    "ranks 0, 2 timed out in a collective, waiting; rank 1 did not: it was the one they waited for"."""
+    waited = sorted({row["rank"] for row in rows if row["waited"]} - {first["rank"]})
+    if not waited or first["waited"]:
+        return None
+    ranks = ", ".join(str(rank) for rank in waited)
+    plural = "ranks" if len(waited) > 1 else "rank"
+    return f"{plural} {ranks} timed out in a collective, waiting; rank {first['rank']} did not: it was the one they waited for"
 
 
 def failure_words(row: dict) -> str:

@@ -11,7 +11,17 @@ from pydantic import BaseModel, ConfigDict
 from trnwatch.collectors.job_events import ModelInfo, Parallelism
 
 Verdict = Literal[
-    "no-data", "compiling", "checkpointing", "steady", "slow", "late", "stalled", "dead", "failed", "finished"
+    "no-data",
+    "compiling",
+    "checkpointing",
+    "steady",
+    "slow",
+    "late",
+    "stalled",
+    "dead",
+    "failed",
+    "aborted",
+    "finished",
 ]
 
 

@@ -120,7 +120,17 @@ def test_schema_covers_every_event_kind_and_its_required_fields():
     schema = job_event_json_schema()
     assert schema["$id"] == SCHEMA_VERSION
     mapping = schema["discriminator"]["mapping"]
-    assert set(mapping) == {"run_start", "phase", "step", "collective", "checkpoint", "heartbeat", "error", "run_end"}
+    assert set(mapping) == {
+        "run_start",
+        "phase",
+        "step",
+        "collective",
+        "checkpoint",
+        "heartbeat",
+        "error",
+        "run_end",
+        "launcher",
+    }
     step = schema["$defs"]["Step"]
     assert {"v", "ts", "run", "rank", "event", "step", "step_time_s", "compute_s", "tokens", "loss"} <= set(
         step["required"]

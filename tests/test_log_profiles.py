@@ -198,15 +198,20 @@ def test_torchrun_failure_summary_gives_one_launcher_error_per_failed_rank_root_
     _, events = translate("torchrun_sigkill.log")
     root, other = of(events, Error)
     assert (root.rank, root.source, root.exit_code, root.signal) == (1, "launcher", -9, "SIGKILL")
-    assert root.failed_ts == root.ts == datetime(2026, 12, 1, 10, 0, 50).timestamp()
-    assert root.message == "Signal 9 (SIGKILL) received by PID 13151"
+    # The agent's failure line and the summary's Root Cause are one failure (pid 13151), reported
+    # once at the line's time (ms), marked root cause. The line has no year: the latest that does
+    # not put it after its receive time (RECEIVED_S is in March 2030: December 2029).
+    assert root.failed_ts == root.ts == datetime(2029, 12, 1, 10, 0, 50, 704000).timestamp()
+    assert root.message == "Signal 9 (SIGKILL) received by PID 13151" and root.root_cause
     assert (other.rank, other.exit_code, other.signal) == (0, -15, "SIGTERM")  # stopped by the agent
+    assert other.ts == datetime(2026, 12, 1, 10, 0, 50).timestamp() and not other.root_cause
 
 
 def test_torchrun_summary_of_a_python_exception_has_the_exit_code_and_no_signal():
     _, events = translate("torchrun_exception.log")
     root, _ = of(events, Error)
     assert (root.rank, root.exit_code, root.signal) == (1, 1, None)
+    assert root.message == "RuntimeError: injected failure on rank 1"  # the rank's traceback's last line
 
 
 def test_a_chosen_profile_skips_detection():

@@ -25,9 +25,10 @@ VERDICT_ROLE = {
     "stalled": "bad",
     "dead": "bad",
     "failed": "bad",
+    "aborted": "bad",
 }
 # Verdicts under which the job is not stepping: throughput is history, said as such.
-NOT_STEPPING = ("late", "stalled", "dead", "failed")
+NOT_STEPPING = ("late", "stalled", "dead", "failed", "aborted")
 
 
 def _percentiles(values, unit=units.latency) -> str:

@@ -1,0 +1,269 @@
+"""torchrun's own story in a log: attempts, restarts, each worker's failure and its message, the
+agent stopped by a signal. Read for every log, beside the log profiles (log_profiles.py calls it).
+
+Layouts read, from torch 2.13.0 (checked against real runs: tests/test_torchrun_real.py):
+- the elastic agent's lines, in torch's logging layout `<L><mmdd> <hh:mm:ss.us> <pid> <path>:<line>] <msg>`
+  (no year: the receive time's year is used):
+  `failed (exitcode: N) local_rank: R (pid: P) of binary: ...` (torch/distributed/elastic/
+  multiprocessing/api.py: the first failed worker of an attempt, after the others were sent
+  `Sending process P closing signal SIGTERM`), `Received 15 death signal, shutting down workers`
+  (torch/distributed/elastic/agent/server/api.py), and the agent's last line
+  `torch.distributed.elastic.multiprocessing.api.SignalException: Process P got signal: 15`;
+- the ChildFailedError summary (torch/distributed/elastic/multiprocessing/errors/__init__.py,
+  `_FAILURE_FORMAT_TEMPLATE`): a block of `[i]:` records (time, rank, exitcode and pid, error_file,
+  traceback, the traceback's further lines indented), the first observed failure under
+  `Root Cause (first observed failure):`, closed by a line of `=`;
+- each worker's Python traceback (`--tee`, `--redirects`/`--log-dir` files): its last line, the
+  exception, is that rank's failure message.
+
+What the agent prints at its default level (WARNING) and what follows from it: a restart prints
+nothing of its own. An attempt's failure line followed by a worker's output, or by another
+failure line, is a restart; a failure line followed by the summary is the last attempt, and the
+summary's Root Cause record is that failure again (same pid): it is reported once, with the
+failure line's time (milliseconds; the summary's times are whole seconds).
+
+The failure of an attempt is held until what follows it says which case it is (a worker line,
+another failure line, the summary, the agent's death); nothing else is held.
+"""
+
+import re
+import signal as signal_module
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from trnwatch.collectors.job_events import SCHEMA_VERSION, Error, JobEvent, Launcher
+
+MAX_MESSAGE_CHARS = 500
+_AGENT = re.compile(r"^[DIWEC](?P<md>\d{4}) (?P<hms>\d\d:\d\d:\d\d\.\d{6}) +\d+ +\S+:\d+\] (?P<msg>.*)$")
+_FAILED = re.compile(r"^failed \(exitcode: (?P<exit>-?\d+)\) local_rank: (?P<rank>\d+) \(pid: (?P<pid>\d+)\)")
+_CLOSING = re.compile(r"^Sending process (?P<pid>\d+) closing signal (?P<signal>SIG\w+)")
+_DEATH = re.compile(r"^Received (?P<signum>\d+) death signal, shutting down workers")
+_SIGNAL_EXCEPTION = re.compile(r"SignalException: Process \d+ got signal: (?P<signum>\d+)\s*$")
+_SUMMARY = re.compile(r"ChildFailedError: *$")
+_ROOT = re.compile(r"^Root Cause \(first observed failure\):$")
+_RECORD = re.compile(r"^\[\d+\]:$")
+_FIELD = re.compile(r"^  (?P<key>time|host|rank|exitcode|error_file|traceback) *: ?(?P<value>.*)$")
+_RECORD_RANK = re.compile(r"^(?P<rank>\d+) \(local_rank: \d+\)")
+_RECORD_EXIT = re.compile(r"^(?P<exit>-?\d+) \(pid: (?P<pid>\d+)\)")
+_BORDER = re.compile(r"^=+$")
+# The summary's traceback field when the worker wrote no error file (errors/__init__.py)
+_BOILERPLATE = re.compile(r"^(?:To enable traceback see: |Signal \d+ \(SIG\w+\) received by PID \d+)")
+_TRACEBACK = "Traceback (most recent call last):"
+_SUMMARY_TIME = "%Y-%m-%d_%H:%M:%S"
+
+
+@dataclass
+class _Failure:
+    rank: int
+    pid: int | None
+    exit_code: int | None
+    ts: float
+    root_cause: bool = False
+    message: str | None = None  # the launcher's own text, when it is more than boilerplate
+    failed_ts: float | None = None
+
+
+@dataclass
+class _Summary:
+    records: list[_Failure] = field(default_factory=list)
+    root_next: bool = False
+    in_traceback: bool = False
+    seen_record: bool = False
+
+
+def signal_name(number: int) -> str | None:
+    try:
+        return signal_module.Signals(number).name
+    except ValueError:
+        return None
+
+
+class TorchrunLog:
+    """Reads torchrun's lines of one log (every line goes through `feed`) and returns the events
+    they give; keeps the attempt count and each rank's latest exception between lines."""
+
+    def __init__(self, run: str):
+        self.run = run
+        self.attempt = 0
+        self.exceptions: dict[int, str] = {}  # rank -> the last line of its latest traceback
+        self._in_traceback: set[int] = set()
+        self._held: _Failure | None = None  # this attempt's failure line, until what follows says more
+        self._summary: _Summary | None = None
+        self._stopped = False
+        self._lowest_rank: int | None = None
+
+    def feed(self, text: str, rank: int, prefixed: bool, received_s: float) -> list[JobEvent] | None:
+        """Events of one line (text without any rank prefix); None when it is not torchrun's.
+        `prefixed`: the line carried a worker's prefix (it is that worker's output)."""
+        if prefixed:
+            self._lowest_rank = rank if self._lowest_rank is None else min(self._lowest_rank, rank)
+        if self._summary is not None and not prefixed:
+            return self._summary_line(text, received_s)
+        agent = _AGENT.match(text)
+        if agent is not None and not prefixed:
+            return self._agent_line(agent["msg"], _agent_ts(agent["md"], agent["hms"], received_s))
+        if not prefixed and _SUMMARY.search(text):
+            self._in_traceback.discard(rank)  # the agent's own traceback, not a worker's
+            self._summary = _Summary()
+            return []
+        if not prefixed and (death := _SIGNAL_EXCEPTION.search(text)):
+            self._in_traceback.discard(rank)
+            return self._stop(int(death["signum"]), received_s)
+        return self._worker_line(text, rank, prefixed, received_s)
+
+    def _worker_line(self, text: str, rank: int, prefixed: bool, received_s: float) -> list[JobEvent] | None:
+        events: list[JobEvent] | None = None
+        if prefixed and self._held is not None:
+            # A worker writes after an attempt's failure: the agent restarted the workers.
+            events = self._release_restart(received_s)
+        if text == _TRACEBACK:
+            self._in_traceback.add(rank)
+            return events or []
+        if rank in self._in_traceback and text[:1] not in (" ", "\t", ""):
+            self._in_traceback.discard(rank)
+            self.exceptions[rank] = text.strip()[:MAX_MESSAGE_CHARS]
+            return events or []
+        return events
+
+    def _agent_line(self, message: str, ts: float) -> list[JobEvent]:
+        if failed := _FAILED.match(message):
+            events = self._release_restart(ts) if self._held is not None else []
+            exit_code = int(failed["exit"])
+            self._held = _Failure(int(failed["rank"]), int(failed["pid"]), exit_code, ts, root_cause=True)
+            return events
+        if _CLOSING.match(message):
+            # Which workers the agent stopped: the summary's records say it per rank (exitcode -15).
+            return []
+        if death := _DEATH.match(message):
+            return self._stop(int(death["signum"]), ts)
+        return []
+
+    def _release_restart(self, ts: float) -> list[JobEvent]:
+        """The held failure, then the restart it was followed by."""
+        assert self._held is not None
+        events: list[JobEvent] = [self._error(self._held)]
+        self._held = None
+        self.attempt += 1
+        self.exceptions.clear()
+        self._in_traceback.clear()
+        events.append(self._launcher("restart", ts, attempt=self.attempt))
+        return events
+
+    def _stop(self, signum: int, ts: float) -> list[JobEvent]:
+        if self._stopped:
+            return []
+        self._stopped = True
+        events: list[JobEvent] = [self._error(self._held)] if self._held is not None else []
+        self._held = None
+        name = signal_name(signum) or f"signal {signum}"
+        message = f"torchrun's agent received {name} (signal {signum}) and shut its workers down"
+        return events + [self._launcher("stopped", ts, signal=signal_name(signum), message=message)]
+
+    def _summary_line(self, text: str, received_s: float) -> list[JobEvent]:
+        summary = self._summary
+        assert summary is not None
+        if _BORDER.match(text):
+            if not summary.seen_record:
+                return []  # the opening border
+            self._summary = None
+            return self._summary_events(summary)
+        if _ROOT.match(text):
+            summary.root_next = True
+            return []
+        if _RECORD.match(text):
+            summary.records.append(_Failure(0, None, None, received_s, root_cause=summary.root_next))
+            summary.root_next = summary.in_traceback = False
+            summary.seen_record = True
+            return []
+        if not summary.records:
+            return []
+        record = summary.records[-1]
+        found = _FIELD.match(text)
+        if found is None:
+            if summary.in_traceback and text.startswith("  ") and text.strip():
+                record.message = text.strip()[:MAX_MESSAGE_CHARS]  # the traceback's further lines: the last
+            return []
+        key, value = found["key"], found["value"].strip()
+        summary.in_traceback = key == "traceback"
+        if key == "time":
+            try:
+                record.failed_ts = datetime.strptime(value, _SUMMARY_TIME).timestamp()
+            except ValueError:
+                pass
+        elif key == "rank" and (rank := _RECORD_RANK.match(value)):
+            record.rank = int(rank["rank"])
+        elif key == "exitcode" and (exit_code := _RECORD_EXIT.match(value)):
+            record.exit_code, record.pid = int(exit_code["exit"]), int(exit_code["pid"])
+        elif key == "traceback" and value and value != _TRACEBACK:
+            record.message = value[:MAX_MESSAGE_CHARS]
+        return []
+
+    def _summary_events(self, summary: _Summary) -> list[JobEvent]:
+        """The summary's records, root cause first; the one the held failure line already told is
+        reported once, with that line's time."""
+        held, self._held = self._held, None
+        records = sorted(summary.records, key=lambda record: not record.root_cause)
+        events: list[JobEvent] = []
+        for record in records:
+            if held is not None and record.pid == held.pid:
+                held.message = held.message or record.message
+                held.failed_ts = held.ts
+                record, held = held, None
+            else:
+                record.ts = record.failed_ts if record.failed_ts is not None else record.ts
+            events.append(self._error(record))
+        if held is not None:
+            events.insert(0, self._error(held))
+        return events
+
+    def _error(self, failure: _Failure) -> Error:
+        """One failure as an error event; its message: the launcher's text unless that is only
+        boilerplate, else the rank's exception, else the boilerplate or the exit code."""
+        exit_code = failure.exit_code
+        signal = signal_name(-exit_code) if exit_code is not None and exit_code < 0 else None
+        message = failure.message
+        if message is None or _BOILERPLATE.match(message):
+            message = self.exceptions.get(failure.rank) or message
+        if message is None or message.startswith("To enable traceback see: "):
+            how = f"exited with code {exit_code}" if signal is None else f"ended by {signal}"
+            message = f"worker {how} (it printed no traceback)"
+        return Error(
+            v=SCHEMA_VERSION,
+            ts=failure.ts,
+            run=self.run,
+            rank=failure.rank,
+            event="error",
+            message=message,
+            source="launcher",
+            exit_code=exit_code,
+            signal=signal,
+            failed_ts=failure.failed_ts,
+            root_cause=failure.root_cause or None,
+        )
+
+    def _launcher(self, action: str, ts: float, **fields) -> Launcher:
+        return Launcher.model_validate(
+            {
+                "v": SCHEMA_VERSION,
+                "ts": ts,
+                "run": self.run,
+                "rank": self._lowest_rank or 0,
+                "event": "launcher",
+                "action": action,
+                **fields,
+            }
+        )
+
+
+def _agent_ts(month_day: str, hms: str, received_s: float) -> float:
+    """The time of an agent line (no year in it: the receive time's year; the year before when
+    that puts the line more than a day after its receive time, a log read across New Year)."""
+    year = datetime.fromtimestamp(received_s).year
+    for candidate in (year, year - 1):
+        try:
+            ts = datetime.strptime(f"{candidate}{month_day} {hms}", "%Y%m%d %H:%M:%S.%f").timestamp()
+        except ValueError:
+            return received_s
+        if ts <= received_s + 86400:
+            return ts
+    return ts

@@ -1,0 +1,164 @@
+"""torchrun for real (torch 2.13.0 CPU, gloo, 3 workers): tests/torchrun_case.py makes each case
+happen and writes its truth (rank, step, pid, message); `trnwatch watch --job-log` reads the
+console log after the fact and its receipt is checked against that truth."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch", reason="needs torch (CPU wheel torch==2.13.0)")
+
+from tests.torchrun import stop_torchrun  # noqa: E402
+from tests.waiting import wait_until  # noqa: E402
+
+CASE = Path(__file__).with_name("torchrun_case.py")
+TORCHRUN = Path(sys.executable).with_name("torchrun")
+TRNWATCH = [sys.executable, "-m", "trnwatch"]
+GLOO_TIMEOUT = "Timed out waiting 3000ms for"
+
+pytestmark = pytest.mark.slow
+
+
+def launch(tmp_path, case: list[str], *flags: str, stop: str | None = None) -> tuple[Path, int]:
+    """Run torchrun with 3 workers on the case until it ends; with `stop`, once the case wrote its
+    truth, SIGKILL the acting worker ("worker") or SIGTERM the agent ("agent")."""
+    log = tmp_path / "torchrun.log"
+    command = [str(TORCHRUN), "--standalone", "--nproc-per-node", "3", *flags, str(CASE), case[0], case[1], case[2]]
+    command += [str(tmp_path), *case[3:]]
+    with open(log, "w") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path, start_new_session=True)
+    try:
+        if stop is not None:
+            truth = wait_until(lambda: read_truth(tmp_path, 0), "the case's truth", detail=log.read_text)
+            if stop == "worker":
+                os.kill(truth["pid"], signal.SIGKILL)
+            else:
+                os.kill(process.pid, signal.SIGTERM)
+        return log, process.wait(timeout=120)
+    finally:
+        stop_torchrun(process)
+
+
+def read_truth(tmp_path, attempt: int) -> dict | None:
+    path = tmp_path / f"truth-{attempt}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def receipt(tmp_path, *job: str) -> dict:
+    path = tmp_path / "receipt.json"
+    command = [*TRNWATCH, "watch", "--headless", "--duration", "2", "--receipt", str(path), *job]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return json.loads(path.read_text())["job"]
+
+
+def first(job: dict) -> dict:
+    [cause] = [failure for failure in job["failures"] if failure["role"] == "first"]
+    return cause
+
+
+def test_an_exception_in_one_rank_is_the_cause_with_its_traceback_line(tmp_path):
+    log, code = launch(tmp_path, ["raise", "1", "5"], "--role", "rank", "--tee", "3")
+    truth = read_truth(tmp_path, 0)
+    job = receipt(tmp_path, "--job-log", str(log))
+    assert code == 1 and job["verdict"] == "failed"
+    cause = first(job)
+    assert (cause["rank"], cause["exit_code"], cause["signal"]) == (truth["rank"], 1, None)
+    assert cause["error"] == truth["message"] == "RuntimeError: injected failure on rank 1 at step 5"
+    assert job["reason"].startswith("first failure rank 1 ")
+    others = [f for f in job["failures"] if f["role"] == "consequence"]
+    assert sorted((f["rank"], f["signal"]) for f in others) == [(0, "SIGTERM"), (2, "SIGTERM")]
+    assert all("Connection closed by peer" in f["error"] for f in others)  # their own last lines
+    assert job["restarts"] == []
+
+
+def test_sys_exit_in_one_rank_is_the_cause_with_its_exit_code(tmp_path):
+    log, code = launch(tmp_path, ["exit", "2", "4"], "--tee", "3")  # default role: [default2]:
+    truth = read_truth(tmp_path, 0)
+    job = receipt(tmp_path, "--job-log", str(log))
+    cause = first(job)
+    assert code == 1 and job["verdict"] == "failed"
+    assert (cause["rank"], cause["exit_code"]) == (truth["rank"], 3)
+    assert cause["error"] == "worker exited with code 3 (it printed no traceback)"
+
+
+def test_a_record_decorated_main_gives_its_error_files_message(tmp_path):
+    # Without --tee the console has no worker output: the message can only come from the summary's
+    # traceback, which the agent read from the worker's @record error file.
+    log, code = launch(tmp_path, ["record", "0", "4"])
+    truth = read_truth(tmp_path, 0)
+    assert "error_file: /" in log.read_text()
+    job = receipt(tmp_path, "--job-log", str(log))
+    cause = first(job)
+    assert code == 1 and (cause["rank"], cause["exit_code"]) == (truth["rank"], 1)
+    assert cause["error"] == truth["message"]
+
+
+def test_a_worker_killed_from_outside_is_the_cause_with_its_signal(tmp_path):
+    log, code = launch(tmp_path, ["wait", "1", "5"], "--role", "rank", "--tee", "3", stop="worker")
+    truth = read_truth(tmp_path, 0)
+    job = receipt(tmp_path, "--job-log", str(log))
+    cause = first(job)
+    assert code == 1 and job["verdict"] == "failed"
+    assert (cause["rank"], cause["signal"], cause["exit_code"]) == (truth["rank"], "SIGKILL", -9)
+    assert cause["error"] == f"Signal 9 (SIGKILL) received by PID {truth['pid']}"
+
+
+def test_in_a_hang_the_rank_its_peers_waited_for_is_blamed_not_a_waiting_rank(tmp_path):
+    # Rank 1 sleeps outside the all-reduce; ranks 0 and 2 time out in it (gloo, 3 s); the agent
+    # then SIGTERMs rank 1. torchrun's own Root Cause names a waiting rank.
+    log, code = launch(tmp_path, ["hang", "1", "5"], "--role", "rank", "--tee", "3")
+    truth = read_truth(tmp_path, 0)
+    text = log.read_text()
+    assert text.count(GLOO_TIMEOUT) == 2
+    root_cause_rank = int(text.split("Root Cause (first observed failure):")[1].split("rank      : ")[1][0])
+    assert root_cause_rank != truth["rank"]  # what this test is about: torchrun blames a waiting rank
+    job = receipt(tmp_path, "--job-log", str(log))
+    cause = first(job)
+    assert code == 1 and job["verdict"] == "failed"
+    assert (cause["rank"], cause["signal"]) == (truth["rank"], "SIGTERM")
+    assert (
+        "ranks 0, 2 timed out in a collective, waiting; rank 1 did not: it was the one they waited for"
+        in (job["reason"])
+    )
+    assert job["suspects"][0]["rank"] == truth["rank"]
+
+
+def test_a_restart_that_recovers_counts_one_restart_and_keeps_the_first_attempts_failure(tmp_path):
+    case = ["raise", "1", "4", "1", "20"]  # only in attempt 0; 20 steps
+    log, code = launch(tmp_path, case, "--role", "rank", "--tee", "3", "--max-restarts", "2")
+    truth = read_truth(tmp_path, 0)
+    assert code == 0 and read_truth(tmp_path, 1) is None
+    job = receipt(tmp_path, "--job-log", str(log))
+    assert [r["restart"] for r in job["restarts"]] == [1]
+    assert job["verdict"] != "failed"  # attempt 1 ran to its end
+    [failure] = job["failures"]
+    assert (failure["rank"], failure["error"]) == (truth["rank"], truth["message"])
+
+
+def test_restarts_that_run_out_count_every_attempt_and_blame_the_last_ones_cause(tmp_path):
+    log, code = launch(tmp_path, ["raise", "2", "3"], "--role", "rank", "--tee", "3", "--max-restarts", "1")
+    truths = [read_truth(tmp_path, 0), read_truth(tmp_path, 1)]
+    job = receipt(tmp_path, "--job-log", str(log))
+    assert code == 1 and job["verdict"] == "failed"
+    assert [r["restart"] for r in job["restarts"]] == [1]
+    # each attempt's cause is "first" of its attempt; the verdict names the last attempt's
+    causes = [f for f in job["failures"] if f["role"] == "first"]
+    assert [(f["rank"], f["exit_code"], f["error"]) for f in causes] == [
+        (truth["rank"], 1, truth["message"]) for truth in truths
+    ]
+    assert job["reason"].startswith(f"first failure rank 2 (host ? chip ?): error: {truths[1]['message']}")
+
+
+def test_the_agent_stopped_by_sigterm_is_an_aborted_job_with_the_signal(tmp_path):
+    log, code = launch(tmp_path, ["none", "0", "5"], "--role", "rank", "--tee", "3", stop="agent")
+    assert "Received 15 death signal" in log.read_text()
+    job = receipt(tmp_path, "--job-log", str(log))
+    assert code != 0 and job["verdict"] == "aborted"
+    assert job["reason"] == "torchrun's agent received SIGTERM (signal 15) and shut its workers down"
+    assert job["failures"] == []
