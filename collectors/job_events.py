@@ -34,7 +34,10 @@ known), `error.failed_ts` (unix s when the failure happened, if the line says, e
 non-fatal condition the rank goes on after, such as the Neuron collectives' `CCOM WARN ...
 retrying`, counted and kept as evidence but never a failure; a monitor older than this field
 reads every error as fatal), `error.root_cause` (true: the launcher named this failure the first
-it observed, torchrun's "Root Cause (first observed failure)").
+it observed, torchrun's "Root Cause (first observed failure)"), `error.chip` / `error.core` (the
+Neuron device and core the error names: a runtime's device-OOM `on ND 0:NC 4`, a hardware error's
+`nd-id=0 nc-id=0`). `error.source` `hardware` (added within /1; an older monitor drops the field):
+the device reported a hardware error (NEURON_HW_ERR).
 
 The `launcher` event (added within /1; a monitor older than it rejects the line and counts it)
 is what a launcher did to every worker at once, as passive sources read it from the launcher's
@@ -169,12 +172,14 @@ class Error(_EventBase):
 
     event: Literal["error"]
     message: str
-    source: Literal["job", "runtime", "launcher"] | None = None
+    source: Literal["job", "runtime", "launcher", "hardware"] | None = None
     exit_code: int | None = None
     signal: str | None = None
     failed_ts: UnixSeconds | None = None
     severity: Literal["fatal", "warning"] | None = None  # absent or null: fatal
     root_cause: bool | None = None  # the launcher named it the first failure it observed
+    chip: Count | None = None  # the Neuron device the error names
+    core: Count | None = None  # the NeuronCore the error names
 
 
 class Launcher(_EventBase):

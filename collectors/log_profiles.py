@@ -45,7 +45,7 @@ _INNER_RANK_PREFIX = re.compile(r"^\[rank\d+\]: ?")
 
 # Named groups a rule may capture, and how each becomes a field value.
 _FLOAT_GROUPS = {"loss", "step_time_s", "s_per_it", "it_per_s", "seq_per_s", "tokens_per_s_per_device"}
-_INT_GROUPS = {"step", "rank", "exit_code", "signal_number"}
+_INT_GROUPS = {"step", "rank", "exit_code", "signal_number", "chip", "core"}
 _TEXT_GROUPS = {"tag", "message", "signal", "metrics"}  # metrics: see LogTranslator._step_events
 _TIME_GROUPS = {"failed_ts"}
 GROUPS = _FLOAT_GROUPS | _INT_GROUPS | _TEXT_GROUPS | _TIME_GROUPS
@@ -169,6 +169,8 @@ _SAMPLE = {
     "signal": "SIGKILL",
     "rank": 0,
     "failed_ts": 0.0,
+    "chip": 0,
+    "core": 0,
     "seq_per_s": 1.0,
     "tokens_per_s_per_device": 1.0,
 }
@@ -235,7 +237,7 @@ def _parse_time(text: str, formats: list[str]) -> float:
 
 _EVENT = TypeAdapter(JobEvent)
 _STEP_FIELDS = {"step", "step_time_s", "tokens", "loss", "tokens_per_s_per_device"}
-_ERROR_FIELDS = {"message", "source", "exit_code", "signal", "failed_ts", "severity"}
+_ERROR_FIELDS = {"message", "source", "exit_code", "signal", "failed_ts", "severity", "chip", "core"}
 _CHECKPOINT_FIELDS = {"action", "state", "tag", "blocking"}
 _PHASE_FIELDS = {"phase", "state", "cache"}
 _FIELDS = {

@@ -190,8 +190,9 @@ NEURON_RUNTIME = {
     "name": "neuron-runtime",
     "description": "Neuron runtime lines in any rank's log: execution timeouts and hardware errors (fatal), "
     "collectives warnings such as retried timeouts (warnings)",
-    "source": "aws-neuron/aws-neuron-sdk neuron-runtime/nrt-troubleshoot.rst; aws-neuron/aws-neuron-sdk issues #713 and "
-    "#851 (CCOM WARN lines); NVIDIA/nccl src/debug.cc (the WARN line layout CCOM follows)",
+    "source": "aws-neuron/aws-neuron-sdk neuron-runtime/nrt-troubleshoot.rst (NEURON_HW_ERR), "
+    "neuron-runtime/explore/device-memory.rst (device OOM); aws-neuron/aws-neuron-sdk issue #1014 (device OOM), "
+    "issues #713 and #851 (CCOM WARN lines); NVIDIA/nccl src/debug.cc (the WARN line layout CCOM follows)",
     "always": True,
     "timestamps": [
         {
@@ -200,6 +201,25 @@ NEURON_RUNTIME = {
         }
     ],
     "rules": [
+        # A device out of memory, one failure on its chip and core with the size and category:
+        # `<time> <pid>:<tid> ERROR  TDRV:log_dev_mem <pad to 45>Failed to allocate 4.000GB
+        # (alignment: none, usage: tensors) on ND 0:NC 4` (Neuron 2.23+, neuron-runtime/explore/
+        # device-memory.rst; `ND14:NC 6` in the 2.23 release notes), `Failed to allocate 172.000MB
+        # (usage: tensors) on ND 0:NC 0, current utilization:` before (issue #1014, with `* total: ...`
+        # lines after it). The 2.23 report's other ERROR lines (the HBM's cores, the usage table's
+        # header) are the same failure: read, no event.
+        {
+            "pattern": r"\bERROR +TDRV:log_dev_mem +(?P<message>Failed to allocate \S+ \([^)]*\) on ND ?(?P<chip>\d+):NC ?(?P<core>\d+))",
+            "emit": [{"event": "error", "source": "runtime"}],
+        },
+        {"pattern": r"\bERROR +TDRV:(?:log_dev_mem_usage_table|print_lnc_hbm_details) "},
+        # The kernel's hardware-error line (neuron-runtime/nrt-troubleshoot.rst): `NEURON_HW_ERR=
+        # SRAM_UNCORRECTABLE_ERROR instance-id=i-... hostname=ip-... nd-id=0 nc-id=0 serial-num=...
+        # action=TERMINATE_INSTANCE`, when a job log holds it.
+        {
+            "pattern": r"(?P<message>NEURON_HW_ERR=\w+ .*?\bnd-id=(?P<chip>\d+) nc-id=(?P<core>\d+)\b.*)",
+            "emit": [{"event": "error", "source": "hardware"}],
+        },
         # `2023-Jan-09 20:27:41.0593 15042:15042 ERROR  TDRV:exec_consume_infer_status_notifications
         #  (FATAL-RT-UNDEFINED-STATE) inference timeout (600000 ms) on Neuron Device 0 NC 0, ...`
         {

@@ -266,6 +266,8 @@ class JobLedger:
                 WarningEntry(rank=event.rank, ts=event.ts, source=event.source, message=event.message)
             )
         elif isinstance(event, Error):
+            if event.chip is not None and rank.chip is None:  # a passive log's only word on the rank's device
+                rank.chip, rank.core = event.chip, event.core
             failed_ts = event.failed_ts if event.failed_ts is not None and event.failed_ts <= event.ts else event.ts
             rank.error = rank.error or event.message
             self._fail(rank, "failed", failed_ts)
