@@ -12,7 +12,8 @@ URLs are data from the command line: only `http` and `https`, a host is required
 credentials in the URL (`http://user:pass@host`) are refused, because a URL is printed in
 progress lines, receipts and recordings; the token goes in a file (`--prometheus-token-file`) or
 the `TRNWATCH_PROMETHEUS_TOKEN` environment variable and is only ever put in the Authorization
-header. Error messages never contain it (any echo of it by a server is masked).
+header. It is registered with trnwatch/redaction.py, so no output ever holds it, in any common
+escaping, whoever echoes it back (an error body, a label, a log line).
 """
 
 import asyncio
@@ -26,6 +27,7 @@ import urllib.parse
 from pathlib import Path
 
 from trnwatch.collectors.text_files import TextFileError, read_text_file
+from trnwatch.redaction import redact, register
 
 TOKEN_ENV = "TRNWATCH_PROMETHEUS_TOKEN"
 USER_AGENT = "trnwatch"
@@ -132,6 +134,10 @@ def load_token(path: Path | None, environ: dict[str, str] | None = None) -> str 
     # It goes into an HTTP header: a line break would inject another header.
     if any(ch.isspace() or not ch.isprintable() or not ch.isascii() for ch in token):
         raise TokenError(f"{where} holds whitespace, control or non-ASCII characters inside the token")
+    try:
+        register(token)  # never written or printed, in any escaping, whoever echoes it
+    except ValueError as exc:
+        raise TokenError(f"{where}: {exc}") from None
     return token
 
 
@@ -204,7 +210,7 @@ def fetch(url: str, token: str | None, timeout_s: float, max_bytes: int, request
             message = f"HTTP {response.status} {response.reason} from {url}" + (f": {detail}" if detail else "")
             if 300 <= response.status < 400:
                 message += " (redirects are not followed)"
-            raise FetchError(message if token is None else message.replace(token, "<token>"))
+            raise FetchError(redact(message))
         return bytes(body)
     except (OSError, http.client.HTTPException) as exc:
         if request.aborted:

@@ -4,7 +4,8 @@
 of about a second of entries each (or FRAME_MAX_RAW_BYTES), each frame written with one append
 and indexed in `FILE.idx` after it, so a SIGKILL loses at most the frame being collected. A
 recorder writes one file (`--record PATH`) or a rotated set in a folder (`trnwatch record DIR`),
-each file named `trnwatch-<session start, UTC>-<part>.trnrec`. `trnwatch.recording/1` (JSON
+each file named `trnwatch-<session start, UTC>-<pid>-<part>.trnrec`, created exclusively (an
+existing name, or a symbolic link planted under it, is refused and never followed). `trnwatch.recording/1` (JSON
 lines, the first format) is still read (recording_reader.py).
 
 Durability: a frame is appended with one write as it is cut, so a SIGKILL of the recorder loses
@@ -24,7 +25,7 @@ Files are created 0600 and folders 0700 whatever the umask, by the rule every ou
 import os
 import time
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,8 @@ from pydantic import BaseModel, ConfigDict
 from trnwatch import __version__
 from trnwatch.collectors.lines import ClockMark, Line, SourceEvent
 from trnwatch.collectors.recording_frames import FrameEncoder, header_frame
-from trnwatch.output import FILE_MODE, OutputError, make_dirs, os_error_reason
+from trnwatch.output import OutputError, create_exclusive, make_dirs, os_error_reason
+from trnwatch.redaction import redact
 
 SCHEMA = "trnwatch.recording/2"
 SCHEMA_V1 = "trnwatch.recording/1"
@@ -81,10 +83,18 @@ def index_path(path: Path) -> Path:
 
 
 def _open_private(path: Path) -> int:
-    """Create (or empty) `path` for appending, mode 0600 (the output rule, trnwatch/output.py)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, FILE_MODE)
-    os.fchmod(fd, FILE_MODE)
-    return fd
+    """Create `path` for appending, mode 0600; an existing name (another session's recording, a
+    planted symbolic link) is refused, never truncated or followed (trnwatch/output.py's rule)."""
+    return create_exclusive(path, os.O_APPEND)
+
+
+def _redacted(item: Line | SourceEvent) -> Line | SourceEvent:
+    """`item` without the secrets trnwatch holds (trnwatch/redaction.py): a recording is an output."""
+    if isinstance(item, SourceEvent):
+        return (
+            item if item.error is None or redact(item.error) == item.error else replace(item, error=redact(item.error))
+        )
+    return item if not item.text or redact(item.text) == item.text else replace(item, text=redact(item.text))
 
 
 def _fsync_folder(folder: Path) -> None:
@@ -231,7 +241,7 @@ class Recorder:
                 self._open_events.pop(item.source_id, None)
         if item.source_id not in self._sources_seen:
             self._sources_seen[item.source_id] = item.kind
-        encoder.add(item)
+        encoder.add(_redacted(item))
         if len(encoder.buffer) >= FRAME_MAX_RAW_BYTES:
             self._cut_and_rotate()
 
@@ -293,12 +303,18 @@ class Recorder:
         part = len(self.files)
         if self.folder:
             make_dirs(self.target)
-            path = self.target / f"trnwatch-{self.session_id}-{part:04d}.trnrec"
+            path = self.target / f"trnwatch-{self.session_id}-{os.getpid()}-{part:04d}.trnrec"
         else:
             make_dirs(self.target.parent)
             path = self.target
-        self._fd = _open_private(path)
-        self._index_fd = _open_private(index_path(path))
+        fd = _open_private(path)
+        try:
+            self._index_fd = _open_private(index_path(path))
+        except OutputError:
+            os.close(fd)
+            path.unlink()  # created just now by this recorder, exclusively: nobody else's file
+            raise
+        self._fd = fd
         self.files.append(path)
         self._file_opened_s = self.monotonic()
         header = RecordingHeader(**self._header, part=part).model_dump_json()

@@ -2,9 +2,20 @@
 
 import signal
 
+import pytest
+
+from trnwatch import redaction
+
 # A suite started as a background job of a non-interactive shell inherits SIGINT ignored (POSIX),
 # and every child it starts would then ignore the Ctrl-C the exit-path tests send it (the
 # drop-in simulator hung on SIGINT that way). A Python handler here makes exec'd children start
 # with SIGINT at its default again, as under a terminal.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.fixture(autouse=True)
+def _no_secret_outlives_its_test():
+    """A secret registered by one test (a token loaded in process) must not redact the next one's text."""
+    yield
+    redaction.forget_all()

@@ -62,6 +62,48 @@ def test_record_in_a_read_only_folder_is_a_usage_error(tmp_path):
     assert not (tmp_path / "r.json").exists()
 
 
+@pytest.mark.parametrize(
+    "option, planted", [("--receipt", "r.json"), ("--receipt", "r.md"), ("--record", "s.trnrec.idx")]
+)
+def test_an_existing_or_planted_output_path_is_refused_before_collecting(tmp_path, option, planted):
+    """A symbolic link planted in a shared folder under the name of an output (or of the file
+    written beside it): refused with exit 2, the file it points to untouched."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    (shared / planted).symlink_to(victim)
+    target = shared / ("r.json" if option == "--receipt" else "s.trnrec")
+    receipt = ["--receipt", str(tmp_path / "r.json")] if option == "--record" else []
+    result = watch_stdin([option, str(target), *receipt], cwd=tmp_path)
+    no_traceback(result)
+    assert result.returncode == 2, result.stderr
+    assert f"{option}: {shared / planted} already exists (a symbolic link)" in result.stderr
+    assert victim.read_text() == "precious\n" and sorted(os.listdir(shared)) == [planted]
+
+
+def test_two_sessions_never_pick_the_same_default_receipt_name(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    procs = [
+        subprocess.Popen(
+            TRNWATCH + ["watch", "--stdin", "--headless"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=work,
+            env={**os.environ, **env},
+        )
+        for _ in range(2)
+    ]
+    outs = [p.communicate(ONE_REPORT, timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    receipts = sorted((tmp_path / "state" / "trnwatch" / "receipts").glob("trnwatch-*-live.json"))
+    assert len(receipts) == 2 and all(json.loads(p.read_text())["sources"][0]["reports"] == 1 for p in receipts)
+
+
 def test_a_read_only_state_folder_sends_the_receipt_to_the_current_directory(tmp_path):
     work = tmp_path / "work"
     work.mkdir()

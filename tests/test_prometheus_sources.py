@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -90,20 +91,31 @@ def test_scraped_hosts_flow_while_dead_endpoints_are_lost_and_retried():
     assert all(s.rejected == {} for s in ledger.sources.values())
 
 
+def _echo(auth: str, how: str) -> bytes:
+    """The Authorization header echoed in an error body: as is, JSON-escaped as many JSON
+    encoders write it (`/` as `\\/`: PHP's json_encode, Go's with SetEscapeHTML), or URL-encoded."""
+    if how == "json":
+        return json.dumps({"status": "error", "error": f"invalid credentials: {auth}"}).replace("/", "\\/").encode()
+    if how == "url":
+        return f"denied: redirect_uri=/login?auth={urllib.parse.quote(auth, safe='')}".encode()
+    return f"upstream refused: Authorization: {auth}".encode()
+
+
 class _FakePrometheus(BaseHTTPRequestHandler):
-    """Answers instant queries with one host; the first request fails echoing its Authorization
-    header back, as a careless proxy might."""
+    """Answers instant queries with one host; the first request fails (401) echoing its
+    Authorization header back in the form `echo` says, as a careless proxy might."""
 
     seen_authorization: list[str] = []
     failed_once = False
+    echo = "raw"
 
     def do_GET(self) -> None:  # noqa: N802
         auth = self.headers.get("Authorization", "")
         type(self).seen_authorization.append(auth)
         if not type(self).failed_once:
             type(self).failed_once = True
-            body = f"upstream refused: Authorization: {auth}".encode()
-            self.send_response(500)
+            body = _echo(auth, type(self).echo)
+            self.send_response(401)
         else:
             rows = []
             if "neuron_hardware_info" in self.path:
@@ -129,8 +141,12 @@ class _FakePrometheus(BaseHTTPRequestHandler):
         pass
 
 
-def test_bearer_token_is_sent_but_never_written_anywhere(tmp_path):
-    token = "tok-7c1f2a9e5d-DO-NOT-LEAK"
+@pytest.mark.parametrize("echo", ["raw", "json", "url"])
+def test_bearer_token_is_sent_but_never_written_anywhere(tmp_path, monkeypatch, echo):
+    token = "tok/7c1f+2a9e5d=DO/NOT/LEAK"
+    monkeypatch.setattr(_FakePrometheus, "echo", echo)
+    monkeypatch.setattr(_FakePrometheus, "failed_once", False)
+    monkeypatch.setattr(_FakePrometheus, "seen_authorization", [])
     token_file = tmp_path / "secrets" / "token"
     token_file.parent.mkdir()
     token_file.write_text(token + "\n")
@@ -156,7 +172,7 @@ def test_bearer_token_is_sent_but_never_written_anywhere(tmp_path):
                 "--record",
                 str(home / "session.trnrec"),
             ],
-            ["<token>", "1 of 1 up"],
+            ["<redacted>", "1 of 1 up"],
             cwd=tmp_path,
             env=env,
         )
@@ -165,13 +181,14 @@ def test_bearer_token_is_sent_but_never_written_anywhere(tmp_path):
         server.server_close()
     assert result.returncode == 0, result.stderr
     assert set(_FakePrometheus.seen_authorization) == {f"Bearer {token}"}
-    assert "<token>" in result.stderr  # the echoed token was masked in the lost-source message
+    assert "<redacted>" in result.stderr  # the echoed token was masked in the lost-source message
     written = [p for p in tmp_path.rglob("*") if p.is_file() and p != token_file]
     assert any(p.suffix == ".json" for p in written) and any(p.suffix == ".md" for p in written)
     assert (home / "session.trnrec").exists()
+    forms = {token, token.replace("/", "\\/"), urllib.parse.quote(token, safe=""), "7c1f", "2a9e5d"}
     for path in written:  # a recording is compressed: searched decompressed
-        assert token.encode() not in plain_bytes(path), path
-    assert token not in result.stdout + result.stderr
+        assert not [f for f in forms if f.encode() in plain_bytes(path)], path
+    assert not [f for f in forms if f in result.stdout + result.stderr]
     receipt = json.loads(next(p for p in written if p.suffix == ".json").read_text())
     assert [h["host"] for h in receipt["hosts"]] == ["i-tok"]
     (source,) = receipt["sources"]

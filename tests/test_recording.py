@@ -312,3 +312,64 @@ sys.stdin.read()  # wait to be killed
     assert proc.returncode == -signal.SIGKILL
     items, recording = read_all(path)
     assert sum(isinstance(item, Line) for item in items) == 5 and recording.stats.skipped == {}
+
+
+def test_a_second_recording_on_one_path_is_refused_and_the_first_kept_whole(tmp_path):
+    path = tmp_path / "r.trnrec"
+    write_synthetic(path, 20)
+    before = path.read_bytes(), index_path(path).read_bytes()
+    second = Recorder.to_file(path, "live", {})
+    assert second.error is not None and "already exists" in second.error and second.files == []
+    assert (path.read_bytes(), index_path(path).read_bytes()) == before
+    assert sum(isinstance(i, Line) for i in read_all(path)[0]) == 20
+    # an index left without its recording is refused as well, never emptied
+    path.unlink()
+    assert "r.trnrec.idx already exists" in (Recorder.to_file(path, "live", {}).error or "")
+    assert index_path(path).read_bytes() == before[1] and not path.exists()
+
+
+@pytest.mark.parametrize("planted", ["recording", "index"])
+def test_a_symbolic_link_planted_at_the_recording_or_its_index_is_never_followed(tmp_path, planted):
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    victim.chmod(0o644)
+    path = tmp_path / "shared" / "r.trnrec"
+    path.parent.mkdir()
+    (path if planted == "recording" else index_path(path)).symlink_to(victim)
+    recorder = Recorder.to_file(path, "live", {})
+    assert recorder.error is not None and "symbolic link" in recorder.error
+    assert victim.read_bytes() == b"precious" and stat.S_IMODE(victim.stat().st_mode) == 0o644
+
+
+def test_a_symbolic_link_planted_under_the_next_part_name_is_never_followed(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    folder = tmp_path / "rec"
+    recorder = Recorder.to_folder(folder, "live", {}, rotation=Rotation(max_bytes=2_000))
+    first = recorder.files[0]
+    next_part = first.with_name(first.name.replace("-0000.trnrec", "-0001.trnrec"))
+    next_part.symlink_to(victim)
+    for item in synthetic_items(30):
+        recorder.write(item)
+    recorder.close()
+    assert recorder.error is not None and "symbolic link" in recorder.error
+    assert victim.read_bytes() == b"precious" and next_part.is_symlink()
+    assert recorder.files == [first]  # what was recorded before stays readable
+    assert sum(isinstance(i, Line) for i in read_all(first)[0]) > 0
+
+
+def test_sessions_started_in_the_same_second_never_share_a_part_name(tmp_path, monkeypatch):
+    """Back-to-back `record` sessions within one second (two processes, one clock second): each
+    keeps its own parts; none is emptied by the other."""
+    folder = tmp_path / "rec"
+    monkeypatch.setattr("time.time", lambda: T0)
+    counts = []
+    for pid in (4000, 4001):
+        monkeypatch.setattr("os.getpid", lambda pid=pid: pid)
+        recorder = Recorder.to_folder(folder, "live", {})
+        for item in synthetic_items(5 + pid % 2):
+            recorder.write(item)
+        recorder.close()
+        assert recorder.error is None
+        counts.append(sum(isinstance(i, Line) for i in read_all(recorder.files[0])[0]))
+    assert counts == [5, 6] and len(list(folder.glob("*.trnrec"))) == 2

@@ -593,6 +593,9 @@ def _check_outputs(args) -> None:
             check_writable(path)
             if option == "--receipt":
                 check_writable(path.with_suffix(".md"))
+                check_writable(path.with_suffix(".svg"))
+            if option == "--record":
+                check_writable(path.with_name(path.name + ".idx"))
         except OutputError as exc:
             raise UsageError(f"{option}: {exc}") from None
     if args.receipt is not None or not args.default_receipt:

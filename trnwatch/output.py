@@ -3,12 +3,23 @@
 - Files are created `0600` and folders trnwatch creates `0700`, whatever the umask: a receipt
   names hosts, runs and error messages of a cluster, which is nobody else's business on a shared
   login node. Folders that already exist are left as they are.
-- Files are replaced atomically (a temporary file in the same folder, fsync, rename), so a reader
-  never sees half a receipt and a failed write leaves the previous file intact. Recordings grow
-  for the whole session and are appended instead (`open_new_file`).
+- A file is only ever created, never written over or through: a path that exists (a file, or a
+  symbolic link someone planted in a shared folder, dangling or not) is refused with
+  `ExistingFileError`, never followed, truncated or chmod-ed. Whole files (receipts, their Markdown
+  and SVG, snapshots) are written to a private temporary file in the same folder, fsynced, then
+  hard-linked to their name, which fails on any existing name (`write_new`), so a reader never
+  sees half a file; where the file system has no hard links they are created with
+  `O_CREAT|O_EXCL|O_NOFOLLOW` and written in place. Recordings grow for the whole session and
+  are opened with `O_CREAT|O_EXCL|O_NOFOLLOW` (`create_exclusive`). The one file replaced is a
+  receipt trnwatch itself just wrote (`rewrite_own`, by rename, which replaces a name and never
+  follows it).
 - Receipts without `--receipt` go to `$XDG_STATE_HOME/trnwatch/receipts` (default
-  `~/.local/state/trnwatch/receipts`). When the chosen place cannot be written at exit, the
-  receipt falls back to that folder, then to the current directory (`receipt_places`).
+  `~/.local/state/trnwatch/receipts`), named after the session's start and this process, so two
+  sessions never pick the same name (`default_receipt_name`). When the chosen place cannot be
+  written at exit, the receipt falls back to that folder, then to the current directory
+  (`receipt_places`).
+
+Every text written passes through `redaction.redact`: no secret trnwatch holds reaches a file.
 
 A write that cannot be done raises `OutputError`, whose message names the path and the reason in
 words. `check_writable` asks the same question before a session starts.
@@ -19,7 +30,8 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import TextIO
+
+from trnwatch.redaction import redact
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700
@@ -27,6 +39,18 @@ DIR_MODE = 0o700
 
 class OutputError(Exception):
     """A file could not be written; the message says which and why."""
+
+
+class ExistingFileError(OutputError):
+    """The path to create exists already (perhaps as a planted symbolic link): refused."""
+
+
+def existing_file_message(path: Path) -> str:
+    what = "a symbolic link" if path.is_symlink() else "a folder" if path.is_dir() else "a file"
+    return (
+        f"{path} already exists ({what}); trnwatch never writes over or through an existing path: "
+        "choose a new name or remove it"
+    )
 
 
 def os_error_reason(exc: OSError) -> str:
@@ -61,46 +85,86 @@ def make_dirs(folder: Path) -> None:
         os.chmod(path, DIR_MODE)  # mkdir's mode is narrowed by the umask, never widened back
 
 
-def write_atomic(path: Path, text: str) -> Path:
-    """Write `text` to `path` (UTF-8, mode `0600`) by temp file and rename; return `path`."""
+_EXCLUSIVE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def create_exclusive(path: Path, flags: int = 0) -> int:
+    """Create `path` (mode `0600`) and return its descriptor; `ExistingFileError` if the name
+    exists in any form (O_EXCL refuses a symbolic link even when it points nowhere)."""
     make_dirs(path.parent)
+    try:
+        fd = os.open(path, _EXCLUSIVE | flags, FILE_MODE)
+    except FileExistsError:
+        raise ExistingFileError(existing_file_message(path)) from None
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {os_error_reason(exc)}") from None
+    os.fchmod(fd, FILE_MODE)  # O_CREAT's mode is narrowed by the umask, never widened back
+    return fd
+
+
+def _write_fd(fd: int, path: Path, data: bytes) -> None:
+    try:
+        os.fchmod(fd, FILE_MODE)  # mkstemp's 0600 is narrowed by the umask too
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {os_error_reason(exc)}") from None
+    finally:
+        os.close(fd)
+
+
+def write_new(path: Path, text: str) -> Path:
+    """Create `path` holding `text` (UTF-8, mode `0600`), whole or not at all; return `path`.
+    Raises `ExistingFileError` if the name exists, `OutputError` for any other failure."""
+    make_dirs(path.parent)
+    data = redact(text).encode("utf-8")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # O_EXCL, 0600
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {os_error_reason(exc)}") from None
+    try:
+        _write_fd(fd, path, data)
+        try:
+            os.link(tmp, path, follow_symlinks=False)  # atomic, and fails on any existing name
+        except FileExistsError:
+            raise ExistingFileError(existing_file_message(path)) from None
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK):
+                raise OutputError(f"cannot write {path}: {os_error_reason(exc)}") from None
+            _write_fd(create_exclusive(path), path, data)  # no hard links here (FAT, some FUSE)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return path
+
+
+def rewrite_own(path: Path, text: str) -> Path:
+    """Replace a file trnwatch wrote itself this session (temporary file, fsync, rename: a rename
+    replaces the name and never follows it). Raises `OutputError`."""
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     except OSError as exc:
         raise OutputError(f"cannot write {path}: {os_error_reason(exc)}") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            os.fchmod(f.fileno(), FILE_MODE)
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+        _write_fd(fd, path, redact(text).encode("utf-8"))
         os.replace(tmp, path)
     except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
         raise OutputError(f"cannot write {path}: {os_error_reason(exc)}") from None
-    except BaseException:
+    finally:
         Path(tmp).unlink(missing_ok=True)
-        raise
     return path
-
-
-def open_new_file(path: Path) -> TextIO:
-    """Create (or empty) `path`, mode `0600`, for the caller to append to (recordings)."""
-    make_dirs(path.parent)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-    except OSError as exc:
-        raise OutputError(f"cannot write {path}: {os_error_reason(exc)}") from None
-    os.fchmod(fd, FILE_MODE)
-    return os.fdopen(fd, "w", encoding="utf-8")
 
 
 def check_writable(path: Path) -> None:
     """Raise `OutputError` if a file at `path` clearly cannot be written: a folder in its place, a
     parent that is a file, a folder that is read-only or on a full file system. Nothing is created.
-    (A file system can still fill up later: writers report that when it happens.)"""
+    (A file system can still fill up later: writers report that when it happens.) A path that
+    exists is refused (`ExistingFileError`): trnwatch only creates files."""
     if path.is_dir():
         raise OutputError(f"{path} is a folder, not a file name")
+    if os.path.lexists(path):
+        raise ExistingFileError(existing_file_message(path))
     folder = path.parent
     while not folder.exists() and folder.parent != folder:
         folder = folder.parent
@@ -131,9 +195,13 @@ def default_receipt_dir() -> Path:
     return state_dir() / "receipts"
 
 
-def default_receipt_name(evidence: str, started_s: float) -> str:
-    """`trnwatch-YYYYmmdd-HHMMSS-<evidence>.json`, stamped with the session's local start time."""
-    return f"trnwatch-{time.strftime('%Y%m%d-%H%M%S', time.localtime(started_s))}-{evidence}.json"
+def default_receipt_name(evidence: str, started_s: float, pid: int | None = None) -> str:
+    """`trnwatch-YYYYmmdd-HHMMSS.mmm-<pid>-<evidence>.json`: the session's local start time, to the
+    millisecond, so names sort by time, and this process's id, so two sessions of one host never
+    pick the same name (and the file is created exclusively anyway)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(started_s))
+    millis = int(started_s * 1000) % 1000
+    return f"trnwatch-{stamp}.{millis:03d}-{os.getpid() if pid is None else pid}-{evidence}.json"
 
 
 def receipt_places(requested: Path | None, default_name: str) -> list[Path]:

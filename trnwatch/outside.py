@@ -10,9 +10,12 @@ that a terminal, a pager or an editor would act on.
   what remains (`]52;c;aGVsbG8=`) shows that someone put something odd in the string.
 - `json_safe` is for JSON text: the same characters are written as `\\uXXXX` escapes instead, so
   the file holds no raw control character and a JSON reader still gets the exact string back.
+- Both redact the secrets trnwatch holds, in their escaped forms too (trnwatch/redaction.py).
 """
 
 import unicodedata
+
+from trnwatch.redaction import redact
 
 LINE_BREAKS = "\t\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"  # what str.splitlines breaks on, and tab
 
@@ -21,7 +24,7 @@ def clean(value: object) -> str:
     """`value` as printable text on one line: tabs and line breaks become spaces, every other
     control, format (bidi overrides, zero-width) or unassigned character is dropped."""
     out = []
-    for ch in str(value):
+    for ch in redact(str(value)):
         if ch in LINE_BREAKS:
             out.append(" ")
         elif ch.isprintable() or ch == " ":
@@ -42,7 +45,9 @@ def _escape(ch: str) -> str:
 def json_safe(json_text: str) -> str:
     """`json_text` (from `json.dumps` or pydantic) with every non-ASCII control, format, line
     separator or unassigned character written as a `\\uXXXX` escape. Outside JSON strings the text
-    is ASCII, so this only touches string contents and the result decodes to the same value."""
+    is ASCII, so this only touches string contents and the result decodes to the same value.
+    Registered secrets are redacted first (trnwatch/redaction.py)."""
+    json_text = redact(json_text)
     if json_text.isascii() and "\x7f" not in json_text:
         return json_text
     return "".join(_escape(ch) if ord(ch) >= 0x7F and not ch.isprintable() else ch for ch in json_text)

@@ -36,7 +36,7 @@ from trnwatch.ledger.receipt import (
 from trnwatch.ledger.receipt_markdown import render_markdown
 from trnwatch.ledger.snapshot import session_now_s
 from trnwatch.ledger.timeline_svg import render_timeline_svg
-from trnwatch.output import OutputError, default_receipt_name, receipt_places, write_atomic
+from trnwatch.output import OutputError, default_receipt_name, receipt_places, rewrite_own, write_new
 from trnwatch.outside import clean
 
 SIGNAL_REASONS: dict[int, ExitReason] = {
@@ -274,7 +274,7 @@ class Session:
             raise OutputError(self.receipt_notes[-1]) from exc
         for json_path in places:
             try:
-                write_atomic(json_path, receipt.to_json())
+                write_new(json_path, receipt.to_json())
             except OutputError as exc:
                 self.receipt_notes.append(f"receipt not written to {json_path}: {exc}")
                 receipt = self._failed(receipt, "receipt", json_path, str(exc))
@@ -294,7 +294,7 @@ class Session:
         if not written), and the receipt (listing the failure, if any)."""
         svg_path = json_path.with_suffix(".svg")
         try:
-            write_atomic(svg_path, render_timeline_svg(receipt))
+            write_new(svg_path, render_timeline_svg(receipt))
             return svg_path.name, receipt
         except OutputError as exc:
             error = str(exc)
@@ -308,7 +308,7 @@ class Session:
         written = receipt  # as the JSON has it
         svg_name, receipt = self._write_svg(json_path, receipt)
         try:
-            write_atomic(markdown_path, render_markdown(receipt, svg_name))
+            write_new(markdown_path, render_markdown(receipt, svg_name))
             failed = None
         except OutputError as exc:
             failed = str(exc)
@@ -319,7 +319,7 @@ class Session:
             receipt = self._failed(receipt, "receipt-markdown", markdown_path, failed)
         if receipt is not written:
             try:  # the JSON says what failed beside it; if even that fails, the JSON written before stays whole
-                write_atomic(json_path, receipt.to_json())
+                rewrite_own(json_path, receipt.to_json())
             except OutputError:
                 pass
         return None if failed is not None else markdown_path

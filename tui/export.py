@@ -1,10 +1,11 @@
 """Snapshot export: an SVG of the screen and a JSON of every scope, side by side in one folder."""
 
+import os
 import time
 from pathlib import Path
 
 from trnwatch.ledger.snapshot import snapshot_json
-from trnwatch.output import write_atomic
+from trnwatch.output import write_new
 
 DEFAULT_SNAPSHOT_DIR = Path("snapshots")
 
@@ -17,7 +18,7 @@ def snapshot_paths(folder: Path, now_s: float, scope: str) -> tuple[Path, Path]:
     while True:
         name = base if n == 1 else f"{base}-{n}"
         svg, js = folder / f"{name}.svg", folder / f"{name}.json"
-        if not svg.exists() and not js.exists():
+        if not os.path.lexists(svg) and not os.path.lexists(js):
             return svg, js
         n += 1
 
@@ -25,6 +26,6 @@ def snapshot_paths(folder: Path, now_s: float, scope: str) -> tuple[Path, Path]:
 def write_snapshot(folder: Path, now_s: float, scope: str, svg: str, snapshot: dict) -> tuple[Path, Path]:
     """Write both files (trnwatch/output.py's rule); return their paths. Raises `OutputError`."""
     svg_path, json_path = snapshot_paths(folder, now_s, scope)
-    write_atomic(svg_path, svg)
-    write_atomic(json_path, snapshot_json(snapshot))
+    write_new(svg_path, svg)
+    write_new(json_path, snapshot_json(snapshot))
     return svg_path, json_path
