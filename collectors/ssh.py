@@ -20,9 +20,18 @@ The command line, per host (nothing goes through a local shell):
   name can be read as an option.
 
 The remote command (default `DEFAULT_REMOTE_COMMAND`) runs neuron-monitor with the generated
-config read from its stdin (`-c /dev/stdin`): trnwatch writes the config JSON to ssh's stdin and
-closes it. Any drop-in works the same way (`--remote-command`), e.g. the simulator:
-`python3 -m trnwatch.workloads.sim --host 3 -c /dev/stdin`.
+config read from its stdin (`-c /dev/stdin`). Any drop-in works the same way (`--remote-command`),
+e.g. the simulator: `python3 -m trnwatch.workloads.sim --host 3 -c /dev/stdin`.
+
+The remote command dies with its session. `ssh -T` gives it no terminal, so nothing ends it when
+the connection goes: a command that never writes (a hung neuron-monitor) would run on for good.
+So it runs under `REMOTE_WRAPPER` (POSIX sh, `remote_argv`): the wrapper reads the config line
+from ssh's stdin, starts a watcher on the rest of that stdin, and execs `sh -c COMMAND` (same
+pid) with the config as its stdin. trnwatch keeps ssh's stdin open for the whole session; when
+it closes (the session ends, ssh is stopped or killed, trnwatch itself is killed, the connection
+drops), sshd closes the command's stdin, the watcher reads EOF and sends the command's process
+group SIGTERM, then SIGKILL if it is still there 5 s later. The watcher holds none of the
+channel's output, so a command that ends on its own ends the channel as before.
 
 Link events: "connecting" before each attempt, "down" with the error when the attempt ends. The
 error is the last line ssh wrote on stderr (ssh's own message, or the remote command's last
@@ -33,6 +42,7 @@ import asyncio
 import json
 import os
 import random
+import shlex
 import signal
 import time
 from collections.abc import AsyncIterator
@@ -47,6 +57,18 @@ from trnwatch.collectors.streams import CHUNK_BYTES, SourceLost, neuron_monitor_
 # Neuron tools install to /opt/aws/neuron/bin, which non-interactive SSH sessions usually do not
 # have on PATH (the DLAMI adds it in /etc/profile.d, read by login shells only).
 DEFAULT_REMOTE_COMMAND = "sh -c 'PATH=\"$PATH:/opt/aws/neuron/bin\"; export PATH; exec neuron-monitor -c /dev/stdin'"
+# $1 is the remote command. fd 3 keeps ssh's stdin for the watcher (a background list of a
+# non-interactive shell would get /dev/null); the command gets the config line as its stdin. sshd
+# makes the session's process a group leader (setsid), so the watcher signals the command's whole
+# group (itself ignoring SIGTERM), or the command alone where it leads none.
+REMOTE_WRAPPER = (
+    "IFS= read -r config || exit 1; pid=$$; exec 3<&0; "
+    "(trap '' TERM; cat >/dev/null; "
+    "kill -TERM -$pid 2>/dev/null || kill -TERM $pid 2>/dev/null || exit 0; n=0; "
+    "while kill -0 $pid 2>/dev/null && [ $n -lt 5 ]; do sleep 1; n=$((n+1)); done; "
+    "kill -KILL -$pid 2>/dev/null || kill -KILL $pid 2>/dev/null) <&3 >/dev/null 2>&1 & "
+    'exec 3<&-; exec sh -c "$1" trnwatch-remote <<TRNWATCH_CONFIG\n$config\nTRNWATCH_CONFIG\n'
+)
 KIND: LineKind = "neuron-monitor"
 STDERR_KEEP_BYTES = 4096
 ERROR_MAX_CHARS = 300
@@ -81,7 +103,13 @@ def ssh_argv(host: str, options: SshOptions) -> list[str]:
         "ForwardX11=no",
     ):
         argv += ["-o", option]
-    return argv + ["-T", "--", host, options.remote_command]
+    return argv + ["-T", "--", host, remote_argv(options.remote_command)]
+
+
+def remote_argv(command: str) -> str:
+    """The command line the remote shell runs: `command` under REMOTE_WRAPPER, so it ends when
+    ssh's stdin closes."""
+    return f"sh -c {shlex.quote(REMOTE_WRAPPER)} trnwatch-remote {shlex.quote(command)}"
 
 
 def exit_message(status: int | None, last_stderr_line: str) -> str:
@@ -112,9 +140,17 @@ async def _last_stderr_line(stream: asyncio.StreamReader) -> str:
 
 async def _stop(proc: asyncio.subprocess.Process) -> None:
     """End a still-running ssh and everything in its process group (it runs in a session of its
-    own): SIGTERM (ssh closes the channel, the remote side gets EOF), then SIGKILL. Returns after
-    at most 2 x STOP_WAIT_S even if a descendant that left the group still holds one of its pipes
-    (asyncio's `wait()` waits for the pipes too): the session's end never waits on it."""
+    own): close its stdin (the remote wrapper ends the remote command, the channel closes, ssh
+    exits), then SIGTERM, then SIGKILL. Returns after at most 3 x STOP_WAIT_S even if a
+    descendant that left the group still holds one of its pipes (asyncio's `wait()` waits for the
+    pipes too): the session's end never waits on it."""
+    if proc.stdin is not None and not proc.stdin.is_closing():
+        proc.stdin.close()
+        try:
+            await asyncio.wait_for(proc.wait(), STOP_WAIT_S)
+            return
+        except TimeoutError:
+            pass
     for signum in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(proc.pid, signum)
@@ -157,10 +193,9 @@ async def ssh_run_lines(argv: list[str], stdin_bytes: bytes, source_id: str) -> 
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None  # PIPE, above
     stderr_task = asyncio.create_task(_last_stderr_line(proc.stderr))
     try:
-        try:
+        try:  # stdin stays open: its end is what ends the remote command (REMOTE_WRAPPER)
             proc.stdin.write(stdin_bytes)
             await proc.stdin.drain()
-            proc.stdin.close()
         except (BrokenPipeError, ConnectionResetError):
             pass  # ssh already gave up; its exit status and stderr say why
         async for line in split_lines(proc.stdout.read, source_id, KIND):
@@ -169,6 +204,8 @@ async def ssh_run_lines(argv: list[str], stdin_bytes: bytes, source_id: str) -> 
     finally:
         if proc.returncode is None:
             await _stop(proc)
+        if not proc.stdin.is_closing():
+            proc.stdin.close()  # ssh exited on its own: its stdin pipe is closed here
         if not stderr_task.done():
             try:
                 await asyncio.wait_for(stderr_task, STOP_WAIT_S)

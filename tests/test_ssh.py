@@ -3,12 +3,14 @@ plays one simulated host; tests kill a host's remote side and watch it come back
 
 import asyncio
 import json
+import os
 import signal
 import subprocess
 import sys
 import threading
 import time
 
+import psutil
 import pytest
 
 from trnwatch.collectors.backoff import Backoff
@@ -17,6 +19,7 @@ from trnwatch.collectors.ssh import SshOptions, ssh_host_lines
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.session import Session, SourceSpec
 from tests.sshd import MISSING, SIM_REMOTE_COMMAND, LocalSshd, alias, free_port
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(MISSING is not None, reason=MISSING or "")]
 
@@ -193,3 +196,42 @@ def test_sshd_fixture_runs_one_simulator_per_connection(sshd):
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["trnwatch_simulator"]["host"] == 5
+
+
+def _remote_left(marker: str) -> list[int]:
+    """Remote commands anywhere on this machine (the "remote" side is this machine) whose last
+    argument is `marker`: one that outlived its session is reparented away from sshd."""
+    return [p.pid for p in psutil.process_iter(["cmdline"]) if (p.info["cmdline"] or [""])[-1] == marker]
+
+
+@pytest.mark.parametrize("ending", ["duration", "sigkill"])
+def test_a_remote_command_that_never_writes_dies_with_the_session(sshd, tmp_path, ending):
+    """A hung remote monitor (it never writes a byte) over the real sshd: when the session ends
+    (its --duration, or trnwatch killed with SIGKILL), nothing is left running on the remote side,
+    and a clean exit prints nothing after the receipt line."""
+    marker = f"trnwatch-hung-{ending}-{tmp_path.name}"
+    hosts_file = tmp_path / "hosts"
+    hosts_file.write_text(f"{alias(0)}\n{alias(1)}\n")
+    remote = f"exec {sys.executable} -c 'import time; time.sleep(100000)' {marker}"
+    argv = [sys.executable, "-m", "trnwatch", "watch", "--hosts-file", str(hosts_file)]
+    argv += ["--ssh-config", str(sshd.ssh_config), "--remote-command", remote, "--headless"]
+    argv += ["--receipt", str(tmp_path / "r.json")]
+    try:
+        if ending == "duration":
+            proc = subprocess.Popen(
+                argv + ["--duration", "4"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+            wait_until(lambda: len(_remote_left(marker)) == 2, "both remote commands running")
+            out, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err
+            assert out.rstrip("\n").splitlines()[-1].startswith("receipt: ") and "Traceback" not in err
+            assert "Event loop is closed" not in err and err.rstrip("\n").splitlines()[-1].startswith("trnwatch:")
+        else:
+            proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            wait_until(lambda: len(_remote_left(marker)) == 2, "both remote commands running")
+            proc.kill()
+            proc.wait()
+        wait_until(lambda: not _remote_left(marker), "no remote command left", timeout_s=60)
+    finally:
+        for pid in _remote_left(marker):
+            os.kill(pid, signal.SIGKILL)

@@ -15,7 +15,7 @@ from trnwatch.cli import main
 from trnwatch.collectors.backoff import Backoff
 from trnwatch.collectors.hostlist import HostEntry, HostNameError
 from trnwatch.collectors.lines import Line, SourceEvent
-from trnwatch.collectors.ssh import SshOptions, exit_message, ssh_argv, ssh_host_lines, ssh_run_lines
+from trnwatch.collectors.ssh import SshOptions, exit_message, remote_argv, ssh_argv, ssh_host_lines, ssh_run_lines
 from trnwatch.collectors.streams import SourceLost, neuron_monitor_config
 from trnwatch.ledger.ledger import Ledger
 from tests import reports as R
@@ -24,7 +24,7 @@ from tests import reports as R
 def test_host_comes_after_a_double_dash_and_the_remote_command_is_one_argument():
     argv = ssh_argv("trn3-001", SshOptions(config_file=Path("/tmp/cfg"), remote_command="neuron-monitor -c /dev/stdin"))
     assert argv[:3] == ["ssh", "-F", "/tmp/cfg"]
-    assert argv[-4:] == ["-T", "--", "trn3-001", "neuron-monitor -c /dev/stdin"]
+    assert argv[-4:] == ["-T", "--", "trn3-001", remote_argv("neuron-monitor -c /dev/stdin")]
     options = [argv[i + 1] for i, a in enumerate(argv) if a == "-o"]
     assert "BatchMode=yes" in options
     assert any(o.startswith("ConnectTimeout=") for o in options)
@@ -85,14 +85,17 @@ def test_one_ssh_run_feeds_the_config_on_stdin_yields_lines_and_ends_with_sshs_e
     fake = _fake_ssh(
         tmp_path,
         f"""
-        open({str(tmp_path / "stdin.json")!r}, 'w').write(sys.stdin.read())
+        import json, select
+        config = sys.stdin.readline()
+        still_open = not select.select([sys.stdin], [], [], 0)[0]  # no EOF: the session holds it open
+        open({str(tmp_path / "stdin.json")!r}, 'w').write(json.dumps([config, still_open]))
         print({report!r}); print({report!r}); sys.stdout.flush()
         print('Warning: Permanently added host', file=sys.stderr)
         print('Permission denied (publickey).', file=sys.stderr)
         sys.exit(255)
     """,
     )
-    config = json.dumps(neuron_monitor_config(0.5)).encode()
+    config = (json.dumps(neuron_monitor_config(0.5)) + "\n").encode()
 
     async def run():
         lines = []
@@ -105,7 +108,8 @@ def test_one_ssh_run_feeds_the_config_on_stdin_yields_lines_and_ends_with_sshs_e
     assert [line.text for line in lines] == [report, report]
     assert all(line.source_id == "h1" and line.kind == "neuron-monitor" for line in lines)
     assert error == "Permission denied (publickey)."
-    assert json.loads((tmp_path / "stdin.json").read_text()) == neuron_monitor_config(0.5)
+    config_line, still_open = json.loads((tmp_path / "stdin.json").read_text())
+    assert json.loads(config_line) == neuron_monitor_config(0.5) and config_line.endswith("\n") and still_open
 
 
 def test_a_failing_host_is_retried_under_the_same_source_id(tmp_path):
