@@ -10,8 +10,9 @@ docs/job-telemetry.md) are the same model, read by the same `LogTranslator`.
 
 What the translator does for every profile, so that profiles stay patterns only:
 - splits on carriage returns (tqdm / PyTorch Lightning progress bars rewrite one terminal line
-  with `\r`; every segment is a line), removes ANSI colour codes, and reads torchrun's per-rank
-  prefix (`[rank3]:`, `[default3]:`) as the rank;
+  with `\r`; every segment is a line), removes ANSI colour codes, and reads a launcher's per-rank
+  prefix (torchrun `[rank3]:`, Open MPI `[1,3]<stdout>:`, Slurm `3: `) as the rank, and the
+  launchers' own lines (collectors/launcher_log.py);
 - reads the line's own timestamp with the profiles' layouts (else the receive time is used);
 - derives a step's time and tokens when the line does not say them (see `_complete_step`);
 - drops a progress bar's repeated redraw of the step it already reported, and holds a redraw
@@ -33,15 +34,12 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from trnwatch.collectors.checkpoints import step_from_tag
 from trnwatch.collectors.job_events import SCHEMA_VERSION, JobEvent
-from trnwatch.collectors.torchrun_log import TorchrunLog
+from trnwatch.collectors.launcher_log import LauncherLog, split_prefix
 
 MAX_MESSAGE_CHARS = 500
 DETECT_LINES = 500  # lines read while no profile is detected before the always-on layers take them alone
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_TORCHRUN_PREFIX = re.compile(r"^\[[A-Za-z_]+?(?P<local_rank>\d+)\]:\s?")
-# torch's own `[rank1]: ` before a worker's exception lines, inside torchrun's `--tee` prefix
-_INNER_RANK_PREFIX = re.compile(r"^\[rank\d+\]: ?")
 
 # Named groups a rule may capture, and how each becomes a field value.
 _FLOAT_GROUPS = {"loss", "step_time_s", "s_per_it", "it_per_s", "seq_per_s", "tokens_per_s_per_device"}
@@ -304,7 +302,7 @@ class LogTranslator:
         self._ranks: dict[int, _RankState] = {}
         self._pending: dict[str, dict] = {}  # profile name -> fields remembered from earlier lines
         self._held: list[tuple[bool, JobEvent]] = []
-        self._torchrun = TorchrunLog(run)
+        self._launcher = LauncherLog(run)
         self._activate(profiles[chosen] if chosen else None)
         if chosen or not self._candidates:
             self._waiting = None
@@ -362,8 +360,7 @@ class LogTranslator:
         return events
 
     def _detect(self, segment: str) -> LogProfile | None:
-        if prefix := _TORCHRUN_PREFIX.match(segment):
-            segment = segment[prefix.end() :]
+        segment = split_prefix(segment)[2]
         for profile, patterns in self._detectors:
             if any(p.search(segment) for p in patterns):
                 return profile
@@ -372,18 +369,12 @@ class LogTranslator:
     def _translate(self, segment: str, received_s: float, hold_unmatched: bool = False) -> list[JobEvent] | None:
         """The events of one segment; with `hold_unmatched`, a segment no rule matches is kept
         for the profile still to be detected and None is returned."""
-        rank = self.default_rank
-        text = segment
-        prefix = _TORCHRUN_PREFIX.match(text)
-        if prefix:
-            rank = int(prefix["local_rank"])
-            text = text[prefix.end() :]
-            if inner := _INNER_RANK_PREFIX.match(text):
-                text = text[inner.end() :]
-        torchrun = self._torchrun.feed(text, rank, prefix is not None, received_s)
-        if torchrun is not None:
+        launcher, prefix_rank, text = split_prefix(segment)
+        rank = self.default_rank if prefix_rank is None else prefix_rank
+        launched = self._launcher.feed(text, rank, launcher, received_s)
+        if launched is not None:
             self.matched += 1
-            return torchrun
+            return launched
         ts, ts_from_line = self._line_ts(text, received_s)
         for compiled in self._rules:
             match = compiled.regex.search(text)

@@ -1,5 +1,21 @@
-"""torchrun's own story in a log: attempts, restarts, each worker's failure and its message, the
-agent stopped by a signal. Read for every log, beside the log profiles (log_profiles.py calls it).
+"""Launchers in a log: which rank wrote a line (torchrun's, Open MPI's and Slurm's prefixes), and
+torchrun's and Open MPI's own story: attempts, restarts, each worker's failure and its message,
+the agent stopped by a signal. Read for every log, beside the log profiles (log_profiles.py calls it).
+
+Prefixes (`split_prefix`):
+- torchrun `--tee`/`--role`: `[<role><rank>]:` (`[rank3]:`, `[default3]:`), with torch's own
+  `[rank3]: ` inside it before a worker's exception lines (torch 2.13);
+- Open MPI `mpirun --tag-output`: `[<jobid>,<rank>]<stdout>:` / `<stderr>:` (Open MPI 4.1.4, run
+  here: tests/test_launchers_real.py);
+- Slurm `srun --label`: `<task id>: `, the id padded to the width of the largest
+  (SchedMD/slurm src/common/write_labelled_message.c: `"%0*d: "`, `"%*d: "` in later releases).
+
+Open MPI's own lines (4.1.4, orte's help-orterun.txt messages as printed here): `mpirun detected
+that one or more processes exited with non-zero status, ... The first process to do so was:`
+then `  Process name: [[13001,1],1]` and `  Exit code:    1`; `mpirun noticed that process rank 1
+with PID 0 on node vm exited on signal 9 (Killed).` Each is that rank's failure, the first the
+launcher observed. A worker's traceback under an Open MPI or Slurm prefix is that rank's failure
+too (`source: job`), at the traceback's end: those launchers print no summary per rank.
 
 Layouts read, from torch 2.13.0 (checked against real runs: tests/test_torchrun_real.py):
 - the elastic agent's lines, in torch's logging layout `<L><mmdd> <hh:mm:ss.us> <pid> <path>:<line>] <msg>`
@@ -34,6 +50,17 @@ from datetime import datetime
 from trnwatch.collectors.job_events import SCHEMA_VERSION, Error, JobEvent, Launcher
 
 MAX_MESSAGE_CHARS = 500
+_TORCHRUN_PREFIX = re.compile(r"^\[[A-Za-z_]+?(?P<rank>\d+)\]:\s?")
+_INNER_RANK_PREFIX = re.compile(r"^\[rank\d+\]: ?")  # torch's own, inside torchrun's
+_MPI_PREFIX = re.compile(r"^\[\d+,(?P<rank>\d+)\]<(?:stdout|stderr|stddiag)>: ?")
+_SLURM_PREFIX = re.compile(r"^ *(?P<rank>\d+): ")
+_PREFIXES = (("torchrun", _TORCHRUN_PREFIX), ("mpi", _MPI_PREFIX), ("slurm", _SLURM_PREFIX))
+_MPI_FIRST = re.compile(r"^mpirun detected that one or more processes exited with non-zero status")
+_MPI_PROCESS = re.compile(r"^  Process name: \[\[\d+,\d+\],(?P<rank>\d+)\]")
+_MPI_EXIT = re.compile(r"^  Exit code: +(?P<exit>-?\d+)")
+_MPI_SIGNAL = re.compile(
+    r"^mpirun noticed that process rank (?P<rank>\d+) with PID \d+ on node \S+ exited on signal (?P<signum>\d+)"
+)
 _AGENT = re.compile(r"^[DIWEC](?P<md>\d{4}) (?P<hms>\d\d:\d\d:\d\d\.\d{6}) +\d+ +\S+:\d+\] (?P<msg>.*)$")
 _FAILED = re.compile(r"^failed \(exitcode: (?P<exit>-?\d+)\) local_rank: (?P<rank>\d+) \(pid: (?P<pid>\d+)\)")
 _CLOSING = re.compile(r"^Sending process (?P<pid>\d+) closing signal (?P<signal>SIG\w+)")
@@ -71,6 +98,18 @@ class _Summary:
     seen_record: bool = False
 
 
+def split_prefix(segment: str) -> tuple[str | None, int | None, str]:
+    """(launcher, rank, the line without the prefix) of a line a launcher prefixed with its
+    worker's rank; (None, None, segment) for any other line."""
+    for launcher, pattern in _PREFIXES:
+        if prefix := pattern.match(segment):
+            text = segment[prefix.end() :]
+            if launcher == "torchrun" and (inner := _INNER_RANK_PREFIX.match(text)):
+                text = text[inner.end() :]
+            return launcher, int(prefix["rank"]), text
+    return None, None, segment
+
+
 def signal_name(number: int) -> str | None:
     try:
         return signal_module.Signals(number).name
@@ -78,9 +117,9 @@ def signal_name(number: int) -> str | None:
         return None
 
 
-class TorchrunLog:
-    """Reads torchrun's lines of one log (every line goes through `feed`) and returns the events
-    they give; keeps the attempt count and each rank's latest exception between lines."""
+class LauncherLog:
+    """Reads the launchers' lines of one log (every line goes through `feed`) and returns the
+    events they give; keeps the attempt count and each rank's latest exception between lines."""
 
     def __init__(self, run: str):
         self.run = run
@@ -91,10 +130,13 @@ class TorchrunLog:
         self._summary: _Summary | None = None
         self._stopped = False
         self._lowest_rank: int | None = None
+        self._mpi: _Failure | None = None  # Open MPI's "first process to do so" block being read
+        self._reported: set[int] = set()  # ranks whose traceback was reported (Open MPI, Slurm)
 
-    def feed(self, text: str, rank: int, prefixed: bool, received_s: float) -> list[JobEvent] | None:
-        """Events of one line (text without any rank prefix); None when it is not torchrun's.
-        `prefixed`: the line carried a worker's prefix (it is that worker's output)."""
+    def feed(self, text: str, rank: int, launcher: str | None, received_s: float) -> list[JobEvent] | None:
+        """Events of one line (`text` without its prefix); None when it is no launcher's line nor a
+        worker's traceback. `launcher`: whose prefix the line carried (it is that worker's output)."""
+        prefixed = launcher is not None
         if prefixed:
             self._lowest_rank = rank if self._lowest_rank is None else min(self._lowest_rank, rank)
         if self._summary is not None and not prefixed:
@@ -109,11 +151,30 @@ class TorchrunLog:
         if not prefixed and (death := _SIGNAL_EXCEPTION.search(text)):
             self._in_traceback.discard(rank)
             return self._stop(int(death["signum"]), received_s)
-        return self._worker_line(text, rank, prefixed, received_s)
+        if not prefixed and (mpi := self._mpi_line(text, received_s)) is not None:
+            return mpi
+        return self._worker_line(text, rank, launcher, received_s)
 
-    def _worker_line(self, text: str, rank: int, prefixed: bool, received_s: float) -> list[JobEvent] | None:
+    def _mpi_line(self, text: str, received_s: float) -> list[JobEvent] | None:
+        """Open MPI's account of the first failed process (its rank and exit code, or signal)."""
+        if _MPI_FIRST.match(text):
+            self._mpi = _Failure(0, None, None, received_s, root_cause=True)
+            return []
+        if self._mpi is not None and (process := _MPI_PROCESS.match(text)):
+            self._mpi.rank = int(process["rank"])
+            return []
+        if self._mpi is not None and (exit_code := _MPI_EXIT.match(text)):
+            failure, self._mpi = self._mpi, None
+            failure.exit_code = int(exit_code["exit"])
+            return [] if failure.rank in self._reported else [self._error(failure)]
+        if signalled := _MPI_SIGNAL.match(text):
+            failure = _Failure(int(signalled["rank"]), None, -int(signalled["signum"]), received_s, root_cause=True)
+            return [self._error(failure)]
+        return None
+
+    def _worker_line(self, text: str, rank: int, launcher: str | None, received_s: float) -> list[JobEvent] | None:
         events: list[JobEvent] | None = None
-        if prefixed and self._held is not None:
+        if launcher == "torchrun" and self._held is not None:
             # A worker writes after an attempt's failure: the agent restarted the workers.
             events = self._release_restart(received_s)
         if text == _TRACEBACK:
@@ -122,6 +183,9 @@ class TorchrunLog:
         if rank in self._in_traceback and text[:1] not in (" ", "\t", ""):
             self._in_traceback.discard(rank)
             self.exceptions[rank] = text.strip()[:MAX_MESSAGE_CHARS]
+            if launcher in ("mpi", "slurm"):  # no per-rank summary will follow: the failure is this
+                self._reported.add(rank)
+                return (events or []) + [self._job_error(rank, self.exceptions[rank], received_s)]
             return events or []
         return events
 
@@ -240,6 +304,9 @@ class TorchrunLog:
             failed_ts=failure.failed_ts,
             root_cause=failure.root_cause or None,
         )
+
+    def _job_error(self, rank: int, message: str, ts: float) -> Error:
+        return Error(v=SCHEMA_VERSION, ts=ts, run=self.run, rank=rank, event="error", message=message, source="job")
 
     def _launcher(self, action: str, ts: float, **fields) -> Launcher:
         return Launcher.model_validate(

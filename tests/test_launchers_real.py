@@ -1,0 +1,99 @@
+"""Launchers other than torchrun: Open MPI for real (`mpirun --tag-output`, apt openmpi-bin), and
+Slurm's `srun --label` layout (tests/slurm_label.py) over real workers' output. tests/launcher_case.py
+makes the failure happen and writes its truth; `trnwatch watch --job-log` reads the log after the
+fact and its receipt is checked against that truth."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.slurm_label import label
+
+CASE = Path(__file__).with_name("launcher_case.py")
+TRNWATCH = [sys.executable, "-m", "trnwatch"]
+
+
+def receipt(tmp_path, log: Path) -> dict:
+    path = tmp_path / "receipt.json"
+    command = [*TRNWATCH, "watch", "--headless", "--duration", "2", "--receipt", str(path), "--job-log", str(log)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return json.loads(path.read_text())["job"]
+
+
+def truth(tmp_path) -> dict:
+    return json.loads((tmp_path / "truth.json").read_text())
+
+
+def mpirun(tmp_path, case: str, rank: int, step: int) -> tuple[Path, int]:
+    log = tmp_path / "mpirun.log"
+    command = ["mpirun", "--tag-output", "--allow-run-as-root", "--oversubscribe", "-np", "3"]
+    command += [sys.executable, str(CASE), case, str(rank), str(step), str(tmp_path)]
+    with open(log, "w") as out:
+        done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path, timeout=120)
+    return log, done.returncode
+
+
+needs_mpirun = pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs Open MPI (apt openmpi-bin)")
+
+
+@pytest.mark.slow
+@needs_mpirun
+def test_open_mpi_an_exception_in_one_rank_is_its_failure_with_its_traceback_line(tmp_path):
+    log, code = mpirun(tmp_path, "raise", 2, 4)
+    known = truth(tmp_path)
+    text = log.read_text()
+    assert code != 0 and re.search(r"^\[\d+,2\]<stderr>:RuntimeError: ", text, re.M)
+    job = receipt(tmp_path, log)
+    assert job["verdict"] == "failed"
+    [failure] = job["failures"]  # the traceback; Open MPI's own account of the same rank is not repeated
+    assert (failure["rank"], failure["error"], failure["source"]) == (known["rank"], known["message"], "job")
+    assert job["reason"].startswith(f"first failure rank {known['rank']} ")
+
+
+@pytest.mark.slow
+@needs_mpirun
+def test_open_mpi_a_rank_killed_by_a_signal_is_named_from_mpiruns_own_line(tmp_path):
+    log, code = mpirun(tmp_path, "kill", 1, 4)
+    known = truth(tmp_path)
+    assert "exited on signal 9 (Killed)" in log.read_text()
+    job = receipt(tmp_path, log)
+    [failure] = job["failures"]
+    assert (failure["rank"], failure["signal"], failure["exit_code"], failure["source"]) == (
+        known["rank"],
+        "SIGKILL",
+        -9,
+        "launcher",
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("zero_pad", [False, True])
+def test_slurm_labels_map_lines_to_task_ranks(tmp_path, zero_pad):
+    # Two real workers of a 12-task step (label width 2), tasks 3 and 10; task 10 raises. Their
+    # output is labelled as srun --label writes it, in the order the lines were written.
+    ntasks, failing = 12, 10
+    lines = []
+    for task in (3, failing):
+        env = {**os.environ, "SLURM_PROCID": str(task)}
+        done = subprocess.run(
+            [sys.executable, str(CASE), "raise", str(failing), "5", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        lines += [label(task, ntasks, line, zero_pad) for line in (done.stdout + done.stderr).splitlines()]
+    log = tmp_path / "srun.log"
+    log.write_text("\n".join(lines) + "\n")
+    known = truth(tmp_path)
+    assert f"{failing}: {known['message']}" in log.read_text()
+    job = receipt(tmp_path, log)
+    [failure] = job["failures"]
+    assert (failure["rank"], failure["error"]) == (known["rank"], known["message"])
