@@ -172,6 +172,25 @@ def test_quit_keys_end_the_screen_and_print_the_receipt_path(screen, tmp_path, k
     assert receipt_of(receipt)["exit_reason"] == reason
 
 
+@pytest.mark.parametrize("keys", [b"/7\r\r", b"/7\r\x1b"], ids=["enter-enter", "enter-escape"])
+def test_fast_keys_in_one_read_never_end_the_session(screen, tmp_path, keys):
+    """`/`, `7`, then Enter and Enter (or Escape), written in one go as a paste or a fast typist
+    over a slow link delivers them: the prompt is answered once, closes, and the session goes on
+    (it ended with exit 1, reason `error`, ScreenStackError)."""
+    receipt = tmp_path / "r.json"
+    app = screen(["demo", "--receipt", str(receipt), "--duration", "120"])
+    app.wait_for_screen()
+    app.send(keys)
+    app.wait_for("Jump to a host or chip")
+    deadline = time.monotonic() + 120.0
+    while any("Jump to a host or chip" in line for line in screen_lines(app.text())):
+        assert time.monotonic() < deadline and app.proc.poll() is None, app.text()[-2000:]
+        time.sleep(0.1)
+    app.send(b"q")
+    assert app.wait_exit() == 0, app.text()[-2000:]
+    assert receipt_of(receipt)["exit_reason"] == "quit"
+
+
 def test_outside_strings_reach_the_terminal_as_plain_text(screen, tmp_path):
     """A runtime tag and an instance name carrying markup and escape sequences (an OSC 52 clipboard
     write, a colour change, a bell), piped in with `watch --stdin`: the screen shows them as text,

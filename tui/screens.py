@@ -82,8 +82,18 @@ class JumpScreen(ModalScreen[str | None]):
             )
             yield Input(placeholder="host[/chip]", id="jump-input")
 
+    answered = False
+
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.dismiss(event.value.strip() or None)
+        self._answer(event.value.strip() or None)
 
     def action_cancel(self) -> None:
-        self.dismiss(None)
+        self._answer(None)
+
+    def _answer(self, text: str | None) -> None:
+        """Dismiss once: a second Enter or Escape in the same read (a paste, a fast typist on a slow
+        link) reaches this screen after its first dismissal, when a second one would pop the main
+        screen (ScreenStackError)."""
+        if not self.answered:
+            self.answered = True
+            self.dismiss(text)
