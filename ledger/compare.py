@@ -415,11 +415,15 @@ def render_markdown(result: Comparison, baseline_name: str, candidate_name: str)
     ]
     for f in result.figures:
         pct = "n/a" if f.change_pct is None else f"{f.change_pct:+.2f}%"
-        change = "n/a" if f.change is None else ("+" if f.change >= 0 else "-") + _with_unit(abs(f.change), f.unit)
+        # A change of a percentage is in percentage points, told apart from the relative change %.
+        change_unit = "pp" if f.unit == "%" else f.unit
+        change = "n/a" if f.change is None else ("+" if f.change >= 0 else "-") + _with_unit(abs(f.change), change_unit)
         lines.append(
             f"| {_show(f.name)} ({f.better} is better) | {_with_unit(f.baseline, f.unit)} | "
             f"{_with_unit(f.candidate, f.unit)} | {change} | {pct} | {_noise(f)} |"
         )
     lines += [""] + [f"- {note}" for note in result.notes]
+    if any(f.unit == "%" and f.change is not None for f in result.figures):
+        lines.append("- pp: percentage points, the change of a figure that is itself a percentage.")
     lines += [f"- Noise: {NOISE_METHOD}.", ""]
     return "\n".join(lines)

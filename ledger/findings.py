@@ -2,7 +2,8 @@
 
 One list, derived from the ledger at "now": the job's verdict with its suspect ranks (the
 job-device join, `Ledger.job_diagnosis`), chips with uncorrected ECC errors, chips whose HBM
-leaks, hosts lost or stale, sources whose lines are rejected. Each finding has a severity, the
+leaks, hosts lost or stale, sources that ended with an error and show no host (a neuron-monitor
+that never started, a job log that cannot be read), sources whose lines are rejected. Each finding has a severity, the
 scope it is about, and its site (UltraServer, host, chip, core, rank, region: whatever is
 known), so the screen's fault line, `trnwatch snapshot` and the receipt's headline say the same
 thing, culprit first.
@@ -49,7 +50,7 @@ JOB_SEVERITY: dict[str, Severity] = {
 }
 NOT_STEADY_VERDICTS = ("compiling", "no-data")  # start-up allocates on every chip; a checkpoint does not
 # Order among findings of one severity: the job's own answer first, then the device's.
-KIND_ORDER = ("job", "ecc-uncorrected", "host-lost", "hbm-leak", "host-stale", "rejected-input")
+KIND_ORDER = ("job", "ecc-uncorrected", "host-lost", "source-lost", "hbm-leak", "host-stale", "rejected-input")
 
 
 # --- HBM trends ----------------------------------------------------------------------------------
@@ -288,6 +289,16 @@ def current_findings(ledger: "Ledger", now_s: float) -> list[Finding]:
                     f"HBM {trend_text(trend)}",
                     f"HBM +{_mib(trend.rate_bytes_per_s)}/s",
                     trend,
+                )
+            )
+    # A source that ended with an error and shows no host (it never reported, or it is a job's
+    # source): its error is the finding (a host's is told by its host-lost finding).
+    on_hosts = {host.source_id for host in ledger.hosts.values()}
+    for source in ledger.sources.values():
+        if source.end_error and source.source_id not in on_hosts:
+            found.append(
+                Finding(
+                    "error", "source-lost", "source", "LOST", Site(source_id=source.source_id), source.end_error, ""
                 )
             )
     for source in ledger.sources.values():

@@ -8,6 +8,7 @@ import pytest
 from trnwatch import cli
 from trnwatch.collectors.lines import Line
 from trnwatch.ledger.compare import bootstrap_pct_change, compare
+from trnwatch.ledger.compare import render_markdown as compare_markdown
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.ledger.receipt import build_receipt
 from trnwatch.ledger.receipt_markdown import render_markdown
@@ -187,3 +188,14 @@ def test_a_malformed_receipt_is_a_clear_error_not_a_crash(tmp_path, capsys, base
     broken = dict(base, job=["not", "an", "object"], segments={"steady": {"step_time_samples_s": ["x"] * 9}})
     code, out, err = run_cli(tmp_path, capsys, broken, base)
     assert code == 2 and "malformed field" in err and out == ""
+
+
+def test_a_change_of_a_percentage_is_said_in_percentage_points():
+    result = compare(receipt_of(jittered(1.0)), receipt_of(jittered(1.2)))
+    goodput = next(f for f in result.figures if f.name == "goodput")
+    markdown = compare_markdown(result, "a.json", "b.json")
+    row = next(line for line in markdown.splitlines() if line.startswith("| goodput "))
+    points = goodput.candidate - goodput.baseline
+    # The points (73.47 - 69.77) and the relative change (+5.31%) side by side, told apart.
+    assert f"| {points:+.4g} pp | {goodput.change_pct:+.2f}% |" in row
+    assert "- pp: percentage points" in markdown

@@ -413,7 +413,8 @@ def test_every_group_has_a_jittered_period_and_empty_error():
         assert group["error"] == ""
         assert isinstance(group["period"], float) and abs(group["period"] - 1.0) < 2e-3 and group["period"] != 1.0
     tags = [r["neuron_runtime_tag"] for r in SimHost(GEN2, 7, 0, "healthy").report(0)["neuron_runtime_data"]]
-    assert tags == [f"llama3-pretrain-rank{n}" for n in (28, 29, 30, 31)]
+    # Each runtime is tagged with the job's rank on its chip's logical core 0 (job.py's ranks).
+    assert tags == [f"llama3-pretrain-rank{n}" for n in (112, 116, 120, 124)]
 
 
 # --- healthy timeline -----------------------------------------------------------------------------

@@ -118,7 +118,7 @@ def test_chip_view_shows_cores_hbm_categories_latency_counters_models_and_histor
         "Loaded models",
         "×4",
         "History",
-        "llama3-pretrain-rank30",
+        "llama3-pretrain-rank120",
     ):
         assert expected in text, expected
     history = next(line for line in text.splitlines() if line.strip().startswith("util ") and "0-100%" in line)
@@ -136,8 +136,8 @@ def test_host_view_lists_chips_cpu_memory_and_processes_and_enter_opens_the_chip
         "of 64 vCPU",
         "memory",
         "pid",
-        "llama3-pretrain-rank28",
-        "llama3-pretrain-rank31",
+        "llama3-pretrain-rank112",
+        "llama3-pretrain-rank124",
     ):
         assert expected in text, expected
     assert "CHIP 7/2" in drive(make_app(), keys=("slash", "7", "enter", "down", "down", "enter")).header

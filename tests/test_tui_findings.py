@@ -4,6 +4,8 @@ The ledgers are the demo's own streams (simulated reports and job telemetry) fol
 ticks and times (`tests/tui_fleet.py`), so nothing waits on the wall clock.
 """
 
+import asyncio
+
 import pytest
 
 from trnwatch.ledger.findings import (
@@ -192,3 +194,33 @@ def test_the_job_finding_follows_the_clock_with_no_new_data():
     assert job_labels(10) == ["DEAD"]
     assert job_labels(0) == []
     assert ledger.generation == generation  # nothing was folded meanwhile
+
+
+def test_a_source_that_never_started_is_on_the_fault_line_and_the_job_view_waits_for_its_own():
+    from trnwatch.collectors.streams import SourceLost
+    from tests.waiting import until
+
+    async def fails():
+        raise SourceLost("nm exited with status 1: no such device")
+        yield
+
+    async def silent():  # a --job-dir whose folder has not appeared: nothing yet, not ended
+        await asyncio.Event().wait()
+        yield
+
+    session = Session(
+        Ledger("live"),
+        [SourceSpec("local", "neuron-monitor", fails), SourceSpec("job-dir:/run", "job", silent, relay=True)],
+    )
+    app = TrnwatchApp(session.ledger, session=session, theme="dark")
+
+    async def check(app, pilot):
+        await until(lambda: app.findings, "the lost source's finding")
+        assert fault_text(app) == " LOST local · nm exited with status 1: no such device"
+        assert any("local lost: nm exited with status 1" in str(n.message) for n in app._notifications)
+        await pilot.press("j")
+        await pilot.pause()
+        assert "no job telemetry yet: no line from job-dir:/run so far" in app.view.plain_text()
+        await pilot.press("q")
+
+    drive(app, check=check)

@@ -33,12 +33,15 @@ class PtyApp:
     """`trnwatch args` on the slave side of a new pty (not its controlling terminal unless
     `controlling`); everything it writes is collected from the master side."""
 
-    def __init__(self, args, size=(80, 24), stdin=None, controlling=False):
+    def __init__(self, args, size=(80, 24), stdin=None, controlling=False, env=None):
         self.master, slave = pty.openpty()
         cols, rows = size
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-        env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "COLORTERM")}
-        env["TERM"] = "xterm-256color"
+        env = {
+            **{k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "COLORTERM")},
+            "TERM": "xterm-256color",
+            **(env or {}),
+        }
 
         def make_controlling():  # in the child: a new session whose controlling terminal is the pty
             os.setsid()
@@ -207,7 +210,7 @@ def test_outside_strings_reach_the_terminal_as_plain_text(screen, tmp_path):
     os.close(read_end)
     app.wait_for_screen("4 chips")
     app.send(b"h")  # the host view lists the runtime tags
-    app.wait_for("llama3-pretrain-rank1")
+    app.wait_for("llama3-pretrain-rank4")  # chip 1's runtime (chip 0's tag is the hostile one)
     app.wait_for("]52;c;aGVsbG8=")
     app.send(b"q")
     app.wait_exit()
@@ -236,3 +239,27 @@ def test_without_a_terminal_the_screen_says_to_use_headless(tmp_path):
         TRNWATCH + ["watch", "--stdin"], input="", capture_output=True, text=True, timeout=60, start_new_session=True
     )  # no controlling terminal, stderr a pipe: nowhere to take keys from
     assert piped.returncode == 2 and "--stdin with the screen needs a terminal for keys" in piped.stderr
+
+
+def test_no_color_sends_no_colour_at_all(screen, tmp_path):
+    """NO_COLOR (no-color.org): the screen keeps its glyphs, reverse and bold, but sends no
+    foreground or background colour (no 16, 256 or 24-bit colour codes): the terminal's own."""
+    app = screen(["demo", "--receipt", str(tmp_path / "r.json")], env={"NO_COLOR": "1"})
+    app.wait_for_screen()
+    app.send(b"q")
+    assert app.wait_exit() == 0
+    colours = re.findall(r"\x1b\[[0-9;]*m", app.text())
+    assert colours  # styles were sent ...
+    params = [p for code in colours for p in code[2:-1].split(";")]
+    # ... and none sets a colour: 30-37/40-47/90-97/100-107 (16 colours), 38/48 (256 and 24-bit).
+    assert not [p for p in params if p in ("38", "48") or (p.isdigit() and int(p) in COLOUR_SGR)], set(colours)
+
+
+COLOUR_SGR = {*range(30, 38), *range(40, 48), *range(90, 98), *range(100, 108)}
+
+
+def test_a_dumb_terminal_is_refused_with_the_reason(screen, tmp_path):
+    app = screen(["demo", "--receipt", str(tmp_path / "r.json")], env={"TERM": "dumb"})
+    assert app.wait_exit() == 2
+    app.wait_for("TERM=dumb: this terminal cannot draw the screen; use --headless")
+    assert "\x1b[" not in app.text() and not (tmp_path / "r.json").exists()

@@ -24,7 +24,7 @@ def default_theme(requested: str | None, environ: Mapping[str, str] = os.environ
         if requested not in THEME_NAMES:
             raise ValueError(f"unknown theme {requested!r}; known: {', '.join(THEME_NAMES)}")
         return requested
-    return "mono" if "NO_COLOR" in environ else "dark"
+    return "mono" if environ.get("NO_COLOR") else "dark"  # set and not empty (no-color.org)
 
 
 def next_theme(name: str) -> str:

@@ -235,7 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     waiting on any worker thread still blocked in a read (see `_leave`)."""
     as_process = argv is None
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:
+            _unrecognized(parser, args.command, unknown)  # exits 2 with the command's usage
         args.as_process = as_process
         status = _dispatch(args)
     except KeyboardInterrupt:  # Ctrl-C before a session's own handlers were installed
@@ -244,6 +247,22 @@ def main(argv: list[str] | None = None) -> int:
     if as_process:
         _leave(status)
     return status
+
+
+def _unrecognized(parser: argparse.ArgumentParser, command: str, unknown: list[str]) -> None:
+    """Refuse arguments the command does not take with that command's usage (not the top-level
+    one), suggesting the closest option for a misspelt one (`--scenerio`: `--scenario`)."""
+    import difflib
+
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    options = [o for action in sub._actions for o in action.option_strings if o.startswith("--")]
+    hints = []
+    for arg in unknown:
+        if arg.startswith("--"):
+            close = difflib.get_close_matches(arg.split("=", 1)[0], options, n=1, cutoff=0.7)
+            if close:
+                hints.append(f"{arg.split('=', 1)[0]}: did you mean {close[0]}?")
+    sub.error(f"unrecognized arguments: {' '.join(unknown)}" + "".join(f"\n  {hint}" for hint in hints))
 
 
 def _dispatch(args) -> int:
@@ -313,9 +332,16 @@ def _run_compare(args) -> int:
     receipts = []
     for path in (args.baseline, args.candidate):
         try:
-            receipts.append(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            print(f"trnwatch: cannot read receipt {path}: {exc}", file=sys.stderr)
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            _warn(f"cannot read receipt {path}: {exc}")
+            return 2
+        try:
+            receipts.append(json.loads(text))
+        except ValueError:
+            beside = path.with_suffix(".json")
+            hint = f"; its receipt is {beside}" if beside != path and beside.exists() else ""
+            _warn(f"{path} is not a receipt: not JSON (compare takes the receipts' .json files{hint})")
             return 2
     try:
         allow = {name for name in args.allow_mismatch.split(",") if name.strip()}
@@ -348,7 +374,7 @@ def _load_ultraservers(path: Path | None) -> dict[str, str]:
     try:
         return load_ultraserver_map(path)
     except UltraServerMapError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(f"--ultraservers: {exc}") from None
 
 
 def _run_session(args) -> int:
@@ -375,9 +401,15 @@ def _run_session(args) -> int:
 
             hold_exit_signals()
     _report_receipt(session, path)
+    return 1 if _ended_badly(session, reason) or path is None else 0
+
+
+def _ended_badly(session, reason: str) -> bool:
+    """Whether the session's end is a failure (exit 1): an error, a source lost that ended it
+    (each said on stderr when it ended), or lines that arrived with not one valid (said here)."""
     nothing_valid = _say_if_nothing_valid(session)
-    lost = [s.source_id for s in session.ledger.sources.values() if s.end_error]
-    return 1 if reason == "error" or (lost and reason == "eof") or path is None or nothing_valid else 0
+    lost = any(s.end_error for s in session.ledger.sources.values())
+    return reason == "error" or (lost and reason == "eof") or nothing_valid
 
 
 def _write_receipt(session, path: Path | None) -> Path | None:
@@ -427,7 +459,7 @@ def _run_record(args) -> int:
     )
     path = _write_receipt(session, args.receipt) if args.receipt is not None else None
     _report_receipt(session, path)
-    return 1 if reason == "error" or rec.error or (args.receipt is not None and path is None) else 0
+    return 1 if _ended_badly(session, reason) or rec.error or (args.receipt is not None and path is None) else 0
 
 
 RECORD_PROGRESS_EVERY_S = 300.0  # a recorder runs for days: a progress line every 5 minutes

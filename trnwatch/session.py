@@ -185,6 +185,8 @@ class Session:
             raise
         except Exception as exc:  # a broken source must not take the session down with it
             error = f"{type(exc).__name__}: {exc}"
+        if error is not None:  # said at once (stderr, or the screen's notification), not only in the receipt
+            self.notice(f"{spec.source_id} lost: {error}")
         if not spec.relay:
             self._apply(SourceEvent(spec.source_id, spec.kind, time.time(), "end", error))
 
@@ -365,10 +367,10 @@ async def link_progress_lines(session: Session, every_s: float = 0.5, out=sys.st
         for source_id, state in states.items():
             before = last_states.get(source_id)
             stats = ledger.sources[source_id]
-            if state == "lost" and before != "lost":
-                error = stats.link_error or stats.end_error or "no message"
+            if state == "lost" and before != "lost" and not stats.ended_s:  # an ended one: the session said it
+                error = stats.link_error or "no message"
                 print(
-                    clean(f"trnwatch: {source_id} lost: {error}" + ("" if stats.ended_s else "; will retry")),
+                    clean(f"trnwatch: {source_id} lost: {error}; will retry"),
                     file=out,
                     flush=True,
                 )

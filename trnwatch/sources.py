@@ -154,7 +154,7 @@ def _neuron_monitor_options(o: Options) -> None:
 def _neuron_monitor_build(args: argparse.Namespace, ctx: Context) -> Built:
     from trnwatch.collectors import streams
 
-    executable = args.neuron_monitor or streams.find_neuron_monitor()
+    executable = _checked_executable(args.neuron_monitor) if args.neuron_monitor else streams.find_neuron_monitor()
     if executable is None and ctx.job_requested:
         return Built([], notes=["no neuron-monitor here; watching the job scope only"])
     if executable is None:
@@ -167,6 +167,24 @@ def _neuron_monitor_build(args: argparse.Namespace, ctx: Context) -> Built:
     return Built(
         [SourceSpec(label, "neuron-monitor", lambda: streams.neuron_monitor_lines(executable, period_s, label))]
     )
+
+
+def _checked_executable(given: str) -> str:
+    """The `--neuron-monitor` the user named, if it can be run (a path, or a name on PATH);
+    `OptionError` saying why not, before anything is collected."""
+    found = shutil.which(given)
+    if found is not None:
+        return found
+    path = Path(given)
+    if "/" not in given and not path.exists():
+        why = "not found on PATH"
+    elif not path.exists():
+        why = "no such file"
+    elif path.is_dir():
+        why = "is a folder, not a program"
+    else:
+        why = "is not executable (chmod +x it, or name the program itself)"
+    raise OptionError(f"--neuron-monitor {given}: {why}")
 
 
 def _sim_options(o: Options) -> None:
@@ -422,8 +440,14 @@ def _job_dir_build(args: argparse.Namespace, ctx: Context) -> Built:
     from trnwatch.collectors.job_files import follow_run_dir
 
     run_dir = str(args.job_dir)
+    notes = []
+    if args.job_dir.exists() and not args.job_dir.is_dir():
+        raise OptionError(f"--job-dir {run_dir}: not a folder (pass the run directory that holds rank-NNNNN.jsonl)")
+    if not args.job_dir.exists():  # a job that has not started yet: its folder may appear later
+        notes.append(f"--job-dir {run_dir}: no such folder yet; waiting for it to appear")
     # Each rank file is its own source (job:rank-NNNNN.jsonl); the follower only relays them.
-    return Built([SourceSpec(f"job-dir:{run_dir}", "job", lambda: follow_run_dir(run_dir), relay=True)])
+    spec = SourceSpec(f"job-dir:{run_dir}", "job", lambda: follow_run_dir(run_dir), relay=True)
+    return Built([spec], notes=notes)
 
 
 def _job_log_options(o: Options) -> None:

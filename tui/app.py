@@ -49,7 +49,7 @@ from trnwatch.tui.scope import SCOPES, Frame, ScopeView, Selection, outside, sty
 from trnwatch.tui.screens import KEYMAP, HelpScreen, JumpScreen
 from trnwatch.tui.sources_model import sources_model
 from trnwatch.tui.span_updates import send_dirty_spans_only
-from trnwatch.tui.terminal import TrnwatchDriver, require_terminal
+from trnwatch.tui.terminal import TrnwatchDriver, no_color, require_terminal
 from trnwatch.tui.text import clip
 from trnwatch.tui.ultraserver_view import UltraServerView
 from trnwatch.tui.widgets import TextLines
@@ -112,7 +112,9 @@ class TrnwatchApp(App[None]):
         recorded_evidence: Evidence | None = None,
         driver_class=None,
     ):
-        super().__init__(driver_class=driver_class)
+        # NO_COLOR (no-color.org): Textual's filter then strips every colour, leaving the
+        # terminal's own foreground and background (not a monochrome palette of its own).
+        super().__init__(driver_class=driver_class, ansi_color=True if no_color() else None)
         self.ledger = ledger
         self.session = session
         self.clock = clock
@@ -127,6 +129,10 @@ class TrnwatchApp(App[None]):
             session is not None
             and bool(session.sources)
             and all(spec.kind in ("job", "job-log") for spec in session.sources)
+        )
+        # Named by the job view while no job line has arrived (waiting, not missing).
+        self.job_sources = tuple(
+            spec.source_id for spec in (session.sources if session else ()) if spec.kind in ("job", "job-log")
         )
         self.selection = Selection(scope="job" if self.job_only else "ultraserver")
         self.findings: tuple[Finding, ...] = ()
@@ -209,6 +215,7 @@ class TrnwatchApp(App[None]):
             selection_only,
             self.findings,
             self.job_only,
+            self.job_sources,
         )
         with self.batch_update():
             subject = view.show(frame)

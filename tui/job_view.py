@@ -10,6 +10,7 @@ from rich.text import Text
 from trnwatch.tui import units
 from trnwatch.tui.job_model import JobModel, job_model
 from trnwatch.tui.scope import Frame, ScopeView, Screenful, column, outside, styled
+from trnwatch.tui.text import clean
 
 JOB_SOURCE_HINT = (
     "no job telemetry: start with --job-dir DIR (the run's trnwatch.job/1 rank files) or --job-log FILE (an NxD log)"
@@ -60,7 +61,14 @@ class JobView(ScopeView):
             return Screenful(
                 styled(("JOB ", pal["scope"]), ("not connected", pal["warn"])),
                 [
-                    styled((JOB_SOURCE_HINT, pal["warn"])),
+                    styled(
+                        (
+                            f"no job telemetry yet: no line from {clean(', '.join(frame.job_sources))} so far"
+                            if frame.job_sources
+                            else JOB_SOURCE_HINT,
+                            pal["warn"],
+                        )
+                    ),
                     styled(
                         (
                             "Step rate, tokens/s, step-time percentiles and collective latency come only from the job; "

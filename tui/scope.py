@@ -54,6 +54,7 @@ class Frame:
     selection_only: bool = False
     findings: tuple[Finding, ...] = ()  # `ledger.findings.current_findings`, most severe first
     job_only: bool = False  # the session has job sources only: the device scopes stay empty
+    job_sources: tuple[str, ...] = ()  # the session's job sources (--job-dir, --job-log, --ckpt-dir)
 
 
 NO_DEVICE_SOURCE = (

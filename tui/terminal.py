@@ -22,9 +22,20 @@ class NoTerminal(Exception):
 
 
 def require_terminal() -> None:
-    """Raise NoTerminal unless keys (fd 0) and the screen (stderr, where Textual draws) are a terminal."""
+    """Raise NoTerminal unless keys (fd 0) and the screen (stderr, where Textual draws) are a
+    terminal that can draw one (not TERM=dumb: no cursor movement, as in an editor's shell)."""
     if not os.isatty(0) or not os.isatty(2):
         raise NoTerminal("the screen needs a terminal on stdin and stderr; use --headless to run without one")
+    if os.environ.get("TERM") == "dumb":
+        raise NoTerminal(
+            "TERM=dumb: this terminal cannot draw the screen; use --headless (a progress line on stderr), "
+            "or run it from a terminal that can"
+        )
+
+
+def no_color(environ=os.environ) -> bool:
+    """NO_COLOR is set and not empty (no-color.org): the screen then sends no colour at all."""
+    return bool(environ.get("NO_COLOR"))
 
 
 def keys_from_terminal() -> int:

@@ -55,7 +55,8 @@ class Executions:
 
 
 def rank(topology: Topology, host: int, chip: int) -> int:
-    """Global rank of the runtime process that owns (host, chip)."""
+    """Global index of (host, chip): its runtime's number among the topology's chips (the job's
+    ranks on the chip are this x cores_per_chip + core, job.py)."""
     return host * topology.chips_per_host + chip
 
 

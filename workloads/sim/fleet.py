@@ -5,7 +5,8 @@ host, seed, scenario, period, groups, tick): no wall clock, no global random sta
 earlier calls, so any tick can be asked for in any order and gives the same bytes.
 
 Job model: one Neuron runtime process per chip (see scenarios.py), pid = a per-host base + chip,
-tag "llama3-pretrain-rank<rank>". Core indices are global on the host
+tag "llama3-pretrain-rank<rank>" with the job's rank on the chip's logical core 0 (rank 120 on
+host 7 chip 2 of trn3-gen2-us; the chip's ranks report that pid). Core indices are global on the host
 (chip * cores_per_chip + local core); device indices are host-local.
 
 Schema (neuron-telemetry.md 1.3-1.8), where the real captures in shared/realworld decided:
@@ -126,8 +127,13 @@ class SimHost:
         return self._instance_info["instance_name"]
 
     def runtime_pid(self, chip: int) -> int:
-        """Pid of the Neuron runtime process (the rank) driving `chip`."""
+        """Pid of the Neuron runtime process driving `chip` (the pid its job ranks report)."""
         return self._base_pid + chip
+
+    def first_job_rank(self, chip: int) -> int:
+        """The job's rank on logical core 0 of `chip` (job.py's `job_rank`): the chip's runtime is
+        tagged with it, so a fault's rank is found in the process list under its own number."""
+        return chip_model.rank(self.topology, self.host_index, chip) * self.topology.cores_per_chip
 
     def lost_message(self, tick: int) -> str:
         """What the drop-in says on stderr when its host goes silent."""
@@ -205,7 +211,7 @@ class SimHost:
     def _runtime_entry(self, chip: int, tick: int, groups: list[str]) -> dict:
         return {
             "pid": self.runtime_pid(chip),
-            "neuron_runtime_tag": f"{RUNTIME_TAG_PREFIX}{chip_model.rank(self.topology, self.host_index, chip)}",
+            "neuron_runtime_tag": f"{RUNTIME_TAG_PREFIX}{self.first_job_rank(chip)}",
             "error": "",
             "report": {g: self._runtime_builders[g](chip, self._window(g, tick)) for g in groups},
         }

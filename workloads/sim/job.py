@@ -15,8 +15,10 @@ events timed with the wall clock the caller passes. The ground truth per scenari
 |-----------|-----------------------------------------------------------------------------------|
 | healthy   | compile (ticks 0-9), warmup (10-19), steady steps; checkpoint save at ticks 60-62 |
 |           | (every 60); heartbeats every 2 ticks                                              |
-| straggler | from tick 30 the fault-site rank computes ~95% of each step and waits ~1%; its    |
-|           | peers compute ~50% and wait ~45%: the rank that waits least is the straggler      |
+| straggler | from tick 30 every rank's step takes 1.6 ticks (STRAGGLER_SLOWDOWN, as the device |
+|           | side's latency): the fault-site rank computes ~95% of it and waits ~1%; its peers |
+|           | compute ~50% (as long as a healthy step's compute) and wait ~45%: the rank that   |
+|           | waits least is the straggler, and the job's tokens/s falls to 1/1.6               |
 | hang      | no step from tick 30; heartbeats go on: every rank sits in collective:all_reduce  |
 |           | at the last step, the fault-site rank in `dataloader`: it is the suspect (LATE    |
 |           | 5 s after the last step, STALLED after 30 s)                                      |
@@ -26,9 +28,11 @@ events timed with the wall clock the caller passes. The ground truth per scenari
 | ecc       | stepping through a corrected or a single uncorrected ECC event)                   |
 """
 
+import functools
 import json
 import math
 import random
+from fractions import Fraction
 from pathlib import Path
 
 from trnwatch.workloads.sim import chip as chip_model
@@ -45,6 +49,8 @@ from trnwatch.workloads.sim.scenarios import (
 )
 from trnwatch.workloads.sim.topology import Topology
 
+# Ticks per step while the straggler holds every rank back (exact, so step ends fall on ticks).
+SLOW_STEP_TICKS = Fraction(str(chip_model.STRAGGLER_SLOWDOWN))
 SCHEMA = "trnwatch.job/1"
 HEARTBEAT_EVERY_TICKS = 2
 SEQ_LEN = 4096
@@ -121,26 +127,28 @@ def rank_events(host: SimHost, chip: int, core: int, tick: int, ts: float) -> li
     in_checkpoint = _in_checkpoint(tick)
     if not stopped and tick >= CHECKPOINT_EVERY_TICKS and tick % CHECKPOINT_EVERY_TICKS == 0:
         emit("phase", phase="checkpoint", state="begin")
-        emit("checkpoint", action="save", state="begin", step=tick - COMPILE_TICKS)
+        emit("checkpoint", action="save", state="begin", step=_last_step(scenario, tick - 1) + 1)
     if not stopped and tick >= CHECKPOINT_EVERY_TICKS and tick % CHECKPOINT_EVERY_TICKS == CHECKPOINT_TICKS - 1:
-        emit("checkpoint", action="save", state="end", step=tick - COMPILE_TICKS - CHECKPOINT_TICKS + 1)
+        emit("checkpoint", action="save", state="end", step=_last_step(scenario, tick) + 1)
         emit("phase", phase="checkpoint", state="end")
 
-    training = _training(scenario, tick)
-    step = tick - COMPILE_TICKS
-    if training:
-        step_s = host.period_s
-        straggling = scenario == "straggler" and tick >= STRAGGLER_START_TICK
+    straggling = scenario == "straggler" and tick >= STRAGGLER_START_TICK
+    step_s = host.period_s * (float(SLOW_STEP_TICKS) if straggling else 1.0)
+    ends = _step_ends(scenario, tick)
+    for step, end in enumerate(ends, start=_last_step(scenario, tick) - len(ends) + 1):
+        # A step that ends inside the tick is stamped when it ended (the tick's events are at its end).
+        ended_ts = ts - float(1 - end) * host.period_s
         if straggling:
             compute_share, wait_share = (0.95, 0.01) if at_fault else (0.5, 0.45)
         else:
             compute_share, wait_share = 0.8, 0.05
         rng = random.Random(f"{host.seed}/{rank}/{tick}/job")
         wait_s = round(step_s * wait_share * rng.uniform(0.9, 1.1), 6)
-        transfer_s = round(step_s * 0.1, 6)
+        transfer_s = round(host.period_s * 0.1, 6)
         loss = round(2.2 + 8.5 * math.exp(-step / 150) + rng.uniform(-0.02, 0.02), 4)
         emit(
             "collective",
+            ts=ended_ts,
             op="all_reduce",
             bytes=GRADIENT_BYTES,
             latency_s=round(wait_s + transfer_s, 6),
@@ -149,6 +157,7 @@ def rank_events(host: SimHost, chip: int, core: int, tick: int, ts: float) -> li
         )
         emit(
             "step",
+            ts=ended_ts,
             step=step,
             step_time_s=step_s,
             compute_s=round(step_s * compute_share, 6),
@@ -186,8 +195,30 @@ def _training(scenario: str, tick: int) -> bool:
     return tick >= COMPILE_TICKS and not stopped and not _in_checkpoint(tick)
 
 
+def _step_ends(scenario: str, tick: int) -> list[Fraction]:
+    """Where in `tick` (0 its start, 1 its end) steps end: one per training tick, or while the
+    straggler holds every rank back, one every SLOW_STEP_TICKS training ticks."""
+    if not _training(scenario, tick):
+        return []
+    if scenario != "straggler" or tick < STRAGGLER_START_TICK:
+        return [Fraction(1)]
+    trained = _slow_ticks(tick)  # training ticks since the slowdown, this one included
+    first, last = int((trained - 1) / SLOW_STEP_TICKS), int(trained / SLOW_STEP_TICKS)
+    return [k * SLOW_STEP_TICKS - (trained - 1) for k in range(first + 1, last + 1)]
+
+
+@functools.lru_cache(maxsize=4096)
+def _slow_ticks(tick: int) -> int:
+    """Training ticks from STRAGGLER_START_TICK to `tick` inclusive (checkpoints pause training)."""
+    return sum(1 for t in range(STRAGGLER_START_TICK, tick + 1) if not _in_checkpoint(t))
+
+
 def _last_step(scenario: str, tick: int) -> int:
-    """The last step completed by the end of `tick` (0 before the first one)."""
+    """The last step completed by the end of `tick` (0 before the first one). Steps are numbered
+    by the tick they end in (step = tick - COMPILE_TICKS), and, while the straggler holds the
+    job back, on from the last one before it."""
+    if scenario == "straggler" and tick >= STRAGGLER_START_TICK:
+        return STRAGGLER_START_TICK - 1 - COMPILE_TICKS + int(_slow_ticks(tick) / SLOW_STEP_TICKS)
     for t in range(tick, COMPILE_TICKS - 1, -1):
         if _training(scenario, t):
             return t - COMPILE_TICKS

@@ -12,8 +12,9 @@ Timeline shared by every scenario (ticks are reports; virtual time is tick * per
 | 20+                            | steady     | utilisation 85-95%, ~2 NEFF executions/s per runtime        |
 | t >= 60 and t % 60 in {0,1,2}  | checkpoint | utilisation 1-4%, no executions, host io_wait up            |
 
-Job model: one Neuron runtime process per chip (rank = host * chips_per_host + chip, tag
-"llama3-pretrain-rank<rank>"), synchronous data parallel, so a slow or lost rank slows or stalls
+Job model: one Neuron runtime process per chip, driving the job's ranks on its logical cores
+(job.py: rank = (host * chips_per_host + chip) * cores_per_chip + core; the runtime's tag is
+"llama3-pretrain-rank<rank of core 0>"), synchronous data parallel, so a slow or lost rank slows or stalls
 every chip of the topology.
 
 Fault site F = (host min(7, hosts - 1), chip min(2, chips_per_host - 1)): host 7 chip 2 on
