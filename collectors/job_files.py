@@ -24,8 +24,10 @@ What is followed, and what is not:
   is read from the new file's start (the old file's unread rest is not seen).
 
 - Nothing is lost on exit: when the session ends (SIGTERM, Ctrl-C, `--duration`, the screen
-  quitting) the follower reads once more what the files hold by then, before the receipt is
-  written (`final_reads`).
+  quitting) the follower reads what the files hold by then, to their end, before the receipt is
+  written (`final_reads`), for at most `EXIT_READ_LIMIT_S`; a file with bytes still unread then
+  ends its source with "N bytes on disk left unread at exit", which the receipt keeps as that
+  source's `end_error`.
 
 Reads are plain blocking reads on the event loop (regular files only), bounded per poll
 (`chunk_bytes` per file), which is fine for local disks and shared file systems that answer
@@ -52,7 +54,9 @@ MAX_LINE_BYTES = 1 << 20
 RANK_FILE_PATTERN = "rank-*.jsonl"
 MAX_HELD_OPEN = 256  # rank files kept open between polls, at most (see held_open_bound)
 FINGERPRINT_BYTES = 64  # bytes compared to notice a file rewritten in place
-FINAL_POLLS = 16  # reads on exit, at most (CHUNK_BYTES per file each): a file still growing fast ends there
+# At the session's end, what the files hold is read for at most this long (a file still growing
+# fast, or a backlog of gigabytes, ends there); what was left is said in the receipt.
+EXIT_READ_LIMIT_S = 10.0
 
 _FILE_KINDS = (
     (stat.S_ISDIR, "a folder"),
@@ -97,7 +101,7 @@ class FileTail:
     def __init__(
         self,
         path: str,
-        chunk_bytes: int = CHUNK_BYTES,
+        chunk_bytes: int | None = None,
         max_line_bytes: int = MAX_LINE_BYTES,
         hold_open: bool = True,
         split_cr: bool = False,
@@ -105,7 +109,7 @@ class FileTail:
         self.path = path
         # Logs: a carriage return ends a line too (progress bars redraw with \r and no newline).
         self._split_lines = re.compile(rb"\r\n|\r|\n").split if split_cr else lambda data: data.split(b"\n")
-        self.chunk_bytes = chunk_bytes
+        self.chunk_bytes = chunk_bytes or CHUNK_BYTES
         self.max_line_bytes = max_line_bytes
         self.hold_open = hold_open
         self._fd: int | None = None
@@ -135,6 +139,13 @@ class FileTail:
     def close(self) -> None:
         """Release the file descriptor."""
         self._close_fd()
+
+    def unread_bytes(self) -> int:
+        """Bytes the file holds past what was read (0 if it cannot be asked)."""
+        try:
+            return max(0, os.stat(self.path).st_size - self._offset)
+        except OSError:
+            return 0
 
     def _close_fd(self) -> None:
         if self._fd is not None:
@@ -284,14 +295,33 @@ class _RunDir:
         for tail in self.tails.values():
             tail.close()
 
+    def left_unread(self) -> Iterator[SourceEvent]:
+        now_s = time.time()
+        for name, tail in self.tails.items():
+            if left := tail.unread_bytes():
+                yield SourceEvent(f"job:{name}", "job", now_s, "end", unread_message(left))
 
-def final_reads(poll: Callable[[], Iterator[_Item]], backlog: Callable[[], bool]) -> Iterator[_Item]:
-    """What a follower yields when its session ends: one more poll of what is already on disk,
-    repeated while a file has more waiting (at most `FINAL_POLLS` times), so a line written just
-    before SIGTERM, Ctrl-C or the end of `--duration` is in the receipt ("nothing lost on exit")."""
-    for _ in range(FINAL_POLLS):
+
+def unread_message(left_bytes: int) -> str:
+    return f"{left_bytes:,} bytes on disk left unread at exit (the exit read stops after {EXIT_READ_LIMIT_S:g} s)"
+
+
+def final_reads(
+    poll: Callable[[], Iterator[_Item]],
+    backlog: Callable[[], bool],
+    left_unread: Callable[[], Iterator[_Item]] = lambda: iter(()),
+) -> Iterator[_Item]:
+    """What a follower yields when its session ends: polls of what is already on disk while a
+    file has more waiting, so a line written just before SIGTERM, Ctrl-C or the end of
+    `--duration` is in the receipt ("nothing lost on exit"). After EXIT_READ_LIMIT_S, what
+    `left_unread` says of the rest instead."""
+    deadline = time.monotonic() + EXIT_READ_LIMIT_S
+    while True:
         yield from poll()
         if not backlog():
+            return
+        if time.monotonic() >= deadline:
+            yield from left_unread()
             return
 
 
@@ -314,7 +344,7 @@ async def follow_run_dir(
             except asyncio.CancelledError:
                 # The consumer takes these without awaiting (it is being cancelled), then the
                 # cancellation goes on.
-                for item in final_reads(follower.poll, lambda: follower.backlog):
+                for item in final_reads(follower.poll, lambda: follower.backlog, follower.left_unread):
                     yield item
                 raise
     finally:

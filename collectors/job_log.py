@@ -26,8 +26,8 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
 from trnwatch.collectors.job_events import JobLogStats
-from trnwatch.collectors.job_files import POLL_S, FileTail, final_reads, read_followed
-from trnwatch.collectors.lines import Line
+from trnwatch.collectors.job_files import POLL_S, FileTail, final_reads, read_followed, unread_message
+from trnwatch.collectors.lines import Line, SourceEvent
 from trnwatch.collectors.log_profiles import LogProfile, LogTranslator
 
 
@@ -68,7 +68,7 @@ async def follow_job_log(
     seq_len: int | None = None,
     poll_s: float = POLL_S,
     source_id: str | None = None,
-) -> AsyncIterator[Line]:
+) -> AsyncIterator[Line | SourceEvent]:
     """Follow a job log from its start and yield the events it shows as `trnwatch.job/1` lines."""
     name = os.path.basename(path)
     translator = LogTranslator(run or os.path.splitext(name)[0], profiles, profile, default_rank, global_batch, seq_len)
@@ -77,7 +77,7 @@ async def follow_job_log(
     reported = None
     more_waiting = False
 
-    def poll() -> Iterator[Line]:
+    def poll() -> Iterator[Line | SourceEvent]:
         nonlocal reported, more_waiting
         texts, more_waiting = read_followed(tail)
         received_s = time.time()
@@ -96,15 +96,18 @@ async def follow_job_log(
             reported = stats
             yield Line(source_id=source_id, kind="job-log", received_s=received_s, text=stats.model_dump_json())
 
+    def left_unread() -> Iterator[Line | SourceEvent]:
+        yield SourceEvent(source_id, "job", time.time(), "end", unread_message(tail.unread_bytes()))
+
     try:
         while True:
-            for line in poll():
-                yield line
+            for item in poll():
+                yield item
             try:
                 await asyncio.sleep(0 if more_waiting else poll_s)
             except asyncio.CancelledError:  # the session ends: what the log holds by now goes in first
-                for line in final_reads(poll, lambda: more_waiting):
-                    yield line
+                for item in final_reads(poll, lambda: more_waiting, left_unread):
+                    yield item
                 raise
     finally:
         tail.close()

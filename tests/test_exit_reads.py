@@ -6,6 +6,7 @@ second line."""
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -13,11 +14,13 @@ import time
 
 import pytest
 
+from trnwatch.collectors import job_files
 from trnwatch.collectors.checkpoints import follow_checkpoint_dir
 from trnwatch.collectors.job_files import follow_run_dir
 from trnwatch.collectors.job_log import follow_job_log
 from trnwatch.collectors.log_profiles import profile_registry
 from trnwatch.ledger.ledger import Ledger
+from trnwatch.ledger.receipt import build_receipt
 from trnwatch.session import Session, SourceSpec
 from tests.job_story import run_start, step
 from tests.recordings import recorded_lines
@@ -153,3 +156,53 @@ def test_a_rank_line_written_just_before_a_signal_is_in_the_receipt(tmp_path, si
     r = json.loads(receipt.read_text())
     (source,) = [s for s in r["sources"] if s["id"] == "job:rank-00000.jsonl"]
     assert source["reports"] == 2, source
+
+
+def test_a_backlog_on_disk_at_exit_is_read_whole_before_the_receipt(tmp_path, monkeypatch):
+    """Thousands of reads' worth of lines land just before the end (4 KiB reads here, so a
+    backlog of ~600 KiB is ~150 reads: the exit read used to stop after 16): every line is folded."""
+    monkeypatch.setattr(job_files, "CHUNK_BYTES", 4096)
+    rank_file = tmp_path / "rank-00000.jsonl"
+    rank_file.write_text(json.dumps(run_start(time.time(), world_size=1)) + "\n")
+    spec = SourceSpec(f"job-dir:{tmp_path}", "job", lambda: follow_run_dir(str(tmp_path), poll_s=HOUR_S), relay=True)
+    ledger = Ledger("live")
+    now = time.time()
+    backlog = "".join(json.dumps(step(now, i, 0.5)) + "\n" for i in range(1, 4001))
+    folded = end_after_append(ledger, spec, "job:rank-00000.jsonl", rank_file, backlog, first_reports=1)
+    assert len(backlog) > 150 * 4096 and folded == 4001
+    assert ledger.sources["job:rank-00000.jsonl"].end_error is None
+
+
+@pytest.mark.parametrize("follower", ["run-dir", "job-log"])
+def test_the_exit_read_is_bounded_and_the_receipt_says_how_much_was_left(tmp_path, monkeypatch, follower):
+    monkeypatch.setattr(job_files, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(job_files, "EXIT_READ_LIMIT_S", 0.0)  # one read, then the limit
+    now = time.time()
+    if follower == "run-dir":
+        path, source_id = tmp_path / "rank-00000.jsonl", "job:rank-00000.jsonl"
+        path.write_text(json.dumps(run_start(now, world_size=1)) + "\n")
+        spec = SourceSpec(
+            f"job-dir:{tmp_path}", "job", lambda: follow_run_dir(str(tmp_path), poll_s=HOUR_S), relay=True
+        )
+        backlog = "".join(json.dumps(step(now - 2001 + i, i, 0.5)) + "\n" for i in range(1, 2001))
+    else:
+        path, source_id = tmp_path / "train.log", "joblog:train.log"
+        line = "step {} step_time 3.25s throughput 78.8 seq/s step loss 1.95 grad norm 0.77\n"
+        path.write_text(line.format(1))
+        spec = SourceSpec(
+            source_id,
+            "job",
+            lambda: follow_job_log(str(path), profile_registry(), poll_s=HOUR_S, source_id=source_id),
+        )
+        backlog = "".join(line.format(i) for i in range(2, 2002))
+    ledger = Ledger("live")
+    folded = end_after_append(ledger, spec, source_id, path, backlog, first_reports=1)
+    stats = ledger.sources[source_id]
+    said = re.fullmatch(
+        r"([\d,]+) bytes on disk left unread at exit \(the exit read stops after 0 s\)", stats.end_error or ""
+    )
+    assert 1 < folded < 2001 and said, (folded, stats.end_error)
+    assert len(backlog) - 2 * 4096 < int(said[1].replace(",", "")) < len(backlog)  # one or two reads were made
+    receipt = build_receipt(ledger, "sigterm", "live", written_at_s=time.time())
+    (entry,) = [s for s in receipt.sources if s.id == source_id]
+    assert entry.end_error == stats.end_error
