@@ -53,6 +53,9 @@ from typing import Annotated, Final, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 SCHEMA_VERSION: Final = "trnwatch.job/1"
+# Source ids of the passive job sources (a job's own log, its checkpoint folder): their events'
+# run id is a name the monitor gave, so they join the emitter's run instead of rejecting it.
+PASSIVE_SOURCE_PREFIXES: Final = ("joblog:", "ckpt:")
 MAX_ERRORS_SHOWN = 3
 
 FiniteSeconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]

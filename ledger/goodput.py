@@ -97,12 +97,14 @@ class GoodputClock:
         self._recent_s: deque = deque(maxlen=RECENT_STEPS)
         self.throughput_points: deque = deque(maxlen=THROUGHPUT_POINTS)  # (step end ts, tokens/s)
 
-    def ingest(self, event: JobEvent) -> None:
-        """Fold one event (any rank; only the timeline rank's events move the attribution)."""
-        if self.run is None:
-            self.run = event.run
-        elif event.run != self.run:
-            return
+    def ingest(self, event: JobEvent, passive: bool = False) -> None:
+        """Fold one event (any rank; only the timeline rank's events move the attribution). A
+        passive source's event joins whatever run (its run id is a name the monitor gave)."""
+        if not passive:
+            if self.run is None:
+                self.run = event.run
+            elif event.run != self.run:
+                return
         self.first_ts = event.ts if self.first_ts is None else min(self.first_ts, event.ts)
         self.last_ts = event.ts if self.last_ts is None else max(self.last_ts, event.ts)
         if self.rank is None or event.rank < self.rank:

@@ -215,6 +215,10 @@ class JobLedger:
         self.dropped_fields: Counter[str] = Counter()
         # Passive job logs: source id -> the log profile reading it (None: none detected yet).
         self.log_profiles: dict[str, str | None] = {}
+        self._active_run: str | None = None  # the run of the active sources (the emitter's files)
+        # Which source gave what: source ("job-dir" for the emitter's rank files, a passive
+        # source's id) -> events folded by kind. As many keys as sources given, plus one.
+        self.source_events: dict[str, Counter[str]] = {}
         self.attempt = 0  # the launcher's latest attempt (restarts it reported)
         self.launcher_stopped: Launcher | None = None
         self._timeline_rank: int | None = None
@@ -223,13 +227,23 @@ class JobLedger:
 
     # ---- ingest ------------------------------------------------------------------------------
 
-    def ingest(self, event: JobEvent, now_s: float) -> None:
-        """Fold one event received at `now_s`; raise `JobEventRejected` for an event of another
-        run, stamped too far from its receive time, or beyond a bound (nothing is folded then)."""
-        self._check(event, now_s)
+    def ingest(self, event: JobEvent, now_s: float, source: str = "job-dir", passive: bool = False) -> None:
+        """Fold one event received at `now_s` from `source`; raise `JobEventRejected` for an event
+        of another run, stamped too far from its receive time, or beyond a bound (nothing is
+        folded then). A `passive` source's event (a job log, a checkpoint folder: their run id is
+        only a name the monitor gave) joins whatever run the ledger holds and never rejects nor is
+        rejected for its run; the run is the first active source's (the emitter's), else the
+        first passive one's."""
+        self._check(event, now_s, passive)
         self._folded += 1
-        if self.run is None:
+        if not passive and self._active_run is None:
+            self._active_run = self.run = event.run
+        elif self.run is None:
             self.run = event.run
+        kinds = self.source_events.get(source)
+        if kinds is None:
+            kinds = self.source_events[source] = Counter()
+        kinds[event.event] += 1
         self.first_received_s = now_s if self.first_received_s is None else self.first_received_s
         self.last_received_s = now_s
         self.first_event_ts = event.ts if self.first_event_ts is None else min(self.first_event_ts, event.ts)
@@ -305,9 +319,11 @@ class JobLedger:
                     }
                 )
 
-    def _check(self, event: JobEvent, now_s: float) -> None:
-        if self.run is not None and event.run != self.run:
-            raise JobEventRejected("job-foreign-run", f"event of run {event.run!r} in a ledger of run {self.run!r}")
+    def _check(self, event: JobEvent, now_s: float, passive: bool) -> None:
+        if not passive and self._active_run is not None and event.run != self._active_run:
+            raise JobEventRejected(
+                "job-foreign-run", f"event of run {event.run!r} in a ledger of run {self._active_run!r}"
+            )
         if event.ts > now_s + MAX_TS_AHEAD_S:
             raise JobEventRejected("job-ts-ahead", f"ts {event.ts} is {event.ts - now_s:.0f} s after its receive time")
         if event.rank not in self.ranks:
@@ -769,6 +785,7 @@ class JobLedger:
             ),
             dropped_fields=dict(sorted(self.dropped_fields.items())),
             log_profiles=dict(sorted(self.log_profiles.items())),
+            sources={source: dict(sorted(kinds.items())) for source, kinds in sorted(self.source_events.items())},
         )
 
 

@@ -226,3 +226,6 @@ class JobSection(_Model):
     observed: Observed
     dropped_fields: dict[str, int]  # wrong-typed optional fields dropped by the decoder
     log_profiles: dict[str, str | None]  # passive job log source -> the log profile reading it
+    # which source gave what: "job-dir" (the emitter's rank files) or a passive source's id
+    # (joblog:..., ckpt:...) -> events folded from it by kind
+    sources: dict[str, dict[str, int]] = {}

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from trnwatch.collectors.decode import DEVICE_KINDS, SOURCE_KIND_OF, Decoded, DeviceReport, Record, Rejected, decode
-from trnwatch.collectors.job_events import DecodedJobLine, JobLogStats
+from trnwatch.collectors.job_events import PASSIVE_SOURCE_PREFIXES, DecodedJobLine, JobLogStats
 from trnwatch.collectors.limits import MAX_HOSTS
 from trnwatch.collectors.lines import ClockMark, Line, SourceEvent
 from trnwatch.collectors.neuron_monitor import FieldRejection, Report
@@ -192,8 +192,9 @@ class Ledger:
 
     def _fold_job(self, stats: SourceStats, t: float, decoded: DecodedJobLine) -> None:
         job = self.job if self.job is not None else JobLedger(self.rules)
+        passive = stats.source_id.startswith(PASSIVE_SOURCE_PREFIXES)
         try:
-            job.ingest(decoded.event, t)
+            job.ingest(decoded.event, t, stats.source_id if passive else "job-dir", passive)
         except JobEventRejected as exc:
             stats.count_rejection(exc.reason, str(exc))
             return
@@ -205,7 +206,7 @@ class Ledger:
             stats.first_s = t
         stats.last_s = t
         stats.reports += 1
-        self.goodput.ingest(decoded.event)
+        self.goodput.ingest(decoded.event, passive)
 
     def _fold_job_log(self, stats: SourceStats, counts: JobLogStats) -> None:
         stats.log_profile, stats.unparsed_lines = counts.profile, counts.unparsed

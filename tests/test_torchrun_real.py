@@ -162,3 +162,38 @@ def test_the_agent_stopped_by_sigterm_is_an_aborted_job_with_the_signal(tmp_path
     assert code != 0 and job["verdict"] == "aborted"
     assert job["reason"] == "torchrun's agent received SIGTERM (signal 15) and shut its workers down"
     assert job["failures"] == []
+
+
+def test_one_run_read_from_its_rank_files_its_torchrun_log_and_its_checkpoints_joins(tmp_path):
+    # The reference workload with the in-job emitter, under torchrun --tee 3: rank 1 raises at step
+    # 12 (--crash-rank/--crash-step: the truth); a checkpoint every 5 steps.
+    from trnwatch.workloads import train
+
+    log = tmp_path / "torchrun.log"
+    command = [str(TORCHRUN), "--standalone", "--nproc-per-node", "2", "--role", "rank", "--tee", "3", train.__file__]
+    command += ["--run-dir", str(tmp_path / "run"), "--steps", "40", "--checkpoint-interval", "5"]
+    command += ["--crash-rank", "1", "--crash-step", "12", "--heartbeat-interval", "0.5"]
+    with open(log, "w") as out:
+        code = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path, timeout=300).returncode
+    assert code == 1
+    job = receipt(
+        tmp_path,
+        "--job-dir",
+        str(tmp_path / "run" / "telemetry"),
+        "--job-log",
+        str(log),
+        "--ckpt-dir",
+        str(tmp_path / "run" / "checkpoints"),
+    )
+    assert job["run"] == "run"  # the emitter's run id; the log's name (torchrun) never rejects it
+    sources = job["sources"]
+    assert set(sources) == {"job-dir", "joblog:torchrun.log", "ckpt:checkpoints"}
+    assert sources["job-dir"]["step"] >= 2 * 11 and sources["job-dir"]["run_start"] == 2
+    assert sources["joblog:torchrun.log"] == {"error": 2}  # the agent's failure line and the summary
+    assert sources["ckpt:checkpoints"]["checkpoint"] >= 4  # saves at steps 5 and 10, begin and end
+    assert job["verdict"] == "failed"
+    cause = first(job)
+    assert cause["rank"] == 1 and cause["error"].endswith("InjectedCrash: injected crash at step 12")
+    # the emitter's own error for the same rank is there too, beside the launcher's account
+    assert {(f["rank"], f["source"]) for f in job["failures"] if f["kind"] == "error"} >= {(1, "launcher"), (1, None)}
+    assert job["ranks"]["seen"] == 2
