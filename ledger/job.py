@@ -18,9 +18,13 @@ Rules (thresholds from the one `Rules` object, ledger/rules.py; its defaults her
   Suspects: each live rank's position is (heartbeat step, heartbeat region); the majority position
   is the most common one, ties going to a position inside a collective (those ranks are waiting
   for peers) and then to the higher step; ranks at any other position are the suspects.
-- pauses that are not stalls: an open init or compile phase ("compiling"), a blocking checkpoint
-  (a save without `blocking: false`, a `checkpoint` phase, or a rank whose heartbeat region is
-  `checkpoint`: "checkpointing"), reported with their age.
+- pauses that are not stalls: an open init or compile phase, or the start-up of a job none of whose
+  ranks has stepped yet ("compiling"), a blocking checkpoint (a save without `blocking: false`, a
+  `checkpoint` phase, or a rank whose heartbeat region is `checkpoint`: "checkpointing"), reported
+  with their age, while within their bound and taken by the job together; past its bound a pause
+  is a stall caused by it, and a pause other ranks left explains nothing (ledger/job_pauses.py).
+- no progress ever (no step, no phase end): idle is counted from the job's first event, and the
+  verdict is never "steady" before a first step.
 - dead: a running rank that has sent heartbeats sends nothing for more than `dead_after_s`
   (`Rules.dead_after_s`, 10 s: more than 3 missed heartbeats at the emitter's default 2 s interval), or
   went silent without a word (no error, no run_end) before the first failure of its peers while
@@ -43,8 +47,10 @@ Rules (thresholds from the one `Rules` object, ledger/rules.py; its defaults her
   blocking checkpoint was open, and steps that ended a late gap, so throughput (tokens / summed
   step time of those steps, lowest rank present, so the job's tokens count once) is never
   averaged over stalled, checkpoint or restart time.
-- verdict precedence: no-data; failed; finished; dead; checkpointing / compiling (an open long
-  phase); stalled; late; compiling (warmup still open); slow; steady.
+- verdict precedence: no-data; failed; finished; dead; stalled (a pause past its bound);
+  checkpointing / compiling (pauses within their bounds, taken together); stalled; late (with the
+  ranks of a one-sided pause first among the suspects); compiling (a one-sided pause not yet late,
+  warmup still open, or no step yet); slow; steady.
 - cold compile: time in compile phases not marked as persistent-cache hits (lowest rank).
 - restart from checkpoint: from the lowest rank's run_start with restart > 0 to its first step,
   with the checkpoint load time and the steps redone.
@@ -77,9 +83,10 @@ from trnwatch.collectors.job_events import (
     Step,
 )
 from trnwatch.ledger.job_blame import dead_ranks, failure_rows, failure_words, waited_words
+from trnwatch.ledger.job_pauses import PAUSE_OF_PHASE, Pause, bootstrap_pauses, one_sided, pause_words, rank_pause
+from trnwatch.ledger.job_ranks import CHECKPOINT_REGION, RankState, RankStatus, StepKind, StepSample
 from trnwatch.ledger.job_ranks import STEP_WINDOW as STEP_WINDOW  # bounds named with the ledger
 from trnwatch.ledger.job_ranks import WAIT_WINDOW_STEPS as WAIT_WINDOW_STEPS
-from trnwatch.ledger.job_ranks import RankState, RankStatus, StepKind, StepSample
 from trnwatch.ledger.job_steady import (
     WARMUP_PROBE_STEPS,
     percentile,
@@ -97,6 +104,7 @@ from trnwatch.ledger.job_summary import (
     RankCounts,
     RestartEntry,
     Stall,
+    StallCause,
     Suspect,
     Thresholds,
     Throughput,
@@ -114,7 +122,7 @@ from trnwatch.ledger.job_suspects import (
     suspect,
     with_device_evidence,
 )
-from trnwatch.ledger.rules import DEFAULT_RULES, Rules
+from trnwatch.ledger.rules import DEFAULT_RULES, PAUSE_FACTOR, PAUSE_FLOOR_S, PAUSE_KINDS, PauseKind, Rules
 
 COLLECTIVE_WINDOW = 1024
 MIN_WAIT_STEPS = 5  # fewer steps of wait data say nothing about a straggler
@@ -177,8 +185,9 @@ class JobDiagnosis:
     verdict: Verdict
     reason: str
     suspects: tuple[Suspect, ...] = ()
-    idle_s: float | None = None  # seconds since the last progress (late, stalled)
-    threshold_s: float | None = None  # the threshold that was crossed (late, stalled)
+    idle_s: float | None = None  # seconds since the last progress, or the pause's length (late, stalled)
+    threshold_s: float | None = None  # the threshold that was crossed (late, stalled), or the pause's limit
+    cause: StallCause = "no-progress"  # a pause past its limit, or a one-sided pause (ledger/job_pauses.py)
 
 
 class JobLedger:
@@ -198,6 +207,9 @@ class JobLedger:
         self.latest_warnings: deque[WarningEntry] = deque(maxlen=WARNINGS_KEPT)
         self.stalls: deque[Stall] = deque(maxlen=STALLS_KEPT)
         self.checkpoint_saves_s: deque[float] = deque(maxlen=SAVES_KEPT)
+        # The timeline rank's earlier pauses by kind (blocking saves, compiles, restarts' time to
+        # first step): a pause far longer than these is a stall (ledger/job_pauses.py).
+        self.pauses_s: dict[PauseKind, deque[float]] = {kind: deque(maxlen=SAVES_KEPT) for kind in PAUSE_KINDS}
         self.checkpoint_saves = 0
         self.background_saves = 0
         self.cold_compile_s = 0.0
@@ -252,7 +264,7 @@ class JobLedger:
             self._timeline_rank = event.rank
         rank = self.ranks.get(event.rank)
         if rank is None:
-            rank = self.ranks[event.rank] = RankState(event.rank, restart=self.attempt)
+            rank = self.ranks[event.rank] = RankState(event.rank, restart=self.attempt, started_ts=event.ts)
         rank.last_seen_ts = event.ts if rank.last_seen_ts is None else max(rank.last_seen_ts, event.ts)
         on_timeline = event.rank == self._timeline_rank
         if isinstance(event, Step):
@@ -261,6 +273,8 @@ class JobLedger:
             self._collective(rank, event)
         elif isinstance(event, Heartbeat):
             rank.has_heartbeats = True
+            if rank.region == CHECKPOINT_REGION and event.region != CHECKPOINT_REGION:
+                rank.pause_left_ts["checkpoint"] = event.ts
             rank.heartbeat_ts, rank.heartbeat_step = event.ts, event.step
             rank.region, rank.region_since = event.region, min(event.region_since, event.ts)
         elif isinstance(event, RunStart):
@@ -350,7 +364,7 @@ class JobLedger:
             self.run_start = event
         rank.host, rank.chip, rank.core = event.host, event.chip, event.core
         rank.local_rank, rank.pid = event.local_rank, event.pid
-        _new_process(rank, event.restart)
+        _new_process(rank, event.restart, event.ts)
         if on_timeline and event.restart > 0:
             self.restarts.append(Restart(event.restart, event.ts, rank.last_step))
             self.timeline.append(PhaseSpan("restart", event.ts))
@@ -367,7 +381,7 @@ class JobLedger:
         self.restarts.append(Restart(attempt, event.ts, timeline.last_step if timeline else None))
         self.timeline.append(PhaseSpan("restart", event.ts))
         for rank in self.ranks.values():
-            _new_process(rank, attempt)
+            _new_process(rank, attempt, event.ts)
 
     def _phase(self, rank: RankState, event: Phase, on_timeline: bool) -> None:
         if event.phase == "compile" and event.cache == "hit":
@@ -387,6 +401,8 @@ class JobLedger:
             return
         self._note_progress(event.ts)
         began_ts = rank.open_phases.pop(event.phase, None)
+        if event.phase in PAUSE_OF_PHASE and began_ts is not None:
+            self._pause_ended(rank, PAUSE_OF_PHASE[event.phase], event.phase, began_ts, event.ts, on_timeline)
         if not on_timeline:
             return
         span = self._open_span(event.phase)
@@ -425,6 +441,7 @@ class JobLedger:
             if span is not None:
                 span.end_ts = event.ts
                 self.restarts[-1].first_step_ts = event.ts
+                self.pauses_s["bootstrap"].append(event.ts - span.begin_ts)
 
     def _step_kind(self, rank: RankState, step_time_s: float) -> StepKind:
         others = [phase for phase in rank.open_phases if phase != "steady"]
@@ -462,6 +479,8 @@ class JobLedger:
         blocking = event.blocking is not False and (began is None or began.blocking is not False)
         if blocking:
             self._note_progress(event.ts)  # a background save's end says nothing about steps
+            if began is not None and event.action == "save" and "checkpoint" not in rank.open_phases:
+                self._pause_ended(rank, "checkpoint", "checkpoint", began.ts, event.ts, on_timeline)
         if not on_timeline or began is None or began.action != event.action:
             return
         duration_s = event.ts - began.ts
@@ -472,6 +491,35 @@ class JobLedger:
         elif self.restarts and self.restarts[-1].first_step_ts is None:
             self.restarts[-1].from_step = event.step
             self.restarts[-1].checkpoint_load_s = duration_s
+
+    def pause_limit_s(self, kind: PauseKind) -> float:
+        """How long a pause of `kind` may last now (`Rules.pause_limit_s` over the run's earlier ones)."""
+        return self.rules.pause_limit_s(kind, percentile(list(self.pauses_s[kind]), 99))
+
+    def _pause_ended(
+        self, rank: RankState, kind: PauseKind, what: str, since_ts: float, ts: float, on_timeline: bool
+    ) -> None:
+        """A rank left a pause: remembered (for the one-sided rule), kept as a stall when it ran
+        past its limit (once per episode, whichever rank ends it), and, on the timeline rank, as
+        one of the run's earlier pauses of its kind."""
+        rank.pause_left_ts[kind] = ts
+        limit_s = self.pause_limit_s(kind)
+        last = self.stalls[-1] if self.stalls else None
+        same_episode = last is not None and last.cause == kind and (last.end_ts or ts) >= since_ts
+        if ts - since_ts > limit_s and not same_episode:
+            why = f"{what} open for {ts - since_ts:.0f} s, beyond its limit of {limit_s:.0f} s"
+            self.stalls.append(
+                Stall(
+                    begin_ts=since_ts,
+                    end_ts=ts,
+                    duration_s=ts - since_ts,
+                    threshold_s=limit_s,
+                    suspects=[suspect(rank, why, ts, pause=(what, since_ts))],
+                    cause=kind,
+                )
+            )
+        if on_timeline and kind != "bootstrap":
+            self.pauses_s[kind].append(ts - since_ts)
 
     def _open_span(self, phase: str) -> PhaseSpan | None:
         for span in reversed(self.timeline):
@@ -488,7 +536,7 @@ class JobLedger:
             return  # the common case, decided without the full rule (this runs for every step event)
         idle_s = ts - self.last_progress_ts
         threshold_s = self.thresholds(ts).stall_s
-        if idle_s <= threshold_s or self._blocking_pause(ts) is not None or self.dead_ranks(ts):
+        if idle_s <= threshold_s or self._blocking_pause(ts) or self.dead_ranks(ts):
             return
         self.stalls.append(
             Stall(
@@ -612,14 +660,14 @@ class JobLedger:
         dead_set = set(dead)
         any_failed = False
         running: list[RankState] = []
-        pauses: list[tuple[str, float]] = []
+        pauses: list[Pause] = []
         starting: list[RankState] = []
         for rank in self.ranks.values():
             if rank.status != "running":
                 any_failed = any_failed or rank.status in ("failed", "aborted")
             elif rank.rank not in dead_set:
                 running.append(rank)
-                if found := rank.blocking_pause():
+                if found := rank_pause(rank):
                     pauses.append(found)
                 if rank.open_phases and any(phase in STARTUP_PHASES for phase in rank.open_phases):
                     starting.append(rank)
@@ -642,30 +690,55 @@ class JobLedger:
                 with_device_evidence(suspects, self.ranks, chip_util_pct),
             )
 
-        pause = _pause_diagnosis(pauses, now_s)
-        if pause is not None:
-            return pause
+        pauses += bootstrap_pauses(running, {pause.rank.rank for pause in pauses})
+        culprits: tuple[Suspect, ...] = ()
+        cause: StallCause = "no-progress"
+        if pauses:
+            over = [
+                (pause, limit_s)
+                for pause in pauses
+                if now_s - pause.since_ts > (limit_s := self.pause_limit_s(pause.kind))
+            ]
+            if over:
+                return self._pause_stall(over, now_s, chip_util_pct)
+            sided = one_sided(pauses, running)
+            if not sided:
+                return _pause_diagnosis(pauses, now_s)
+            # Others left the pause (or never were in it): it explains nothing; its ranks are the culprits.
+            culprits = tuple(
+                suspect(p.rank, f"still in {p.what} while other ranks are not", now_s, pause=(p.what, p.since_ts))
+                for p in sorted(sided, key=lambda p: (p.since_ts, p.rank.rank))
+            )
+            cause = sided[0].kind
 
-        idle_s = None if self.last_progress_ts is None else now_s - self.last_progress_ts
+        since_ts = self.last_progress_ts if self.last_progress_ts is not None else self.first_event_ts
+        idle_s = None if since_ts is None else now_s - since_ts
         if idle_s is not None and idle_s > min(self.rules.late_after_s, self.rules.stall_after_s):
             thresholds = self.thresholds(now_s)
             verdict: Verdict
             for verdict, threshold_s in (("stalled", thresholds.stall_s), ("late", thresholds.late_s)):
                 if idle_s > threshold_s:
-                    suspects = with_device_evidence(
-                        position_suspects(self.ranks, dead_set, now_s), self.ranks, chip_util_pct
+                    named_ranks = {one.rank for one in culprits}
+                    listed = culprits + tuple(
+                        one for one in position_suspects(self.ranks, dead_set, now_s) if one.rank not in named_ranks
                     )
+                    suspects = with_device_evidence(listed, self.ranks, chip_util_pct)
                     lead = f"{named(suspects)}; " if suspects else ""
+                    in_pause = f"{pause_words(pauses, now_s)} while others are not; " if culprits else ""
                     reason = (
-                        f"{lead}no progress for {idle_s:.0f} s ({verdict} after {threshold_s:.0f} s); "
+                        f"{lead}{in_pause}no progress for {idle_s:.0f} s ({verdict} after {threshold_s:.0f} s); "
                         f"{majority_text(positions(self.ranks, dead_set))}"
                     )
-                    return JobDiagnosis(verdict, reason, suspects, idle_s, threshold_s)
+                    return JobDiagnosis(verdict, reason, suspects, idle_s, threshold_s, cause)
+        if culprits:
+            return _pause_diagnosis(pauses, now_s)
 
         if starting:
             phases = sorted({phase for rank in starting for phase in rank.open_phases if phase in STARTUP_PHASES})
             return JobDiagnosis("compiling", f"starting up: {', '.join(phases)} open on {len(starting)} rank(s)")
 
+        if not any(rank.stepped_since_start() for rank in running):
+            return JobDiagnosis("compiling", f"no step yet on {len(running)} rank(s)")
         straggler = self.straggler(now_s)
         if straggler is not None and straggler.slow:
             least = suspect(
@@ -695,12 +768,65 @@ class JobLedger:
         reason = f"first failure {named(suspects[:1])}: {words}{later}"
         return JobDiagnosis("failed", reason, with_device_evidence(suspects, self.ranks, chip_util_pct))
 
-    def _blocking_pause(self, now_s: float) -> JobDiagnosis | None:
+    def _pause_stall(
+        self, over: list[tuple[Pause, float]], now_s: float, chip_util_pct: ChipUtilisation | None
+    ) -> JobDiagnosis:
+        """Pauses past their limit: a stall caused by the oldest one's kind, naming their ranks."""
+        over.sort(key=lambda item: (item[0].since_ts, item[0].rank.rank))
+        first, limit_s = over[0]
+        suspects = tuple(
+            suspect(
+                pause.rank,
+                f"{pause.what} open for {now_s - pause.since_ts:.0f} s, beyond its limit of {limit_s:.0f} s",
+                now_s,
+                pause=(pause.what, pause.since_ts),
+            )
+            for pause, limit_s in over
+        )
+        earlier = len(self.pauses_s[first.kind])
+        basis = (
+            f"{PAUSE_FACTOR:g} x p99 of {earlier} earlier, at least {PAUSE_FLOOR_S:g} s, at most the limit"
+            if earlier
+            else f"--pause-limit {first.kind}"
+        )
+        open_s = now_s - first.since_ts
+        reason = (
+            f"{named(suspects)}; {first.kind} pause: {pause_words([p for p, _ in over], now_s)}, beyond its limit "
+            f"of {limit_s:.0f} s ({basis})"
+        )
+        return JobDiagnosis(
+            "stalled", reason, with_device_evidence(suspects, self.ranks, chip_util_pct), open_s, limit_s, first.kind
+        )
+
+    def _blocking_pause(self, now_s: float) -> bool:
+        """True when a running rank is in a blocking pause (a gap then is no stall of its own)."""
         dead = set(self.dead_ranks(now_s))
-        running = [rank for rank in self.ranks.values() if rank.status == "running" and rank.rank not in dead]
-        return _pause_diagnosis([found for rank in running if (found := rank.blocking_pause())], now_s)
+        return any(
+            rank.status == "running" and rank.rank not in dead and rank.blocking_pause() is not None
+            for rank in self.ranks.values()
+        )
 
     # ---- the receipt's job section -----------------------------------------------------------
+
+    def _open_stall(self, diagnosis: JobDiagnosis, now_s: float) -> Stall | None:
+        """The stall still going on at `now_s`: the verdict's, or the silence of a job whose ranks
+        died (DEAD comes first as a verdict, but the rest of the job stalled all the same)."""
+        if diagnosis.verdict == "stalled" and diagnosis.idle_s is not None and diagnosis.threshold_s is not None:
+            idle_s, threshold_s = diagnosis.idle_s, diagnosis.threshold_s
+        elif diagnosis.verdict == "dead" and self.last_progress_ts is not None:
+            idle_s, threshold_s = now_s - self.last_progress_ts, self.thresholds(now_s).stall_s
+            if idle_s <= threshold_s:
+                return None
+        else:
+            return None
+        return Stall(
+            begin_ts=now_s - idle_s,
+            end_ts=None,
+            duration_s=idle_s,
+            threshold_s=threshold_s,
+            suspects=list(diagnosis.suspects),
+            cause=diagnosis.cause,
+        )
 
     def summary(self, now_s: float, chip_util_pct: ChipUtilisation | None = None) -> JobSection:
         """The job section judged at `now_s` (typed: see ledger/job_summary.py)."""
@@ -708,16 +834,9 @@ class JobLedger:
         diagnosis = self.diagnose(now_s, chip_util_pct)
         straggler = self.straggler(now_s)
         stalls = list(self.stalls)
-        if diagnosis.verdict == "stalled" and diagnosis.idle_s is not None and diagnosis.threshold_s is not None:
-            stalls.append(
-                Stall(
-                    begin_ts=now_s - diagnosis.idle_s,
-                    end_ts=None,
-                    duration_s=diagnosis.idle_s,
-                    threshold_s=diagnosis.threshold_s,
-                    suspects=list(diagnosis.suspects),
-                )
-            )
+        open_stall = self._open_stall(diagnosis, now_s)
+        if open_stall is not None:
+            stalls.append(open_stall)
         return JobSection(
             run=self.run,
             verdict=diagnosis.verdict,
@@ -789,10 +908,11 @@ class JobLedger:
         )
 
 
-def _new_process(rank: RankState, restart: int) -> None:
-    """A new process for this rank (generation `restart`): the previous process's phases, steps,
-    waits, position and failure are history (kept in the timeline and failures), not its state."""
-    rank.restart = restart
+def _new_process(rank: RankState, restart: int, started_ts: float) -> None:
+    """A new process for this rank (generation `restart`, started at `started_ts`): the previous
+    process's phases, steps, waits, position and failure are history (kept in the timeline and
+    failures), not its state."""
+    rank.restart, rank.started_ts = restart, started_ts
     rank.status, rank.error, rank.failed_ts = "running", None, None
     rank.warnings, rank.last_warning = 0, None
     rank.open_phases.clear()
@@ -805,13 +925,9 @@ def _new_process(rank: RankState, restart: int) -> None:
     rank.heartbeat_ts = rank.heartbeat_step = rank.region = rank.region_since = None
 
 
-def _pause_diagnosis(pauses: list[tuple[str, float]], now_s: float) -> JobDiagnosis | None:
-    """The verdict of the running ranks' open blocking pauses (`RankState.blocking_pause`), if any."""
-    if not pauses:
-        return None
-    checkpointing = [found for found in pauses if found[0] == "checkpoint"]
-    shown = checkpointing or pauses
-    phases = ", ".join(sorted({phase for phase, _ in shown}))
-    open_s = now_s - min(ts for _, ts in shown)
+def _pause_diagnosis(pauses: list[Pause], now_s: float) -> JobDiagnosis:
+    """The verdict of pauses within their limits that the job is in together: checkpointing
+    (a blocking checkpoint open anywhere), else compiling (a compile or the start-up)."""
+    checkpointing = [pause for pause in pauses if pause.kind == "checkpoint"]
     verdict: Verdict = "checkpointing" if checkpointing else "compiling"
-    return JobDiagnosis(verdict, f"{phases} open on {len(shown)} rank(s) for {open_s:.0f} s")
+    return JobDiagnosis(verdict, pause_words(checkpointing or pauses, now_s))

@@ -109,6 +109,12 @@ class RankState:
     failed_ts: float | None = None
     warnings: int = 0  # non-fatal errors since its latest start
     last_warning: str | None = None
+    started_ts: float | None = None  # its latest process's start (run_start), else its first event
+    pause_left_ts: dict[str, float] = field(default_factory=dict)  # pause kind -> when it last left one
+
+    def stepped_since_start(self) -> bool:
+        """True once its latest process has taken a step."""
+        return self.last_step_ts is not None and (self.started_ts is None or self.last_step_ts >= self.started_ts)
 
     def blocking_pause(self) -> tuple[str, float] | None:
         """(phase, since) of an open pause that explains no steps: a blocking checkpoint first."""

@@ -171,12 +171,17 @@ class Warnings(_Model):
     latest: list[WarningEntry]
 
 
+# What a stall was: no progress past the stall threshold, or a pause past its limit (ledger/job_pauses.py).
+StallCause = Literal["no-progress", "checkpoint", "compile", "bootstrap"]
+
+
 class Stall(_Model):
     begin_ts: float
     end_ts: float | None  # null while ongoing at the time judged
     duration_s: float
-    threshold_s: float
+    threshold_s: float  # the stall threshold, or the pause's limit
     suspects: list[Suspect]
+    cause: StallCause = "no-progress"
 
 
 class PhaseEntry(_Model):

@@ -69,19 +69,23 @@ def majority_text(found: Positions) -> str:
     return "; ".join(parts)
 
 
-def suspect(rank: RankState, why: str, now_s: float, error: str | None = None) -> Suspect:
-    """The record of one rank to look at, with the evidence the ledger holds on it."""
+def suspect(
+    rank: RankState, why: str, now_s: float, error: str | None = None, pause: tuple[str, float] | None = None
+) -> Suspect:
+    """The record of one rank to look at, with the evidence the ledger holds on it; `pause`
+    (what, since) is the pause it is named for: its region, with that age."""
+    region, region_since = pause if pause is not None else (rank.region, rank.region_since)
     return Suspect(
         rank=rank.rank,
         host=rank.host,
         chip=rank.chip,
         core=rank.core,
-        region=rank.region,
+        region=region,
         step=rank.heartbeat_step if rank.heartbeat_step is not None else rank.last_step,
         evidence=SuspectEvidence(
             why=why,
             heartbeat_age_s=None if rank.heartbeat_ts is None else max(0.0, now_s - rank.heartbeat_ts),
-            region_age_s=None if rank.region_since is None else max(0.0, now_s - rank.region_since),
+            region_age_s=None if region_since is None else max(0.0, now_s - region_since),
             chip_util_pct=None,
             peer_chip_util_median_pct=None,
             error=error if error is not None else rank.error,
