@@ -13,7 +13,9 @@ Line kinds and their records (each also `Rejected` when unusable):
 - "prometheus" (one exporter scrape) and "promql" (one host's answers from a Prometheus
   server), collectors/prometheus.py: one `DeviceReport` per host, each rejected alone;
 - "job" (a trnwatch.job/1 line: rank files, log profiles, checkpoints): one `DecodedJobLine`;
-- "job-log" (a passive log's counts, collectors/job_log.py): one `JobLogStats`.
+- "job-log" (a passive log's counts, collectors/job_log.py): one `JobLogStats`;
+- "stack" (a rank's stack capture, made by the session itself: collectors/stack_records.py): one
+  `StackCapture`. Its lines come from no source (SESSION_KINDS): the ledger keeps them apart.
 """
 
 from collections.abc import Callable
@@ -29,6 +31,7 @@ from trnwatch.collectors.job_events import (
 from trnwatch.collectors.lines import Line
 from trnwatch.collectors.neuron_monitor import FieldRejection, Report, ReportRejected, decode_report
 from trnwatch.collectors.prometheus import parse_prometheus_line
+from trnwatch.collectors.stack_records import StackCapture, StackLineError, decode_stack_line
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +50,7 @@ class DeviceReport:
     rejected_fields: tuple[FieldRejection, ...] = ()
 
 
-Record = DeviceReport | DecodedJobLine | JobLogStats | Rejected
+Record = DeviceReport | DecodedJobLine | JobLogStats | StackCapture | Rejected
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +97,13 @@ def _job_log(text: str) -> list[Record]:
         return [Rejected("job-log", str(exc))]
 
 
+def _stack(text: str) -> list[Record]:
+    try:
+        return [decode_stack_line(text)]
+    except StackLineError as exc:
+        return [Rejected("stack-schema", str(exc))]
+
+
 # Line kind -> its decoder (text -> records). A new line format is one entry here.
 DECODERS: dict[str, Callable[[str], list[Record]]] = {
     "neuron-monitor": _neuron_monitor,
@@ -101,9 +111,13 @@ DECODERS: dict[str, Callable[[str], list[Record]]] = {
     "promql": _prometheus("promql"),
     "job": _job,
     "job-log": _job_log,
+    "stack": _stack,
 }
 # Line kinds that carry device reports: their sources can be lost by silence.
 DEVICE_KINDS = ("neuron-monitor", "prometheus", "promql")
+# Line kinds the session writes itself (stack captures): no source delivered them, so they
+# register none and count in no source's figures.
+SESSION_KINDS = ("stack",)
 # A passive log's counts come from the same source as its job lines.
 SOURCE_KIND_OF = {"job-log": "job"}
 

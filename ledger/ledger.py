@@ -14,11 +14,21 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal
 
-from trnwatch.collectors.decode import DEVICE_KINDS, SOURCE_KIND_OF, Decoded, DeviceReport, Record, Rejected, decode
+from trnwatch.collectors.decode import (
+    DEVICE_KINDS,
+    SESSION_KINDS,
+    SOURCE_KIND_OF,
+    Decoded,
+    DeviceReport,
+    Record,
+    Rejected,
+    decode,
+)
 from trnwatch.collectors.job_events import PASSIVE_SOURCE_PREFIXES, DecodedJobLine, JobLogStats
 from trnwatch.collectors.limits import MAX_HOSTS
 from trnwatch.collectors.lines import ClockMark, Line, SourceEvent
 from trnwatch.collectors.neuron_monitor import FieldRejection, Report
+from trnwatch.collectors.stack_records import StackCapture
 from trnwatch.ledger.goodput import GoodputClock
 from trnwatch.ledger.hosts import HostState
 from trnwatch.ledger.job import JobDiagnosis, JobEventRejected, JobLedger
@@ -33,6 +43,7 @@ from trnwatch.ledger.rollups import (
     ultraserver_rollup,
 )
 from trnwatch.ledger.rules import DEFAULT_RULES, Rules
+from trnwatch.ledger.stacks import StackLedger
 
 Evidence = Literal["live", "replayed", "simulated"]
 # connecting / reconnecting / lost-while-retrying come from link events of remote sources (SSH,
@@ -143,6 +154,7 @@ class Ledger:
         # The job scope, from the first job telemetry line on (None: no job source connected).
         self.job: JobLedger | None = None
         self.goodput: GoodputClock | None = None  # the job window's time accounting, from the first job event
+        self.stacks = StackLedger()  # ranks' stack captures (the key, a confirmed stall)
         # Counts every change (a line, a link event, a source's end), and figures derived from
         # the ledger's state, kept until it changes (ledger/rollups.py: per_update, per_report).
         self.generation = 0
@@ -166,6 +178,13 @@ class Ledger:
     def fold(self, decoded: Decoded) -> None:
         """Fold the typed records of one line; a rejected one is counted against its source."""
         self.generation += 1
+        if decoded.kind in SESSION_KINDS:  # the session's own stack captures: no source
+            for record in decoded.records:
+                if isinstance(record, StackCapture):
+                    self.stacks.add(record)
+                else:
+                    self.stacks.rejected += 1
+            return
         stats = self.source(decoded.source_id, SOURCE_KIND_OF.get(decoded.kind, decoded.kind))
         t = decoded.received_s
         if self.first_s is None:
@@ -187,7 +206,7 @@ class Ledger:
                 stats.count_field_rejections(record.rejected_fields)
         elif isinstance(record, DecodedJobLine):
             self._fold_job(stats, t, record)
-        else:
+        elif isinstance(record, JobLogStats):
             self._fold_job_log(stats, record)
 
     def _fold_job(self, stats: SourceStats, t: float, decoded: DecodedJobLine) -> None:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from trnwatch import __version__
+from trnwatch.collectors.stack_records import StackCapture
 from trnwatch.ledger.boundary import COMPILER_KEYS, FRAMEWORK_KEYS, one_value, parallel_text, version_of
 from trnwatch.ledger.counters import Reading
 from trnwatch.ledger.goodput import THROUGHPUT_POINTS, GoodputClock
@@ -326,6 +327,14 @@ class ReplayEntry(_Section):
     frames_skipped: dict[str, int]  # by reason: truncated, corrupt, entry (an unreadable entry)
 
 
+class StackSection(_Section):
+    """Ranks' Python stacks taken during the session (py-spy dump: the job view's key, or a
+    confirmed stall with --capture-stacks), oldest first, each with its outcome."""
+
+    captures: list[StackCapture]
+    dropped: int  # older captures let go to keep the bound (ledger/stacks.py)
+
+
 class Receipt(_Section):
     # `schema` is a BaseModel attribute, so the field is `schema_` with the JSON key `schema`.
     schema_: str = Field(alias="schema")
@@ -354,6 +363,7 @@ class Receipt(_Section):
     output_failures: list[OutputFailure] = []
     recording: RecordingEntry | None = None
     replay: ReplayEntry | None = None
+    stacks: StackSection | None = None  # null: no stack was taken
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -426,6 +436,9 @@ def build_receipt(
         output_failures=list(output_failures),
         recording=recording,
         replay=replay,
+        stacks=StackSection(captures=list(ledger.stacks.captures), dropped=ledger.stacks.dropped)
+        if len(ledger.stacks)
+        else None,
     )
 
 

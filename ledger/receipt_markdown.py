@@ -515,12 +515,43 @@ def _runtimes_section(r: Receipt) -> list[str]:
     return lines
 
 
+INNERMOST_FRAMES = 5  # of each captured stack's main thread, in the Markdown
+
+
+def _stacks_section(r: Receipt) -> list[str]:
+    """Each stack capture: who, when, why, its outcome, and its main thread's innermost frames."""
+    if r.stacks is None:
+        return []
+    lines = ["", "## Stacks (py-spy dump)", ""]
+    if r.stacks.dropped:
+        lines += [f"{r.stacks.dropped} older capture(s) not kept.", ""]
+    for c in r.stacks.captures:
+        why = "stall, a waiting rank for contrast" if c.contrast else c.trigger
+        incident = f", {_md_text(c.incident)}" if c.incident else ""
+        lines.append(
+            f"- Rank {c.rank} on {_v(c.host)}, pid {_v(c.pid)}, taken {_day(c.started)} in {c.seconds:.1f} s "
+            f"({_md_text(why)}{incident}{', native' if c.native else ''}): **{c.outcome}**: {_md_text(c.message)}"
+        )
+        main = c.main_thread()
+        if main is not None:
+            lines.append(f"  - thread {_md_text(main.name or main.thread)}, innermost first:")
+            for f in main.frames[:INNERMOST_FRAMES]:
+                where = f.file if f.line is None else f"{f.file}:{f.line}"
+                lines.append(f"    - {_md_text(f.function)} ({_md_text(where)})")
+            if len(main.frames) > INNERMOST_FRAMES:
+                lines.append(f"    - ... {len(main.frames) - INNERMOST_FRAMES} more frame(s) in the JSON")
+        for path in c.dump_files:
+            lines.append(f"  - dump in the run directory: {_md_text(path)}")
+    return lines
+
+
 def render_markdown(r: Receipt, svg_name: str | None = None) -> str:
     """The receipt for people: headline, boundary, job, goodput (with the timeline picture when
     `svg_name` is given), then sources, hosts, UltraServers, runtimes and chips."""
     lines = _headline(r)
     lines += _boundary_section(r)
     lines += _job_section(r)
+    lines += _stacks_section(r)
     lines += _goodput_section(r, svg_name)
     lines += _sources_section(r)
     lines += _hosts_section(r)

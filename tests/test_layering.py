@@ -67,6 +67,7 @@ LEDGER_MAY_IMPORT = {
     "trnwatch.collectors.neuron_monitor",
     "trnwatch.collectors.prometheus",
     "trnwatch.collectors.prometheus_text",
+    "trnwatch.collectors.stack_records",
 }
 
 

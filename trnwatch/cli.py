@@ -102,6 +102,7 @@ def _session_options(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from trnwatch import sources
     from trnwatch.sources import non_negative, positive
+    from trnwatch.stacks import add_stack_options
 
     parser = argparse.ArgumentParser(
         prog="trnwatch",
@@ -120,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
         "neuron-monitor (PATH or /opt/aws/neuron/bin) with a generated config.",
     )
     sources.add_options(watch, "watch")
+    add_stack_options(watch)
     _session_options(watch)
 
     record = sub.add_parser(
@@ -132,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     record.add_argument("folder", type=Path, metavar="DIR", help="where the recording files go (created 0700)")
     sources.add_options(record, "record")
+    add_stack_options(record)
     rec = record.add_argument_group("recording")
     rec.add_argument(
         "--rotate",
@@ -654,6 +657,7 @@ def _make_session(args):
     from trnwatch.session import Session
 
     _check_outputs(args)
+    stacks = _stack_options(args)
     try:
         chosen = sources.build(args, _keys_from_terminal)
     except sources.OptionError as exc:
@@ -702,4 +706,25 @@ def _make_session(args):
         receipt_path=args.receipt,
         remote_sources=chosen.remote,
     )
+    if stacks is not None:  # the job view's key; with --capture-stacks, confirmed stalls
+        from trnwatch.stacks import StackCapturer
+
+        session.stacks = StackCapturer(ledger, stacks, session.apply, auto=args.capture_stacks)
+        session.stacks.notice = session.notice  # each capture's outcome, said once (stderr headless)
+        session.background.append(session.stacks.run)
     return session, chosen.progress_every_s
+
+
+def _stack_options(args):
+    """How a live `watch` / `record` takes ranks' stacks (None for other commands)."""
+    import shutil
+
+    from trnwatch.scaleout import OptionError
+    from trnwatch.stacks import stack_options
+
+    if args.command not in ("watch", "record"):
+        return None
+    try:
+        return stack_options(args, shutil.which("ssh"))
+    except OptionError as exc:
+        raise UsageError(str(exc)) from None

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trnwatch.collectors.lines import ClockMark, Line, LineKind, SourceEvent
 from trnwatch.collectors.recording import FLUSH_EVERY_S, Recorder
@@ -38,6 +38,9 @@ from trnwatch.ledger.snapshot import session_now_s
 from trnwatch.ledger.timeline_svg import render_timeline_svg
 from trnwatch.output import OutputError, default_receipt_name, receipt_places, rewrite_own, write_new
 from trnwatch.outside import clean
+
+if TYPE_CHECKING:
+    from trnwatch.stacks import StackCapturer
 
 SIGNAL_REASONS: dict[int, ExitReason] = {
     signal.SIGINT: "interrupt",
@@ -115,6 +118,8 @@ class Session:
         self._stop = asyncio.Event()
         # Where a message for people goes once (the screen replaces it with a notification).
         self.notice: Callable[[str], None] = _stderr_notice
+        # Takes ranks' stacks with py-spy (`watch`, `record`: trnwatch/stacks.py); None: not here.
+        self.stacks: StackCapturer | None = None
 
     def stop(self, reason: ExitReason) -> None:
         """Ask the session to end; the first reason given is the one the receipt keeps."""
@@ -132,7 +137,7 @@ class Session:
         """Run until every source ends, the duration passes, or `stop` is called."""
         for spec in self.sources:
             if not spec.relay:
-                self._apply(SourceEvent(spec.source_id, spec.kind, time.time(), "open"))
+                self.apply(SourceEvent(spec.source_id, spec.kind, time.time(), "open"))
         tasks = [asyncio.create_task(self._consume(spec)) for spec in self.sources]
         helpers = [asyncio.create_task(self._intake.run()), asyncio.create_task(self._all_ended(tasks))]
         helpers += [asyncio.create_task(work()) for work in self.background]
@@ -148,7 +153,7 @@ class Session:
             await asyncio.gather(*tasks, *helpers, return_exceptions=True)
             if not self.relayed_clock:
                 # The session's end, as data: the receipt is judged at it, and a replay too.
-                self._apply(ClockMark(ended_s, end=True))
+                self.apply(ClockMark(ended_s, end=True))
             self._intake.close()  # what is still queued is folded: nothing collected is lost
             if self.recorder is not None:
                 self.recorder.close()
@@ -166,7 +171,9 @@ class Session:
                     "the receipt says where the recording ends"
                 )
 
-    def _apply(self, item: Line | SourceEvent | ClockMark) -> None:
+    def apply(self, item: Line | SourceEvent | ClockMark) -> None:
+        """Record, then queue for folding, one item: a source's, or one the session made itself
+        (a stack capture)."""
         if self.recorder is not None and self.recorder.error is None:
             self.recorder.write(item)
             self._check_recording()
@@ -176,7 +183,7 @@ class Session:
         error = None
         try:
             async for item in spec.lines():
-                self._apply(item)
+                self.apply(item)
                 if self._intake.queued >= self._intake.max_queued:
                     await self._intake.room()  # lines arrive faster than they are folded
         except SourceLost as exc:
@@ -188,7 +195,7 @@ class Session:
         if error is not None:  # said at once (stderr, or the screen's notification), not only in the receipt
             self.notice(f"{spec.source_id} lost: {error}")
         if not spec.relay:
-            self._apply(SourceEvent(spec.source_id, spec.kind, time.time(), "end", error))
+            self.apply(SourceEvent(spec.source_id, spec.kind, time.time(), "end", error))
 
     async def _all_ended(self, tasks: list[asyncio.Task]) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -205,7 +212,7 @@ class Session:
         while True:
             await asyncio.sleep(FLUSH_EVERY_S)
             if not self.relayed_clock:
-                self._apply(ClockMark(time.time()))
+                self.apply(ClockMark(time.time()))
             if self.recorder is not None:
                 self.recorder.flush()
                 self._check_recording()

@@ -34,6 +34,7 @@ from trnwatch.ledger.receipt import ExitReason
 from trnwatch.ledger.snapshot import build_snapshot, session_now_s
 from trnwatch.output import OutputError
 from trnwatch.session import SIGNAL_REASONS, Session
+from trnwatch.stacks import suspect_requests
 from trnwatch.themes import THEME_NAMES, default_theme, next_theme
 from trnwatch.themes.palettes import CSS_PATH, PALETTES, TEXTUAL_THEMES
 from trnwatch.tui import units
@@ -43,6 +44,7 @@ from trnwatch.tui.export import DEFAULT_SNAPSHOT_DIR, write_snapshot
 from trnwatch.tui.fault_line import fault_line
 from trnwatch.tui.host_rows import FILTERS, NO_GROUP, SORTS, groups, resolve_target
 from trnwatch.tui.host_view import HostView
+from trnwatch.tui.job_model import selected_suspect
 from trnwatch.tui.job_view import JobView
 from trnwatch.tui.navigation import NAVIGATION, settle, step
 from trnwatch.tui.scope import SCOPES, Frame, ScopeView, Selection, outside, styled
@@ -174,6 +176,8 @@ class TrnwatchApp(App[None]):
         if self.session is not None:
             # A message the session has for people (a recording that stopped) goes on the screen.
             self.session.notice = lambda text: self.notify(text, severity="error", markup=False, timeout=30)
+            if self.session.stacks is not None:
+                self.session.stacks.notice = lambda text: self.notify(text, markup=False, timeout=NOTIFY_S)
             self._session_task = asyncio.create_task(self._run_session(self.session))
 
     def on_resize(self) -> None:
@@ -216,6 +220,7 @@ class TrnwatchApp(App[None]):
             self.findings,
             self.job_only,
             self.job_sources,
+            frozenset(self.session.stacks.in_flight) if self.session and self.session.stacks else frozenset(),
         )
         with self.batch_update():
             subject = view.show(frame)
@@ -384,6 +389,8 @@ class TrnwatchApp(App[None]):
         sel = self.selection
         if sel.scope == "cluster":
             self.view.move(sel, 0, delta)
+        elif sel.scope == "job":
+            self.query_one(JobView).step_suspect(sel, delta)
         else:
             step(self.ledger, sel, delta)
         self.render_now(selection_only=sel.scope == "cluster")
@@ -407,6 +414,36 @@ class TrnwatchApp(App[None]):
             self.notify(
                 f"{clip(site.source_id or 'the site', 40)} is not a host on screen.", markup=False, timeout=NOTIFY_S
             )
+
+    def action_stack(self, native: bool) -> None:
+        """Take the selected suspect's Python stack (py-spy, on its host); the job view shows it
+        when it arrives. The capture runs beside the session: this returns at once."""
+        suspects = self.ledger.job_diagnosis(self.now_s())
+        chosen = selected_suspect(suspects.suspects if suspects else (), self.selection.rank)
+        if chosen is None:
+            self.notify("No suspect to take a stack of: the job names none now.", markup=False, timeout=NOTIFY_S)
+            return
+        self.take_stacks([chosen.rank], native, "key")
+
+    def take_stacks(self, ranks: list[int] | None, native: bool, trigger: str) -> None:
+        """Start stack captures of the current suspects (`ranks` only, if given) and show the job view."""
+        capturer = self.session.stacks if self.session is not None else None
+        if capturer is None:
+            self.notify(
+                "Stacks are taken only in a live session (watch, record): a replay or the demo has no process to read.",
+                severity="warning",
+                markup=False,
+                timeout=NOTIFY_S,
+            )
+            return
+        requests = suspect_requests(self.ledger, self.now_s(), trigger, native, ranks)
+        if not requests:
+            self.notify("No suspect to take a stack of: the job names none now.", markup=False, timeout=NOTIFY_S)
+            return
+        started = capturer.request(requests)
+        names = ", ".join(str(r.rank) for r in started) or "none (already running)"
+        self.notify(f"Taking the stack of rank {names} with py-spy…", markup=False, timeout=NOTIFY_S)
+        self.action_scope("job")
 
     def action_sort(self) -> None:
         self.selection.sort = SORTS[(SORTS.index(self.selection.sort) + 1) % len(SORTS)]
@@ -482,6 +519,16 @@ class TrnwatchApp(App[None]):
             SystemCommand("Jump to host or chip", "by number, id, instance name or stream", self.action_jump),
             SystemCommand("Cycle sort", f"now: {self.selection.sort}", self.action_sort),
             SystemCommand("Cycle filter", f"now: {self.selection.filter}", self.action_filter),
+            SystemCommand(
+                "Stacks of the suspects",
+                "py-spy dump of each suspect rank",
+                lambda: self.take_stacks(None, False, "palette"),
+            ),
+            SystemCommand(
+                "Stacks of the suspects, native",
+                "py-spy dump --native of each suspect rank",
+                lambda: self.take_stacks(None, True, "palette"),
+            ),
             SystemCommand("Pause / resume", "the screen refresh", self.action_pause),
             SystemCommand("Export snapshot", f"SVG + JSON into {self.snapshot_dir}", self.action_export),
             SystemCommand("Keys", "the key map", self.action_help),

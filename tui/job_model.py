@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 
 from trnwatch.ledger.job import JobDiagnosis, JobLedger
-from trnwatch.ledger.job_summary import JobSection
+from trnwatch.ledger.job_summary import JobSection, Suspect
 from trnwatch.ledger.ledger import Ledger
 
 
@@ -68,3 +68,8 @@ def job_model(job: JobLedger, ledger: Ledger, now_s: float) -> JobModel:
         if isinstance(collectives, dict)
         else (),
     )
+
+
+def selected_suspect(suspects: tuple[Suspect, ...], rank: int | None) -> Suspect | None:
+    """The suspect the job view's selection names, else the first (None: no suspect)."""
+    return next((s for s in suspects if s.rank == rank), suspects[0] if suspects else None)

@@ -8,8 +8,8 @@ view says which source is missing and shows no job figure at all, never a zero.
 from rich.text import Text
 
 from trnwatch.tui import units
-from trnwatch.tui.job_model import JobModel, job_model
-from trnwatch.tui.scope import Frame, ScopeView, Screenful, column, outside, styled
+from trnwatch.tui.job_model import JobModel, job_model, selected_suspect
+from trnwatch.tui.scope import Frame, ScopeView, Screenful, Selection, column, outside, styled
 from trnwatch.tui.text import clean
 
 JOB_SOURCE_HINT = (
@@ -28,6 +28,7 @@ VERDICT_ROLE = {
     "failed": "bad",
     "aborted": "bad",
 }
+STACKS_SHOWN = 6  # ranks whose latest stack the job view shows
 # Verdicts under which the job is not stepping: throughput is history, said as such.
 NOT_STEPPING = ("late", "stalled", "dead", "failed", "aborted")
 
@@ -52,6 +53,15 @@ class JobView(ScopeView):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.model: JobModel | None = None
+
+    def step_suspect(self, sel: Selection, delta: int) -> None:
+        """Select the previous / next suspect, as drawn (wrapping around)."""
+        suspects = self.model.diagnosis.suspects if self.model is not None else ()
+        if not suspects:
+            return
+        ranks = [s.rank for s in suspects]
+        here = ranks.index(sel.rank) if sel.rank in ranks else 0
+        sel.rank = ranks[(here + delta) % len(ranks)]
 
     def lines(self, frame: Frame) -> Screenful:
         pal = frame.palette
@@ -199,11 +209,16 @@ class JobView(ScopeView):
             )
         ]
         if m.diagnosis.suspects:
-            out += [Text(), styled(("Ranks to look at", title))]
+            out += [
+                Text(),
+                styled(("Ranks to look at", title), ("  [ ] select · k its stack · K with native frames", pal["dim"])),
+            ]
+            chosen = selected_suspect(m.diagnosis.suspects, frame.selection.rank)
             for sus in m.diagnosis.suspects:
                 out.append(
                     styled(
-                        (f"  rank {sus.rank:<6}", pal["bad"]),
+                        ("▸ " if sus is chosen else "  ", pal["title"]),
+                        (f"rank {sus.rank:<6}", pal["bad"]),
                         outside(sus.host or "?", 28, pal["text"]),
                         (_where(sus), pal["text"]),
                     )
@@ -225,6 +240,7 @@ class JobView(ScopeView):
                             outside(ev.last_warning, 50, pal["warn"]),
                         )
                     )
+        out += stack_lines(frame)
 
         model = s.model
         par = s.parallel
@@ -324,3 +340,54 @@ class JobView(ScopeView):
                 )
             )
         return out
+
+
+def stack_lines(frame: Frame) -> list[Text]:
+    """The latest stack capture of each rank (newest first, STACKS_SHOWN of them), every thread
+    and frame as py-spy printed it, innermost first; a failure in its own words. Shown as data."""
+    pal = frame.palette
+    captures = frame.ledger.stacks.latest_by_rank()[:STACKS_SHOWN]
+    pending = sorted(frame.stacks_pending)
+    if not captures and not pending:
+        return []
+    out = [Text(), styled(("Stacks", pal["title"]), (" (py-spy dump, innermost frame first)", pal["dim"]))]
+    if pending:
+        out.append(styled((f"  taking the stack of rank {', '.join(map(str, pending))}…", pal["warn"])))
+    for c in captures:
+        why = "stall, for contrast" if c.contrast else c.trigger
+        out.append(
+            styled(
+                (f"  rank {c.rank:<6}", pal["label"]),
+                outside(c.host or "?", 28, pal["text"]),
+                (f"  pid {c.pid if c.pid is not None else '?'}  {units.clock_utc(c.started)}  ", pal["text"]),
+                (f"{c.seconds:.1f} s  ({why}{', native' if c.native else ''})", pal["dim"]),
+            )
+        )
+        role = pal["ok"] if c.outcome == "ok" else pal["bad"]
+        out.append(styled(("    ", None), (c.outcome, role), (": ", role), outside(c.message, 200, role)))
+        for thread in c.threads:
+            out.append(
+                styled(
+                    ("    Thread ", pal["label"]),
+                    outside(thread.thread, 20, pal["text"]),
+                    (" ", None),
+                    outside(thread.state or "", 12, pal["dim"]),
+                    (" ", None),
+                    outside(thread.name or "", 40, pal["text"]),
+                )
+            )
+            for f in thread.frames:
+                where = f.file if f.line is None else f"{f.file}:{f.line}"
+                out.append(
+                    styled(
+                        ("      ", None),
+                        outside(f.function, 60, pal["warn"]),
+                        ("  ", None),
+                        outside(where, 80, pal["dim"]),
+                    )
+                )
+        if c.text_truncated:
+            out.append(styled(("    (py-spy printed more: cut at the kept size)", pal["dim"])))
+        for path in c.dump_files:
+            out.append(styled(("    dump in the run directory: ", pal["label"]), outside(path, 100, pal["text"])))
+    return out

@@ -37,6 +37,7 @@ class Selection:
     chip: int = 0
     sort: str = "host"
     filter: str = "all"
+    rank: int | None = None  # the suspect selected in the job view (None: the first suspect)
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class Frame:
     findings: tuple[Finding, ...] = ()  # `ledger.findings.current_findings`, most severe first
     job_only: bool = False  # the session has job sources only: the device scopes stay empty
     job_sources: tuple[str, ...] = ()  # the session's job sources (--job-dir, --job-log, --ckpt-dir)
+    stacks_pending: frozenset[int] = frozenset()  # ranks whose stack capture is running
 
 
 NO_DEVICE_SOURCE = (

@@ -18,8 +18,10 @@ KEYMAP: tuple[tuple[str, str, str, str], ...] = (
     ("enter", "drill", "", "open the selected UltraServer (cluster row) or chip (grid cell, chip line)"),
     ("escape,backspace", "up", "", "back up one scope: chip -> host -> UltraServer -> cluster"),
     ("up,down,left,right", "", "", "move the selection; scroll where there is none"),
-    ("left_square_bracket,right_square_bracket", "", "", "previous / next UltraServer, host or chip"),
+    ("left_square_bracket,right_square_bracket", "", "", "previous / next UltraServer, host, chip or suspect"),
     ("g", "fault", "Fault", "go to the site of the fault line's finding (its chip, host or the job)"),
+    ("k", "stack(False)", "", "job view: take the selected suspect's Python stack (py-spy dump on its host)"),
+    ("K", "stack(True)", "", "the same with native frames (py-spy dump --native)"),
     ("slash", "jump", "Jump", "jump to a host or chip: 7, 7/2, id, instance name, stream"),
     ("s", "sort", "Sort", "sort: host number (UltraServer id), lowest util, fullest HBM, most ECC"),
     # Not in the footer: it narrows the UltraServer grid only, and 80 columns hold no more labels.
