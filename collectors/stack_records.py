@@ -17,7 +17,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-KIND = "stack"
+from trnwatch.collectors.lines import LineKind
+
+KIND: LineKind = "stack"
 SOURCE_ID = "trnwatch:stacks"
 SCHEMA: Literal["trnwatch.stack/1"] = "trnwatch.stack/1"
 MAX_STDOUT_BYTES = 64 * 1024  # one rank's stack text kept (py-spy prints ~100 bytes a frame)

@@ -182,8 +182,8 @@ class Ledger:
             for record in decoded.records:
                 if isinstance(record, StackCapture):
                     self.stacks.add(record)
-                else:
-                    self.stacks.rejected += 1
+                elif isinstance(record, Rejected):
+                    self.stacks.rejected[record.reason] += 1
             return
         stats = self.source(decoded.source_id, SOURCE_KIND_OF.get(decoded.kind, decoded.kind))
         t = decoded.received_s

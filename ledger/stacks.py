@@ -6,7 +6,7 @@ same ones. At most CAPTURES_KEPT are kept (the oldest go first, counted in `drop
 text is bounded by the collector (MAX_STDOUT_BYTES).
 """
 
-from collections import deque
+from collections import Counter, deque
 
 from trnwatch.collectors.stack_records import StackCapture
 
@@ -19,7 +19,7 @@ class StackLedger:
     def __init__(self, kept: int = CAPTURES_KEPT):
         self.captures: deque[StackCapture] = deque(maxlen=kept)
         self.dropped = 0  # older captures let go to keep the bound
-        self.rejected = 0  # "stack" lines that held no capture (a damaged recording)
+        self.rejected: Counter[str] = Counter()  # "stack" lines that held no capture, by reason
 
     def add(self, capture: StackCapture) -> None:
         if len(self.captures) == self.captures.maxlen:

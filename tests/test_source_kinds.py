@@ -10,7 +10,7 @@ import pytest
 
 from trnwatch import sources
 from trnwatch.cli import build_parser
-from trnwatch.collectors.decode import DECODERS, DEVICE_KINDS, Decoded, DeviceReport, Rejected, decode
+from trnwatch.collectors.decode import DECODERS, DEVICE_KINDS, SESSION_KINDS, Decoded, DeviceReport, Rejected, decode
 from trnwatch.collectors.lines import Line
 from trnwatch.ledger.ledger import Ledger
 from tests.reports import line as report_line
@@ -117,7 +117,7 @@ BAD_TEXTS = [
 ]
 
 
-@pytest.mark.parametrize("line_kind", sorted(DECODERS))
+@pytest.mark.parametrize("line_kind", sorted(set(DECODERS) - set(SESSION_KINDS)))
 def test_a_bad_line_of_each_kind_is_counted_against_its_source_not_raised(line_kind):
     ledger = Ledger("live")
     for i, text in enumerate(BAD_TEXTS):
@@ -130,6 +130,18 @@ def test_a_bad_line_of_each_kind_is_counted_against_its_source_not_raised(line_k
     assert stats.rejected["oversize"] == 1
     assert "internal" not in stats.rejected  # each decoder knows its own failures
     assert stats.kind == ("job" if line_kind == "job-log" else line_kind)
+
+
+def test_a_bad_stack_line_is_counted_by_reason_not_raised_and_registers_no_source():
+    """The session's own lines (stack captures) come from no source: a bad one is counted with
+    the captures, under a reason its decoder names."""
+    ledger = Ledger("live")
+    for i, text in enumerate(BAD_TEXTS):
+        ledger.ingest(Line("trnwatch:stacks", "stack", 100.0 + i, text))
+    ledger.ingest(Line("trnwatch:stacks", "stack", 200.0, "", oversize_bytes=10_000_000))
+    assert ledger.sources == {} and len(ledger.stacks) == 0
+    assert ledger.stacks.rejected == {"stack-schema": len(BAD_TEXTS), "oversize": 1}
+    assert SESSION_KINDS == ("stack",)
 
 
 def test_a_line_of_an_unknown_kind_is_counted_as_such():

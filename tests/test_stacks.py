@@ -205,7 +205,7 @@ def test_a_stack_line_that_is_not_a_capture_is_counted_not_kept():
     ledger = Ledger("live")
     ledger.ingest(type(line)(line.source_id, line.kind, line.received_s, '{"v": "trnwatch.stack/1", "rank": "x"}'))
     ledger.ingest(line)
-    assert (len(ledger.stacks), ledger.stacks.rejected, ledger.sources) == (1, 1, {})
+    assert (len(ledger.stacks), ledger.stacks.rejected, ledger.sources) == (1, {"stack-schema": 1}, {})
     assert decode(line).records[0].outcome == "refused"
 
 
