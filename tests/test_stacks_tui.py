@@ -11,11 +11,12 @@ import pytest
 from trnwatch.collectors.stacks import StackOptions
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.session import Session, SourceSpec
-from trnwatch.stacks import StackCapturer
+from trnwatch.stacks import STACKS_PER_INCIDENT, StackCapturer, incident_requests
 from trnwatch.tui.app import TrnwatchApp
 from tests.job_story import event, lines, steady_run
 from tests.test_stacks import NO_PY_SPY, PY_SPY, hung_process, on_path  # noqa: F401 - fixtures
 from tests.test_tui_app import drive, wait_until
+from tests.waiting import until
 
 T0 = 1_800_000_000.0
 STEPS = [1.0] * 20
@@ -97,3 +98,43 @@ def test_a_py_spy_printing_markup_is_shown_as_data_and_the_screen_goes_on(tmp_pa
     [capture] = session.ledger.stacks.captures
     assert (capture.outcome, capture.native) == ("failed", True)
     assert "failed: exit status 3: [bold red]boom[/]" in text and "\x1b" not in text
+
+
+def many_ranks_stalled_on_one(ranks: int) -> tuple[Ledger, float]:
+    """`ranks` ranks on this host: all wait in their all-reduce at step 23 but the last one,
+    which sits in its dataloader; judged 40 s after the last step (STALLED on the last rank)."""
+    events = steady_run(STEPS, t0=T0, ranks=ranks, host=os.uname().nodename)
+    last_ts = max(e["ts"] for e in events)
+    for rank in range(ranks):
+        region = "dataloader" if rank == ranks - 1 else "collective:all_reduce"
+        for k in range(1, 41):
+            events.append(event("heartbeat", last_ts + k, rank, step=23, region=region, region_since=last_ts + 0.5))
+    ledger = Ledger("live")
+    for line in lines(sorted(events, key=lambda e: e["ts"])):
+        ledger.ingest(line)
+    return ledger, last_ts + 40.0
+
+
+def test_a_confirmed_stall_takes_its_suspects_and_a_bounded_sample_of_waiting_ranks_once(tmp_path):
+    ledger, now_s = many_ranks_stalled_on_one(12)
+    incident, requests = incident_requests(ledger, now_s)
+    assert [(r.rank, r.contrast, r.incident) for r in requests] == [
+        (11, False, incident),
+        (0, True, incident),
+        (5, True, incident),  # spread over the 11 waiting ranks, CONTRAST_PER_INCIDENT of them
+    ]
+    assert incident.startswith("stalled since ") and len(requests) <= STACKS_PER_INCIDENT
+    delivered: list = []
+
+    async def twice():
+        capturer = StackCapturer(ledger, StackOptions(py_spy=str(tmp_path / "no-py-spy")), delivered.append)
+        first, again = capturer.check_stall(now_s), capturer.check_stall(now_s + 5)
+        await until(lambda: len(delivered) == 3 and not capturer.in_flight, "the three captures delivered")
+        return first, again
+
+    first, again = asyncio.run(twice())
+    assert (first, again) == (incident, None)  # the same stall is captured once
+    for line in delivered:
+        ledger.ingest(line)
+    assert [c.outcome for c in ledger.stacks.of_incident(incident)] == ["py-spy-missing"] * 3
+    assert incident_requests(ledger, T0 + 20.5) is None  # steady then: nothing to capture
