@@ -10,6 +10,7 @@ import pytest
 
 from trnwatch.collectors.stacks import StackOptions
 from trnwatch.ledger.ledger import Ledger
+from trnwatch.ledger.rules import Rules
 from trnwatch.session import Session, SourceSpec
 from trnwatch.stacks import STACKS_PER_INCIDENT, StackCapturer, incident_requests
 from trnwatch.tui.app import TrnwatchApp
@@ -138,3 +139,21 @@ def test_a_confirmed_stall_takes_its_suspects_and_a_bounded_sample_of_waiting_ra
         ledger.ingest(line)
     assert [c.outcome for c in ledger.stacks.of_incident(incident)] == ["py-spy-missing"] * 3
     assert incident_requests(ledger, T0 + 20.5) is None  # steady then: nothing to capture
+
+
+def test_a_checkpoint_stuck_past_its_pause_limit_is_captured_as_a_stall():
+    events = steady_run(STEPS, t0=T0, ranks=2, host=os.uname().nodename)
+    last_ts = max(e["ts"] for e in events)
+    for rank in range(2):
+        events.append(event("checkpoint", last_ts + 0.5, rank, action="save", state="begin", step=22))
+        for k in range(1, 91):
+            events.append(
+                event("heartbeat", last_ts + k, rank, step=22, region="checkpoint", region_since=last_ts + 0.5)
+            )
+    ledger = Ledger("live", rules=Rules(checkpoint_limit_s=60))
+    for line in lines(sorted(events, key=lambda e: e["ts"])):
+        ledger.ingest(line)
+    assert incident_requests(ledger, last_ts + 30) is None  # checkpointing, within its bound
+    incident, requests = incident_requests(ledger, last_ts + 90)
+    assert incident.startswith("stalled (checkpoint) since ")
+    assert [(r.rank, r.contrast) for r in requests] == [(0, False), (1, False)]  # the ranks in the save

@@ -8,8 +8,9 @@ replay all see the same capture). Nothing waits for a capture: a key returns at 
 line arrives when py-spy (or ssh) has answered or the deadline has passed.
 
 Automatic captures (`--capture-stacks`): every CHECK_EVERY_S the job's verdict is read; when it
-is STALLED or DEAD (a rank silent before the run ended), that confirmed stall, identified by its
-verdict and the time of the job's last progress, gets its captures once: the suspects' stacks
+is STALLED (no progress, or a pause past its bound: a stuck checkpoint, compile or start-up) or
+DEAD (a rank silent before the run ended), that confirmed stall, identified by its verdict, its
+cause and the time of the job's last progress, gets its captures once: the suspects' stacks
 (at most SUSPECTS_PER_INCIDENT) and, for contrast, those of a sample of the ranks waiting at the
 majority's position (at most CONTRAST_PER_INCIDENT): never more than STACKS_PER_INCIDENT per
 stall. A stall that ends and a new one that begins later is a new one.
@@ -73,7 +74,8 @@ def incident_requests(ledger: Ledger, now_s: float) -> tuple[str, list[StackRequ
     if job is None or diagnosis is None or diagnosis.verdict not in AUTO_VERDICTS:
         return None
     since = job.last_progress_ts
-    incident = f"{diagnosis.verdict} since {since:.3f}" if since is not None else diagnosis.verdict
+    incident = diagnosis.verdict if diagnosis.cause == "no-progress" else f"{diagnosis.verdict} ({diagnosis.cause})"
+    incident += f" since {since:.3f}" if since is not None else ""
     suspects = [s.rank for s in diagnosis.suspects][:SUSPECTS_PER_INCIDENT]
     found = positions(job.ranks, set(job.dead_ranks(now_s)))
     most = majority(found)
@@ -169,7 +171,8 @@ def add_stack_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--capture-stacks",
         action="store_true",
-        help=f"when the job is confirmed STALLED or DEAD, take the suspects' Python stacks with py-spy, and a "
+        help=f"when the job is confirmed STALLED (a pause past its bound too) or DEAD, take the suspects' Python "
+        "stacks with py-spy, and a "
         f"sample of the waiting ranks' for contrast (at most {STACKS_PER_INCIDENT} per stall); the job view's k "
         "key takes one on demand either way",
     )
