@@ -529,7 +529,7 @@ def _stacks_section(r: Receipt) -> list[str]:
         why = "stall, a waiting rank for contrast" if c.contrast else c.trigger
         incident = f", {_md_text(c.incident)}" if c.incident else ""
         lines.append(
-            f"- Rank {c.rank} on {_v(c.host)}, pid {_v(c.pid)}, taken {_day(c.started)} in {c.seconds:.1f} s "
+            f"- Rank {c.rank} on {_v(c.host)}, pid {UNKNOWN if c.pid is None else c.pid}, taken {_day(c.started)} in {c.seconds:.1f} s "
             f"({_md_text(why)}{incident}{', native' if c.native else ''}): **{c.outcome}**: {_md_text(c.message)}"
         )
         main = c.main_thread()

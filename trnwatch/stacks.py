@@ -75,7 +75,7 @@ def incident_requests(ledger: Ledger, now_s: float) -> tuple[str, list[StackRequ
         return None
     since = job.last_progress_ts
     incident = diagnosis.verdict if diagnosis.cause == "no-progress" else f"{diagnosis.verdict} ({diagnosis.cause})"
-    incident += f" since {since:.3f}" if since is not None else ""
+    incident += f" since {_utc(since)}" if since is not None else ""
     suspects = [s.rank for s in diagnosis.suspects][:SUSPECTS_PER_INCIDENT]
     found = positions(job.ranks, set(job.dead_ranks(now_s)))
     most = majority(found)
@@ -95,6 +95,11 @@ def capture_summary(capture: StackCapture) -> str:
         top = main.frames[0]
         return f"{head}, {main.name or main.thread} in {top.function} ({top.file}:{top.line})"
     return f"{head}: {capture.message}"
+
+
+def _utc(t: float) -> str:
+    """ISO-8601 UTC to the millisecond: when the job last made progress, in an incident's name."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
 
 
 class StackCapturer:
