@@ -25,7 +25,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
-from trnwatch.collectors.job_events import JobLogStats
+from trnwatch.collectors.job_events import SCHEMA_VERSION, JobLogStats, Launcher
 from trnwatch.collectors.job_files import POLL_S, FileTail, final_reads, read_followed, unread_message
 from trnwatch.collectors.lines import Line, SourceEvent
 from trnwatch.collectors.log_profiles import LogProfile, LogTranslator
@@ -58,6 +58,41 @@ def log_sources(paths: list[str]) -> tuple[str, list[LogSource]]:
     return run, [LogSource(path, f"joblog:{rel}", rank) for path, rel, rank in zip(paths, relative, ranks, strict=True)]
 
 
+class _FollowedLog:
+    """One log file read through its own translator: `poll` yields the lines of the events its new
+    lines show and, when they changed, its counts (kind "job-log")."""
+
+    def __init__(self, path: str, source_id: str, translator: LogTranslator):
+        self.source_id = source_id
+        self.translator = translator
+        self.tail = FileTail(path, split_cr=True)
+        self.reported: JobLogStats | None = None
+        self.more_waiting = False
+
+    def poll(self) -> Iterator[Line | SourceEvent]:
+        texts, self.more_waiting = read_followed(self.tail)
+        received_s = time.time()
+        for text in texts:
+            try:
+                events = self.translator.feed(text, received_s)
+            except ValueError:
+                # Matched a rule but does not validate (e.g. a step time of 1e999): pass the raw
+                # line on so the job-line parser rejects it and it is counted, not silently lost.
+                yield Line(source_id=self.source_id, kind="job", received_s=received_s, text=text)
+                continue
+            for event in events:
+                yield Line(source_id=self.source_id, kind="job", received_s=received_s, text=event.model_dump_json())
+        translator = self.translator
+        stats = JobLogStats(profile=translator.profile_name, lines=translator.lines, unparsed=translator.unparsed)
+        if stats != self.reported:
+            self.reported = stats
+            yield Line(source_id=self.source_id, kind="job-log", received_s=received_s, text=stats.model_dump_json())
+
+    def left_unread(self) -> Iterator[Line | SourceEvent]:
+        if left := self.tail.unread_bytes():
+            yield SourceEvent(self.source_id, "job", time.time(), "end", unread_message(left))
+
+
 async def follow_job_log(
     path: str,
     profiles: dict[str, LogProfile],
@@ -72,42 +107,98 @@ async def follow_job_log(
     """Follow a job log from its start and yield the events it shows as `trnwatch.job/1` lines."""
     name = os.path.basename(path)
     translator = LogTranslator(run or os.path.splitext(name)[0], profiles, profile, default_rank, global_batch, seq_len)
-    source_id = source_id or f"joblog:{name}"
-    tail = FileTail(path, split_cr=True)
-    reported = None
-    more_waiting = False
+    log = _FollowedLog(path, source_id or f"joblog:{name}", translator)
+    try:
+        while True:
+            for item in log.poll():
+                yield item
+            try:
+                await asyncio.sleep(0 if log.more_waiting else poll_s)
+            except asyncio.CancelledError:  # the session ends: what the log holds by now goes in first
+                for item in final_reads(log.poll, lambda: log.more_waiting, log.left_unread):
+                    yield item
+                raise
+    finally:
+        log.tail.close()
+
+
+# torchrun --log-dir: <log dir>/<run id>/attempt_<N>/<local rank>/{stdout,stderr}.log (torch 2.13)
+_LOG_DIR_FILE = re.compile(r"(?:^|/)attempt_(?P<attempt>\d+)/(?P<rank>\d+)/(?:stdout|stderr)\.log$")
+LOG_DIR_DEPTH = 4  # the log dir, its run-id folder, an attempt folder or a rank folder may be given
+
+
+def log_dir_files(folder: str) -> list[tuple[int, int, str]]:
+    """(attempt, local rank, path relative to `folder`) of every per-rank log torchrun's --log-dir
+    wrote under `folder`, attempt by attempt."""
+    found = []
+    for root, dirs, names in os.walk(folder):
+        if os.path.relpath(root, folder).count(os.sep) >= LOG_DIR_DEPTH:
+            dirs.clear()
+        for name in names:
+            relative = os.path.relpath(os.path.join(root, name), folder)
+            if match := _LOG_DIR_FILE.search(os.path.join(os.path.basename(os.path.abspath(folder)), relative)):
+                found.append((int(match["attempt"]), int(match["rank"]), relative))
+    return sorted(found)
+
+
+async def follow_log_dir(
+    folder: str,
+    profiles: dict[str, LogProfile],
+    profile: str | None = None,
+    global_batch: int | None = None,
+    seq_len: int | None = None,
+    poll_s: float = POLL_S,
+) -> AsyncIterator[Line | SourceEvent]:
+    """Follow torchrun's --log-dir folder: each `attempt_<N>/<rank>/stdout.log` and `stderr.log`
+    through a translator of its own, as that rank (source `joblog:<path below the folder>`); new
+    attempt folders are picked up as torchrun makes them, and the first file of a later attempt is
+    announced as the launcher's restart (source `joblog:<folder name>`) after the earlier attempts'
+    files were read. The run id is the folder's name."""
+    run = os.path.basename(os.path.abspath(folder))
+    logs: dict[str, tuple[int, _FollowedLog]] = {}
+    announced = 0
 
     def poll() -> Iterator[Line | SourceEvent]:
-        nonlocal reported, more_waiting
-        texts, more_waiting = read_followed(tail)
-        received_s = time.time()
-        for text in texts:
-            try:
-                events = translator.feed(text, received_s)
-            except ValueError:
-                # Matched a rule but does not validate (e.g. a step time of 1e999): pass the raw
-                # line on so the job-line parser rejects it and it is counted, not silently lost.
-                yield Line(source_id=source_id, kind="job", received_s=received_s, text=text)
-                continue
-            for event in events:
-                yield Line(source_id=source_id, kind="job", received_s=received_s, text=event.model_dump_json())
-        stats = JobLogStats(profile=translator.profile_name, lines=translator.lines, unparsed=translator.unparsed)
-        if stats != reported:
-            reported = stats
-            yield Line(source_id=source_id, kind="job-log", received_s=received_s, text=stats.model_dump_json())
+        nonlocal announced
+        for attempt, rank, relative in log_dir_files(folder):
+            if relative not in logs:
+                translator = LogTranslator(run, profiles, profile, rank, global_batch, seq_len, per_rank_file=True)
+                logs[relative] = (
+                    attempt,
+                    _FollowedLog(os.path.join(folder, relative), f"joblog:{relative}", translator),
+                )
+        for attempt, log in sorted(logs.values(), key=lambda item: item[0]):
+            if attempt > announced:
+                announced = attempt
+                event = Launcher(
+                    v=SCHEMA_VERSION,
+                    ts=time.time(),
+                    run=run,
+                    rank=0,
+                    event="launcher",
+                    action="restart",
+                    attempt=attempt,
+                )
+                yield Line(source_id=f"joblog:{run}", kind="job", received_s=event.ts, text=event.model_dump_json())
+            yield from log.poll()
+
+    def backlog() -> bool:
+        return any(log.more_waiting for _, log in logs.values())
 
     def left_unread() -> Iterator[Line | SourceEvent]:
-        yield SourceEvent(source_id, "job", time.time(), "end", unread_message(tail.unread_bytes()))
+        for _, log in logs.values():
+            yield from log.left_unread()
 
     try:
         while True:
             for item in poll():
                 yield item
             try:
-                await asyncio.sleep(0 if more_waiting else poll_s)
-            except asyncio.CancelledError:  # the session ends: what the log holds by now goes in first
-                for item in final_reads(poll, lambda: more_waiting, left_unread):
+                await asyncio.sleep(0 if backlog() else poll_s)
+            except asyncio.CancelledError:
+                for item in final_reads(poll, backlog, left_unread):
                     yield item
                 raise
     finally:
-        tail.close()
+        for _, log in logs.values():
+            log.tail.close()

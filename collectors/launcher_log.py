@@ -121,8 +121,9 @@ class LauncherLog:
     """Reads the launchers' lines of one log (every line goes through `feed`) and returns the
     events they give; keeps the attempt count and each rank's latest exception between lines."""
 
-    def __init__(self, run: str):
+    def __init__(self, run: str, per_rank_file: bool = False):
         self.run = run
+        self.per_rank_file = per_rank_file  # one worker's own output (torchrun --log-dir): no summary in it
         self.attempt = 0
         self.exceptions: dict[int, str] = {}  # rank -> the last line of its latest traceback
         self._in_traceback: set[int] = set()
@@ -183,7 +184,7 @@ class LauncherLog:
         if rank in self._in_traceback and text[:1] not in (" ", "\t", ""):
             self._in_traceback.discard(rank)
             self.exceptions[rank] = text.strip()[:MAX_MESSAGE_CHARS]
-            if launcher in ("mpi", "slurm"):  # no per-rank summary will follow: the failure is this
+            if launcher in ("mpi", "slurm") or self.per_rank_file:  # no summary follows: this is the failure
                 self._reported.add(rank)
                 return (events or []) + [self._job_error(rank, self.exceptions[rank], received_s)]
             return events or []

@@ -285,6 +285,7 @@ class LogTranslator:
         default_rank: int = 0,
         global_batch: int | None = None,
         seq_len: int | None = None,
+        per_rank_file: bool = False,
     ):
         self.run = run
         self.profiles = profiles
@@ -302,7 +303,7 @@ class LogTranslator:
         self._ranks: dict[int, _RankState] = {}
         self._pending: dict[str, dict] = {}  # profile name -> fields remembered from earlier lines
         self._held: list[tuple[bool, JobEvent]] = []
-        self._launcher = LauncherLog(run)
+        self._launcher = LauncherLog(run, per_rank_file)
         self._activate(profiles[chosen] if chosen else None)
         if chosen or not self._candidates:
             self._waiting = None

@@ -13,6 +13,10 @@ from trnwatch.ledger.job_ranks import RankState
 COLLECTIVE_TIMEOUT = re.compile(
     r"Timed out waiting \d+ms for (?:recv|send) operation|Watchdog caught collective operation timeout"
 )
+# A rank whose error says a peer closed its connection failed because that peer did: gloo's
+# `Connection closed by peer [127.0.0.1]:55720. This is typically caused by a remote worker
+# crashing.` (third_party/gloo/gloo/transport/tcp/pair.cc, torch 2.13).
+PEER_CLOSED = re.compile(r"Connection closed by peer ")
 
 
 def dead_ranks(ranks: Mapping[int, RankState], now_s: float, dead_after_s: float) -> list[int]:
@@ -43,7 +47,9 @@ def failure_rows(failures: Iterable[dict], ranks: Mapping[int, RankState], dead:
     its `role`: in each process generation (`restart`) the cause is "first", the rest follow."""
     rows = [dict(row) for row in failures]
     for row in rows:
-        row["waited"] = bool(row["error"] and COLLECTIVE_TIMEOUT.search(row["error"]))
+        row["waited"] = bool(
+            row["error"] and (COLLECTIVE_TIMEOUT.search(row["error"]) or PEER_CLOSED.search(row["error"]))
+        )
     if rows:
         for rank_id in dead:
             rank = ranks[rank_id]
@@ -84,14 +90,21 @@ def _blame_key(row: dict) -> tuple:
 
 
 def waited_words(rows: list[dict], first: dict) -> str | None:
-    """The evidence of a hang, when peers timed out in a collective and the cause did not:
-    "ranks 0, 2 timed out in a collective, waiting; rank 1 did not: it was the one they waited for"."""
-    waited = sorted({row["rank"] for row in rows if row["waited"]} - {first["rank"]})
-    if not waited or first["waited"]:
+    """The evidence when peers failed waiting for the cause and the cause did not: "ranks 0, 2
+    timed out in a collective, waiting; rank 1 did not: it was the one they waited for"."""
+    if first["waited"]:
         return None
-    ranks = ", ".join(str(rank) for rank in waited)
-    plural = "ranks" if len(waited) > 1 else "rank"
-    return f"{plural} {ranks} timed out in a collective, waiting; rank {first['rank']} did not: it was the one they waited for"
+    parts = []
+    for words, pattern in (
+        ("timed out in a collective, waiting", COLLECTIVE_TIMEOUT),
+        ("lost a peer's connection", PEER_CLOSED),
+    ):
+        ranks = sorted({row["rank"] for row in rows if row["error"] and pattern.search(row["error"])} - {first["rank"]})
+        if ranks:
+            parts.append(f"{'ranks' if len(ranks) > 1 else 'rank'} {', '.join(map(str, ranks))} {words}")
+    if not parts:
+        return None
+    return f"{'; '.join(parts)}; rank {first['rank']} did not: it was the one they waited for"
 
 
 def failure_words(row: dict) -> str:

@@ -197,3 +197,44 @@ def test_one_run_read_from_its_rank_files_its_torchrun_log_and_its_checkpoints_j
     # the emitter's own error for the same rank is there too, beside the launcher's account
     assert {(f["rank"], f["source"]) for f in job["failures"] if f["kind"] == "error"} >= {(1, "launcher"), (1, None)}
     assert job["ranks"]["seen"] == 2
+
+
+def test_log_dir_with_redirects_read_after_the_fact_gives_each_ranks_failure_and_the_restart(tmp_path):
+    # --redirects 3 --log-dir: the workers' output goes to attempt_N/<rank>/std*.log only; rank 1
+    # raises in attempt 0, attempt 1 runs to its end.
+    logs = tmp_path / "logs"
+    flags = ["--redirects", "3", "--log-dir", str(logs), "--max-restarts", "1"]
+    console, code = launch(tmp_path, ["raise", "1", "4", "1", "10"], *flags)
+    truth = read_truth(tmp_path, 0)
+    assert code == 0 and "RuntimeError" not in console.read_text()  # the traceback is in the files only
+    job = receipt(tmp_path, "--job-log", str(logs))
+    assert [r["restart"] for r in job["restarts"]] == [1]
+    cause = first(job)
+    assert (cause["rank"], cause["error"], cause["source"]) == (truth["rank"], truth["message"], "job")
+    assert job["verdict"] != "failed"  # attempt 1 is running or done: its ranks are new processes
+    run_folder = next(logs.iterdir()).name
+    assert f"joblog:{run_folder}/attempt_0/1/stderr.log" in job["sources"]
+
+
+def test_a_running_monitor_follows_the_attempt_folders_torchrun_makes(tmp_path):
+    logs = tmp_path / "logs"
+    path = tmp_path / "live.json"
+    command = [*TRNWATCH, "watch", "--headless", "--duration", "300", "--receipt", str(path), "--job-log", str(logs)]
+    logs.mkdir()
+    monitor = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        flags = ["--redirects", "3", "--log-dir", str(logs), "--max-restarts", "1"]
+        _, code = launch(tmp_path, ["raise", "2", "4", "1", "10"], *flags)
+        assert code == 0
+        monitor.send_signal(signal.SIGTERM)  # the session ends: the receipt holds what the files hold
+        _, err = monitor.communicate(timeout=120)
+    finally:
+        if monitor.poll() is None:
+            monitor.kill()
+            monitor.wait()
+    assert monitor.returncode in (0, 143), err
+    job = json.loads(path.read_text())["job"]
+    truth = read_truth(tmp_path, 0)
+    assert [r["restart"] for r in job["restarts"]] == [1]
+    cause = first(job)
+    assert (cause["rank"], cause["error"]) == (truth["rank"], truth["message"])

@@ -458,9 +458,10 @@ def _job_log_options(o: Options) -> None:
         metavar="FILE",
         action="append",
         help="follow a training job's own log through a log profile (NxD Core, NxD Training, TorchTitan; "
-        "Neuron runtime errors and torchrun's failure summary in any log): steps, loss, throughput, "
-        "compiles, checkpoints, errors. Repeat for one log per rank. No collective latency: that needs "
-        "the in-job emitter",
+        "Neuron runtime errors and torchrun's, Open MPI's and Slurm's lines in any log): steps, loss, "
+        "throughput, compiles, checkpoints, errors, restarts. Repeat for one log per rank; a folder is "
+        "torchrun's --log-dir (attempt_N/<rank>/std*.log, new attempts followed). No collective latency: "
+        "that needs the in-job emitter",
     )
     g.add_argument(
         "--log-profile",
@@ -489,8 +490,9 @@ def _job_log_options(o: Options) -> None:
 
 
 def _job_log_build(args: argparse.Namespace, ctx: Context) -> Built:
-    """One source per --job-log, all read as one run; `OptionError` for a bad profile."""
-    from trnwatch.collectors.job_log import follow_job_log, log_sources
+    """One source per --job-log file, all read as one run, and one relaying follower per folder
+    (torchrun's --log-dir); `OptionError` for a bad profile."""
+    from trnwatch.collectors.job_log import follow_job_log, follow_log_dir, log_sources
     from trnwatch.collectors.log_profiles import LogProfileError, load_profile_file, profile_registry
 
     profiles = profile_registry()
@@ -502,8 +504,23 @@ def _job_log_build(args: argparse.Namespace, ctx: Context) -> Built:
     if args.log_profile and (args.log_profile not in profiles or profiles[args.log_profile].always):
         choices = ", ".join(name for name, p in profiles.items() if not p.always)
         raise OptionError(f"unknown log profile {args.log_profile!r}; choose one of: {choices}")
-    run, logs = log_sources([str(path) for path in args.job_log])
+    folders = [path for path in args.job_log if path.is_dir()]
+    files = [str(path) for path in args.job_log if not path.is_dir()]
+    # A folder is torchrun's --log-dir (per-rank files under attempt_N/): each file its own
+    # source, relayed by one follower that also picks up the attempt folders made later.
     specs = [
+        SourceSpec(
+            f"joblog:{folder.resolve().name}",
+            "job",
+            functools.partial(follow_log_dir, str(folder), profiles, args.log_profile, args.global_batch, args.seq_len),
+            relay=True,
+        )
+        for folder in folders
+    ]
+    if not files:
+        return Built(specs)
+    run, logs = log_sources(files)
+    specs += [
         SourceSpec(
             log.source_id,
             "job",
@@ -530,7 +547,8 @@ def _job_run(args: argparse.Namespace) -> str | None:
         return None
     from trnwatch.collectors.job_log import log_sources
 
-    return log_sources([str(path) for path in args.job_log])[0]
+    files = [str(path) for path in args.job_log if not path.is_dir()]
+    return log_sources(files)[0] if files else None
 
 
 def _ckpt_dir_options(o: Options) -> None:
