@@ -52,3 +52,12 @@ class ClockMark:
 
     t_s: float
     end: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Carried:
+    """A recorded job line from before a replay window, carried into it for the state it sets
+    (where a rank runs, its last heartbeat and step, its open phases): folded as state, never as
+    a figure of the window (collectors/recording_reader.py, JobCarrier)."""
+
+    line: Line

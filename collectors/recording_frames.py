@@ -50,6 +50,7 @@ MAGIC_BYTES = struct.pack("<I", SKIPPABLE_MAGIC)
 HEADER = 1  # the header frame (always the first)
 EVENTS = 2  # holds source events: read even before a replay window, so sources are as they were
 CATALOG = 4  # holds a catalog entry (--info reads only these and EVENTS frames)
+JOB = 8  # holds job telemetry lines: read before a replay window for the job's state (JobCarrier)
 
 ZSTD_LEVEL = 3  # measured: 11.5x on the demo in 1 s frames, 0.1% of a core (README, Performance)
 
@@ -108,6 +109,8 @@ class FrameEncoder:
                 start = self._line_heads[key] = _json_bytes({"src": item.source_id, "kind": item.kind})[:-1] + b',"t":'
             t = item.received_s
             self._note(t)
+            if item.kind == "job":
+                self.flags |= JOB
             body = item.text.encode("utf-8", "surrogatepass")
             time_text = repr(t) if math.isfinite(t) else json.dumps(t)
             self.buffer += b"".join((start, time_text.encode(), b',"n":', str(len(body)).encode(), b"}\n", body, b"\n"))

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from operator import itemgetter
 from pathlib import Path
 
-from trnwatch.collectors.lines import ClockMark, Line, SourceEvent
+from trnwatch.collectors.lines import Carried, ClockMark, Line, SourceEvent
 from trnwatch.collectors.neuron_monitor import ReportRejected, decode_report
 from trnwatch.collectors.recording import (
     PART_GLOB,
@@ -33,6 +33,7 @@ from trnwatch.collectors.recording_frames import (
     EVENTS,
     FLAGS,
     FRAME_BYTES,
+    JOB,
     MAGIC_BYTES,
     META_BYTES,
     OFFSET,
@@ -60,7 +61,9 @@ class _V1File:
         self.path, self.header, self.stats = path, header, stats
         self.size_bytes = path.stat().st_size
 
-    def items(self, from_s: float | None, to_s: float | None) -> Iterator[Line | SourceEvent]:
+    def items(
+        self, from_s: float | None, to_s: float | None, carrier: "JobCarrier | None" = None
+    ) -> Iterator[Line | SourceEvent | ClockMark | Carried]:
         with open(self.path, "rb") as f:
             self.stats.bytes_read += len(f.readline())  # header
             for raw in f:
@@ -77,8 +80,7 @@ class _V1File:
                 except (ValueError, KeyError, TypeError, AttributeError):
                     self.stats.skipped["entry"] += 1
                     continue
-                if _in_window(item, from_s, to_s):
-                    yield item
+                yield from _windowed(item, from_s, to_s, carrier)
 
     def span(self) -> tuple[float, float] | None:
         first: float | None = None
@@ -192,17 +194,18 @@ class _V2File:
         self.stats.frames_read += 1
         yield from frame_entries(raw, self.stats.skipped)
 
-    def items(self, from_s: float | None, to_s: float | None) -> Iterator[Line | SourceEvent | ClockMark]:
+    def items(
+        self, from_s: float | None, to_s: float | None, carrier: "JobCarrier | None" = None
+    ) -> Iterator[Line | SourceEvent | ClockMark | Carried]:
+        carried = JOB if carrier is not None else 0  # frames before the window holding job lines
         for record in self.frames:
             if to_s is not None and record[T_FIRST] >= to_s:
                 continue
-            if from_s is not None and record[T_LAST] < from_s and not record[FLAGS] & EVENTS:
+            if from_s is not None and record[T_LAST] < from_s and not record[FLAGS] & (EVENTS | carried):
                 continue
             for item in self.entries(record):
-                if isinstance(item, CatalogEntry):
-                    continue
-                if _in_window(item, from_s, to_s):
-                    yield item
+                if not isinstance(item, CatalogEntry):
+                    yield from _windowed(item, from_s, to_s, carrier)
 
     def span(self) -> tuple[float, float] | None:
         if not self.frames:
@@ -210,7 +213,9 @@ class _V2File:
         return min(map(itemgetter(T_FIRST), self.frames)), max(map(itemgetter(T_LAST), self.frames))
 
 
-def _time_of(item: Line | SourceEvent | ClockMark) -> float:
+def _time_of(item: Line | SourceEvent | ClockMark | Carried) -> float:
+    if isinstance(item, Carried):
+        return item.line.received_s
     return item.received_s if isinstance(item, Line) else item.t_s
 
 
@@ -221,6 +226,59 @@ def _in_window(item: Line | SourceEvent | ClockMark, from_s: float | None, to_s:
     if to_s is not None and t >= to_s:
         return False
     return isinstance(item, SourceEvent) or from_s is None or t >= from_s
+
+
+def _windowed(
+    item: Line | SourceEvent | ClockMark, from_s: float | None, to_s: float | None, carrier: "JobCarrier | None"
+) -> Iterator[Line | SourceEvent | ClockMark | Carried]:
+    """The item if the window holds it; a job line before the window goes to the carrier, whose
+    state is given out (once) just before the window's first item."""
+    if carrier is not None and from_s is not None:
+        if _time_of(item) < from_s:
+            if isinstance(item, Line) and item.kind == "job":
+                carrier.add(item)
+        else:
+            yield from carrier.take()
+    if _in_window(item, from_s, to_s):
+        yield item
+
+
+class JobCarrier:
+    """The job state a replay window needs from before its start, from the recorded job lines:
+    per rank its latest start, heartbeat, step, open phases and saves, and its end or error (the
+    events that say where it runs, where it is and whether it progresses). Given out once, in
+    receive order, as `Carried` lines (folded as state, never as figures of the window)."""
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple, Line] = {}
+        self._taken = False
+
+    def add(self, line: Line) -> None:
+        try:
+            event = json.loads(line.text)
+            rank, kind = event["rank"], event["event"]
+        except (ValueError, KeyError, TypeError):
+            return  # the window's receipt counts only its own lines
+        key = (line.source_id, rank)
+        if kind == "run_start":  # a new process: what its previous one had open is history
+            for stale in [k for k in self._kept if k[:2] == key]:
+                del self._kept[stale]
+        if kind in ("phase", "checkpoint"):
+            what = (kind, event.get("phase") or event.get("action"))
+            if event.get("state") == "end":
+                self._kept.pop((*key, *what), None)
+            else:
+                self._kept[(*key, *what)] = line
+        elif kind in ("run_start", "heartbeat", "step", "error", "run_end"):
+            self._kept[(*key, kind)] = line
+
+    def take(self) -> Iterator[Carried]:
+        if self._taken:
+            return
+        self._taken = True
+        for line in sorted(self._kept.values(), key=lambda line: line.received_s):
+            yield Carried(line)
+        self._kept.clear()
 
 
 @dataclass
@@ -289,24 +347,51 @@ class Recording:
         return (min(s[0] for s in spans), max(s[1] for s in spans)) if spans else None
 
     def window(self, start: "TimeArg | None", end: "TimeArg | None") -> tuple[float | None, float | None]:
-        """Unix times of a `--from` / `--to` pair (None: the recording's start / end)."""
+        """Unix times of a `--from` / `--to` pair (None: the recording's start / end). A window
+        that is empty, reversed or outside the recording raises RecordingError saying the span."""
         if start is None and end is None:
             return None, None
         span = self.span()
         if span is None:
-            return None, None
-        return (None if start is None else start.resolve(span), None if end is None else end.resolve(span))
+            raise RecordingError(f"{self.path} holds nothing to replay: no window of it can be chosen")
+        from_s = None if start is None else start.resolve(span)
+        to_s = None if end is None else end.resolve(span)
+        lo, hi = span[0] if from_s is None else from_s, span[1] if to_s is None else to_s
+        problem = (
+            "is outside the recording"
+            if lo >= span[1] or hi <= span[0]
+            else "is empty or reversed"
+            if lo >= hi
+            else None
+        )
+        if problem is not None:
+            raise RecordingError(
+                f"the window [{_iso(lo)}, {_iso(hi)}) {problem}, which spans {_iso(span[0])} .. {_iso(span[1])} "
+                f"({span[1] - span[0]:.1f} s): --from and --to take seconds from its start, negative seconds "
+                "before its end, or ISO-8601 times inside it"
+            )
+        return from_s, to_s
 
-    def items(self, from_s: float | None = None, to_s: float | None = None) -> Iterator[Line | SourceEvent | ClockMark]:
+    def items(
+        self, from_s: float | None = None, to_s: float | None = None, carry: bool = False
+    ) -> Iterator[Line | SourceEvent | ClockMark | Carried]:
         """Every recorded line and clock mark in [from_s, to_s) and every source event before
-        `to_s`, in order."""
+        `to_s`, in order; with `carry`, the job's state from before `from_s` first (JobCarrier:
+        every earlier frame is then read)."""
+        carrier = JobCarrier() if carry and from_s is not None else None
         for f in self.files:
-            yield from f.items(from_s, to_s)
+            yield from f.items(from_s, to_s, carrier)
+        if carrier is not None:
+            yield from carrier.take()  # a window that holds nothing still starts where it starts
 
     def close(self) -> None:
         for f in self.files:
             if isinstance(f, _V2File):
                 f.close()
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 @dataclass(frozen=True)
@@ -339,13 +424,14 @@ class TimeArg:
 
 async def replay_lines(
     recording: Recording, speed: float, from_s: float | None = None, to_s: float | None = None
-) -> AsyncIterator[Line | SourceEvent | ClockMark]:
-    """Yield recorded lines, source events and clock marks with their recorded times, paced at
-    `speed` x real time from the first line on (0 = as fast as possible). A window that stops
-    at `to_s` ends there: a last mark says the session is judged at that moment."""
+) -> AsyncIterator[Line | SourceEvent | ClockMark | Carried]:
+    """Yield recorded lines, source events and clock marks (a window's carried job state first)
+    with their recorded times, paced at `speed` x real time from the first line on (0 = as fast
+    as possible). A window that stops at `to_s` ends there: a last mark says the session is
+    judged at that moment."""
     start_wall = 0.0
     start_rec: float | None = None
-    items = recording.items(from_s, to_s)
+    items = recording.items(from_s, to_s, carry=True)
     if to_s is not None:
         items = itertools.chain(items, (ClockMark(to_s, end=True),))
     for i, item in enumerate(items):
@@ -405,6 +491,8 @@ def describe(recording: Recording) -> RecordingInfo:
     for f in recording.files:
         if isinstance(f, _V1File):
             for item in f.items(None, None):
+                if not isinstance(item, (Line, SourceEvent)):
+                    continue  # a /1 file holds only lines and source events
                 sources.setdefault(item.source_id, item.kind)
                 if isinstance(item, Line) and item.source_id not in simulated and _simulator_marked(item):
                     simulated.add(item.source_id)

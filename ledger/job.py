@@ -262,10 +262,7 @@ class JobLedger:
         self.last_event_ts = event.ts if self.last_event_ts is None else max(self.last_event_ts, event.ts)
         if self._timeline_rank is None or event.rank < self._timeline_rank:
             self._timeline_rank = event.rank
-        rank = self.ranks.get(event.rank)
-        if rank is None:
-            rank = self.ranks[event.rank] = RankState(event.rank, restart=self.attempt, started_ts=event.ts)
-        rank.last_seen_ts = event.ts if rank.last_seen_ts is None else max(rank.last_seen_ts, event.ts)
+        rank = self._rank_of(event)
         on_timeline = event.rank == self._timeline_rank
         if isinstance(event, Step):
             self._step(rank, event, on_timeline)
@@ -332,6 +329,29 @@ class JobLedger:
                         "root_cause": False,
                     }
                 )
+
+    def _rank_of(self, event: JobEvent) -> RankState:
+        """The event's rank (registered on its first event), seen at the event's time."""
+        rank = self.ranks.get(event.rank)
+        if rank is None:
+            rank = self.ranks[event.rank] = RankState(event.rank, restart=self.attempt, started_ts=event.ts)
+        rank.last_seen_ts = event.ts if rank.last_seen_ts is None else max(rank.last_seen_ts, event.ts)
+        return rank
+
+    def carry(self, event: JobEvent, now_s: float, source: str = "job-dir", passive: bool = False) -> None:
+        """Fold an event from before a replay window as the state it leaves (the reader keeps
+        each rank's latest start, heartbeat, step, open phases and saves, and its end): a step
+        moves the rank's position and the job's progress but adds no step time, so the window's
+        figures are the window's own. Raises `JobEventRejected` as `ingest` does."""
+        if not isinstance(event, Step):
+            self.ingest(event, now_s, source, passive)
+            return
+        self._check(event, now_s, passive)
+        self._folded += 1
+        self.run = self.run or event.run
+        rank = self._rank_of(event)
+        rank.last_step, rank.last_step_ts = event.step, event.ts
+        self._note_progress(event.ts)
 
     def _check(self, event: JobEvent, now_s: float, passive: bool) -> None:
         if not passive and self._active_run is not None and event.run != self._active_run:

@@ -227,6 +227,20 @@ class Ledger:
         stats.reports += 1
         self.goodput.ingest(decoded.event, passive)
 
+    def carry(self, decoded: Decoded) -> None:
+        """Fold a job line from before a replay window as state only (`JobLedger.carry`): where
+        ranks run, their last heartbeat, progress and open phases. No source, goodput or window
+        figure counts it; a line that cannot be read is left out."""
+        for record in decoded.records:
+            if isinstance(record, DecodedJobLine):
+                job = self.job if self.job is not None else JobLedger(self.rules)
+                passive = decoded.source_id.startswith(PASSIVE_SOURCE_PREFIXES)
+                try:
+                    job.carry(record.event, decoded.received_s, decoded.source_id if passive else "job-dir", passive)
+                except JobEventRejected:
+                    continue
+                self.job = job
+
     def _fold_job_log(self, stats: SourceStats, counts: JobLogStats) -> None:
         stats.log_profile, stats.unparsed_lines = counts.profile, counts.unparsed
         if self.job is None:

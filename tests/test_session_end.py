@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from trnwatch.collectors.lines import ClockMark, Line, SourceEvent
+from trnwatch.collectors.lines import Carried, ClockMark, Line, SourceEvent
 from trnwatch.collectors.recording import Recorder
 from trnwatch.workloads.sim.fleet import SimHost
 from trnwatch.workloads.sim.job import rank_events
@@ -164,3 +164,64 @@ def test_late_after_20_is_one_threshold_for_the_verdict_and_the_badput(tmp_path)
     assert receipts[5.0].goodput.badput_s.data_loading == pytest.approx(0, abs=0.1)
     assert receipts[20.0].goodput.badput_s.data_loading == pytest.approx(15, abs=0.1)
     assert receipts[20.0].goodput.badput_s.unexplained == pytest.approx(0, abs=0.1)
+
+
+FAULT_HOST = "sim-trn3-gen2-us-07"
+
+
+@pytest.mark.slow
+def test_a_replay_of_the_last_10_s_of_the_demo_hang_names_rank_120_on_host_07_chip_2(tmp_path):
+    rec = tmp_path / "hang.trnrec"
+    demo = ["demo", "--scenario", "hang", "--headless", "--record", str(rec), "--receipt", str(tmp_path / "live.json")]
+    done = run_until_said(TRNWATCH + demo, ["job late"])  # the live session said LATE: end it (Ctrl-C)
+    assert done.returncode == 0, done.stderr
+    window = replay(rec, tmp_path / "tail.json", "--from", "-10")
+    job = window["job"]
+    assert job["verdict"] in ("late", "stalled"), job["reason"]
+    first = job["suspects"][0]
+    assert (first["rank"], first["host"], first["chip"], first["region"]) == (120, FAULT_HOST, 2, "dataloader")
+    # Where the ranks run came from before the window: the boundary agrees with what is listed.
+    assert job["ranks"]["world_size"] == 576 and job["ranks"]["seen"] == 576
+    boundary = window["boundary"]
+    assert boundary["hosts"] == len(window["hosts"]) == 36 and boundary["chips"] == len(window["chips"]) == 144
+    # The window's figures are its own: no step of the hang's last 10 s, so no steady throughput in it.
+    assert job["throughput"] is None
+    assert window["replay"]["window_from"] > window["window"]["start"] - 1
+
+
+def test_an_empty_reversed_or_outside_window_is_a_usage_error_that_says_the_span(tmp_path):
+    rec = tmp_path / "silent.trnrec"
+    silent_job_recording(rec, silence_s=15)  # 29 s of steps, 15.5 s of silence
+    for window in (
+        ["--from", "30", "--to", "10"],
+        ["--from", "1000"],
+        ["--to", "-1000"],
+        ["--from", "20", "--to", "20"],
+    ):
+        result = subprocess.run(
+            TRNWATCH + ["replay", str(rec), "--headless", *window], capture_output=True, text=True, timeout=120
+        )
+        assert result.returncode == 2, (window, result.stderr)
+        assert "which spans 2026-09-21T" in result.stderr and "(44.5 s)" in result.stderr, result.stderr
+
+
+def test_a_window_carries_each_ranks_start_heartbeat_progress_and_open_phases_but_not_their_figures(tmp_path):
+    from trnwatch.collectors.recording_reader import Recording
+
+    host = sim_host("hang")
+    rec = tmp_path / "hang.trnrec"
+    recorder = Recorder.to_file(rec, "simulated", {})
+    for tick in range(40):
+        for chip in range(2):
+            for event in rank_events(host, chip, 0, tick, T0 + tick):
+                recorder.write(Line("job:dir", "job", T0 + tick + 0.01, json.dumps(event)))
+        recorder.flush()
+    recorder.close()
+    recording = Recording(rec)
+    carried = [item.line for item in recording.items(T0 + 35, None, carry=True) if isinstance(item, Carried)]
+    recording.close()
+    kinds = sorted((json.loads(line.text)["rank"], json.loads(line.text)["event"]) for line in carried)
+    # Per rank: its start, the steady phase still open, its last step and its last heartbeat.
+    assert [k for k in kinds if k[0] == 0] == [(0, "heartbeat"), (0, "phase"), (0, "run_start"), (0, "step")]
+    last_step = max(json.loads(line.text)["ts"] for line in carried if json.loads(line.text)["event"] == "step")
+    assert last_step == T0 + 29  # the hang's last step (tick 29)

@@ -42,7 +42,7 @@ import time
 from collections import deque
 
 from trnwatch.collectors.decode import decode
-from trnwatch.collectors.lines import ClockMark, Line, SourceEvent
+from trnwatch.collectors.lines import Carried, ClockMark, Line, SourceEvent
 from trnwatch.ledger.ledger import Ledger
 
 # Longest stretch of folding on the event loop before it runs other work (issue 10: no
@@ -68,7 +68,7 @@ class Intake:
         self.slice_s = slice_s
         self.max_queued = max_queued
         self.slices = 0  # fold slices run (each followed by a turn of the event loop)
-        self._queue: deque[Line | SourceEvent | ClockMark] = deque()  # arrived, not yet folded
+        self._queue: deque[Line | SourceEvent | ClockMark | Carried] = deque()  # arrived, not yet folded
         self._wake = asyncio.Event()
         self._room = asyncio.Event()
         self._room.set()
@@ -79,7 +79,7 @@ class Intake:
         self._frozen_size = (-1, -1)  # (hosts, sources) when last frozen
         self._thresholds: tuple[int, int, int] | None = None  # the collector's, while the intake runs
 
-    def put(self, item: Line | SourceEvent | ClockMark) -> None:
+    def put(self, item: Line | SourceEvent | ClockMark | Carried) -> None:
         """Queue one item (already recorded); it is folded after everything queued before it."""
         self._queue.append(item)
         self._wake.set()
@@ -159,12 +159,14 @@ class Intake:
             self.freezes += 1
             self._frozen_size = size
 
-    def _fold(self, item: Line | SourceEvent | ClockMark) -> None:
+    def _fold(self, item: Line | SourceEvent | ClockMark | Carried) -> None:
         ledger = self.ledger
         if isinstance(item, Line):
             ledger.fold(decode(item))
         elif isinstance(item, ClockMark):
             ledger.clock_mark(item)
+        elif isinstance(item, Carried):
+            ledger.carry(decode(item.line))
         elif item.event == "open":
             ledger.source(item.source_id, item.kind)
         elif item.event == "end":

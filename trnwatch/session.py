@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trnwatch.collectors.lines import ClockMark, Line, LineKind, SourceEvent
+from trnwatch.collectors.lines import Carried, ClockMark, Line, LineKind, SourceEvent
 from trnwatch.collectors.recording import FLUSH_EVERY_S, Recorder
 from trnwatch.collectors.streams import SourceLost
 from trnwatch.intake import FOLD_SLICE_S, Intake
@@ -74,7 +74,7 @@ class SourceSpec:
 
     source_id: str
     kind: LineKind
-    lines: Callable[[], AsyncIterator[Line | SourceEvent | ClockMark]]
+    lines: Callable[[], AsyncIterator[Line | SourceEvent | ClockMark | Carried]]
     relay: bool = False
 
 
@@ -171,10 +171,11 @@ class Session:
                     "the receipt says where the recording ends"
                 )
 
-    def apply(self, item: Line | SourceEvent | ClockMark) -> None:
+    def apply(self, item: Line | SourceEvent | ClockMark | Carried) -> None:
         """Record, then queue for folding, one item: a source's, or one the session made itself
-        (a stack capture)."""
-        if self.recorder is not None and self.recorder.error is None:
+        (a stack capture). A replay window's carried state was recorded before the window: it is
+        not recorded again."""
+        if self.recorder is not None and self.recorder.error is None and not isinstance(item, Carried):
             self.recorder.write(item)
             self._check_recording()
         self._intake.put(item)  # decoded and folded in slices, in order (trnwatch/intake.py)

@@ -320,7 +320,7 @@ def _replay_options(o: Options) -> None:
         type=_time_arg,
         metavar="T",
         help="start at T: seconds from the recording's start (negative: before its end) or an ISO-8601 "
-        "time (UTC unless it says); only the frames needed are read",
+        "time (UTC unless it says); the job's state from before the window is carried into it",
     )
     p.add_argument("--to", dest="to_t", type=_time_arg, metavar="T", help="stop before T (same forms as --from)")
     p.add_argument(
