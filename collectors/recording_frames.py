@@ -52,6 +52,10 @@ EVENTS = 2  # holds source events: read even before a replay window, so sources 
 CATALOG = 4  # holds a catalog entry (--info reads only these and EVENTS frames)
 JOB = 8  # holds job telemetry lines: read before a replay window for the job's state (JobCarrier)
 
+# The most a frame may hold, compressed or not: frames are cut at about 4 MiB of entries, and one
+# entry is at most a 16 MiB Prometheus answer. A meta claiming more is corrupt (a crafted 1 GiB
+# claim with a valid CRC would otherwise be allocated before being refused).
+MAX_FRAME_BYTES = 64 << 20
 ZSTD_LEVEL = 3  # measured: 11.5x on the demo in 1 s frames, 0.1% of a core (README, Performance)
 
 
@@ -192,6 +196,11 @@ def parse_meta(buf: bytes, offset: int) -> FrameInfo:
     magic, size, t_first, t_last, zstd_bytes, raw_bytes, _crc, entries, flags = _META.unpack_from(buf)
     if magic != SKIPPABLE_MAGIC or size != _META_PAYLOAD_BYTES or not t_first <= t_last:
         raise FrameError("corrupt", f"no frame meta at byte {offset}")
+    if zstd_bytes > MAX_FRAME_BYTES or raw_bytes > MAX_FRAME_BYTES:
+        raise FrameError(
+            "corrupt",
+            f"frame at byte {offset} claims {max(zstd_bytes, raw_bytes):,} bytes (a frame holds at most 64 MiB)",
+        )
     return FrameInfo(t_first, t_last, offset, META_BYTES + zstd_bytes, raw_bytes, entries, flags)
 
 

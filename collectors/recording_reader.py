@@ -50,6 +50,7 @@ from trnwatch.collectors.recording_frames import (
 )
 
 RESYNC_CHUNK_BYTES = 1 << 20
+HEADER_LINE_MAX_BYTES = 64 << 10  # a /1 header line is a few hundred bytes
 
 
 class _V1File:
@@ -152,7 +153,9 @@ class _V2File:
                 # Resync from just after the previous meta: if a frame starts before `pos`, the
                 # previous frame's length was damaged, and it is dropped too.
                 found = self._resync(frames[-1][OFFSET] + META_BYTES if frames else pos + 1)
-                if found < pos and frames:
+                if found == pos:  # the refused meta itself (a frame claiming too much): past it
+                    found = self._resync(pos + 1)
+                elif found < pos and frames:
                     frames.pop()
                 pos = found
                 continue
@@ -298,7 +301,7 @@ def _open_file(path: Path, stats: ReadStats) -> _V1File | _V2File:
             if first == MAGIC_BYTES:
                 return _V2File(path, stats)
             f.seek(0)
-            line = f.readline()
+            line = f.readline(HEADER_LINE_MAX_BYTES)  # never a whole file without a newline
     except IsADirectoryError:
         raise RecordingError(f"{path} is a folder") from None
     except OSError as exc:
@@ -316,20 +319,34 @@ def _open_file(path: Path, stats: ReadStats) -> _V1File | _V2File:
 
 class Recording:
     """A recording to replay: one file (/1 or /2), or a folder of /2 parts (a rotated set, made
-    by `trnwatch record DIR`) read as one, its parts in order of session start and part."""
+    by `trnwatch record DIR`) read as one, its parts in order of session start and part.
+
+    A part of a set that cannot be read (damaged, zero-filled after ENOSPC, not a recording, a /1
+    file) is skipped, said in `warnings` and counted as `part` in `stats.skipped`; the others
+    replay. Only a set with no readable part is refused."""
 
     def __init__(self, path: Path):
         self.path = path
         self.stats = ReadStats()
-        if path.is_dir():
+        self.warnings: list[str] = []
+        if not path.is_dir():
+            files = [_open_file(path, self.stats)]
+        else:
             names = sorted(path.glob(PART_GLOB))
             if not names:
                 raise RecordingError(f"{path} holds no recording parts ({PART_GLOB})")
-        else:
-            names = [path]
-        files = [_open_file(p, self.stats) for p in names]
-        if len(files) > 1 and any(isinstance(f, _V1File) for f in files):
-            raise RecordingError(f"{path}: a /1 recording cannot be part of a set")
+            files = []
+            for name in names:
+                try:
+                    part = _open_file(name, self.stats)
+                    if isinstance(part, _V1File):
+                        raise RecordingError(f"{name}: a /1 recording cannot be part of a set")
+                    files.append(part)
+                except RecordingError as exc:
+                    self.stats.skipped["part"] += 1
+                    self.warnings.append(f"part skipped: {exc}")
+            if not files:
+                raise RecordingError(f"{path}: no readable part ({'; '.join(self.warnings)})")
         self.files = sorted(files, key=lambda f: (f.header.started, f.header.part))
         self.header = self.files[0].header
 

@@ -3,13 +3,22 @@ through the recorder and reader directly."""
 
 import os
 import stat
+import tracemalloc
+import zlib
 
 import pytest
 import zstandard
 
 from trnwatch.collectors.lines import Line, SourceEvent
 from trnwatch.collectors.recording import FRAME_MAX_RAW_BYTES, Recorder, RecordingError, Rotation, index_path
-from trnwatch.collectors.recording_frames import INDEX_RECORD_BYTES, META_BYTES, FrameInfo, read_index
+from trnwatch.collectors.recording_frames import (
+    _META,
+    INDEX_RECORD_BYTES,
+    META_BYTES,
+    SKIPPABLE_MAGIC,
+    FrameInfo,
+    read_index,
+)
 from trnwatch.collectors.recording_reader import Recording, TimeArg, describe
 from tests.recordings import T0, read_all, synthetic_items, write_synthetic, write_v1
 
@@ -373,3 +382,62 @@ def test_sessions_started_in_the_same_second_never_share_a_part_name(tmp_path, m
         assert recorder.error is None
         counts.append(sum(isinstance(i, Line) for i in read_all(recorder.files[0])[0]))
     assert counts == [5, 6] and len(list(folder.glob("*.trnrec"))) == 2
+
+
+def read_all_traced(path):
+    """`read_all`, and the most memory Python allocated meanwhile (tracemalloc's peak)."""
+    tracemalloc.start()
+    try:
+        items, recording = read_all(path)
+        return items, recording, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_frame_claiming_a_gibibyte_is_refused_before_anything_is_allocated(tmp_path):
+    """A crafted frame at the end of a small file: a valid CRC over a few bytes of zstd data (no
+    content size in it), a meta claiming 1 GiB of entries. It is skipped as corrupt, and reading
+    allocates nothing near its claim (decompressing with its claim as the limit allocated it)."""
+    path = tmp_path / "r.trnrec"
+    write_synthetic(path, 5)
+    data = zstandard.ZstdCompressor(write_content_size=False).compress(b'{"t":1}\n')
+    meta = _META.pack(SKIPPABLE_MAGIC, META_BYTES - 8, T0 + 9, T0 + 9, len(data), 1 << 30, zlib.crc32(data), 1, 0)
+    with open(path, "ab") as f:
+        f.write(meta + data)
+    items, recording, peak = read_all_traced(path)
+    assert sum(isinstance(i, Line) for i in items) == 5 and recording.stats.skipped == {"corrupt": 1}
+    assert peak < 64 << 20, peak
+
+
+@pytest.mark.parametrize("damage", ["zero-filled", "cut-header", "foreign-v1", "nul-gibibyte"])
+def test_one_bad_part_of_a_set_is_skipped_with_a_warning_and_the_rest_replays(tmp_path, damage):
+    folder = tmp_path / "rec"
+    recorder = Recorder.to_folder(folder, "live", {}, rotation=Rotation(max_bytes=2_000))
+    for item in synthetic_items(40):
+        recorder.write(item)
+    recorder.close()
+    bad = recorder.files[1]
+    whole = read_all(folder)[0]
+    lost = sum(isinstance(i, Line) for i in read_all(bad)[0])
+    if damage == "zero-filled":  # what ENOSPC left: the part's length, all NUL
+        bad.write_bytes(b"\0" * bad.stat().st_size)
+    elif damage == "cut-header":
+        bad.write_bytes(bad.read_bytes()[:20])
+    elif damage == "foreign-v1":
+        write_v1(bad, list(synthetic_items(3)))
+    else:  # 1 GiB of NUL without a newline: sparse, never read whole
+        with open(bad, "wb") as f:
+            f.truncate(1 << 30)
+    items, recording, peak = read_all_traced(folder)
+    assert recording.stats.skipped["part"] == 1 and len(recording.warnings) == 1
+    assert recording.warnings[0].startswith(f"part skipped: {bad}")
+    assert sum(isinstance(i, Line) for i in items) == sum(isinstance(i, Line) for i in whole) - lost > 0
+    assert peak < 64 << 20, peak
+
+
+def test_a_set_with_no_readable_part_is_refused_naming_each(tmp_path):
+    folder = tmp_path / "rec"
+    folder.mkdir()
+    (folder / "trnwatch-a-0000.trnrec").write_bytes(b"\0" * 100)
+    with pytest.raises(RecordingError, match=r"no readable part \(part skipped: .*trnwatch-a-0000.trnrec"):
+        Recording(folder)

@@ -478,6 +478,8 @@ def _print_recording_info(path: Path) -> int:
     except (RecordingError, OSError) as exc:
         raise UsageError(str(exc)) from None
     recording.close()
+    for warning in recording.warnings:
+        _warn(warning)
     from trnwatch.outside import clean
 
     def iso(t: float) -> str:

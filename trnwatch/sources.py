@@ -361,6 +361,7 @@ def _replay_build(args: argparse.Namespace, ctx: Context) -> Built:
         replay=replayed,
         recorded_evidence=describe(recording).evidence,  # from the data (catalog marks), not the header's mode
         rules=recorded_rules(recording.header.rules),
+        notes=list(recording.warnings),
     )
 
 
