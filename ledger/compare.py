@@ -42,11 +42,16 @@ FIELD_ALIASES = {
     "framework": "framework_version",
 }
 BOOTSTRAP_RESAMPLES = 1000
+# Samples of each receipt the bootstrap resamples, at most (a fixed-seed draw from them): its
+# cost grows with their number, and 100,000 samples took minutes. Fewer samples give a wider
+# interval, never a narrower one.
+BOOTSTRAP_MAX_SAMPLES = 2000
 MIN_SAMPLES = 5
+RECEIPT_SCHEMA = "trnwatch.receipt/1"  # the only receipt schema there is; compare reads no other
 CONFIDENCE = 0.95
 NOISE_METHOD = (
     f"95% percentile-bootstrap interval of the percent change ({BOOTSTRAP_RESAMPLES} resamples of each "
-    "receipt's steady step-time samples, fixed seed); tokens/s from the ratio of mean step times "
+    "receipt's steady step-time samples, at most 2,000 drawn with a fixed seed); tokens/s from the ratio of mean step times "
     "(tokens per step taken as equal); needs at least 5 samples per receipt, else noise unknown"
 )
 
@@ -97,6 +102,10 @@ def field_name(name: str) -> str:
 def _check_receipt(r: object, which: str) -> dict:
     if not isinstance(r, dict) or not str(r.get("schema", "")).startswith("trnwatch.receipt/"):
         raise CompareError(f"{which} is not a trnwatch receipt (no 'schema': 'trnwatch.receipt/...')")
+    if r["schema"] != RECEIPT_SCHEMA:
+        raise CompareError(
+            f"{which} is a {str(r['schema'])[:40]!r} receipt; this trnwatch compares {RECEIPT_SCHEMA} receipts only"
+        )
     return r
 
 
@@ -179,6 +188,7 @@ def bootstrap_pct_change(
     its reciprocal with `invert`, e.g. throughput from step time); None with too few samples."""
     if len(baseline) < MIN_SAMPLES or len(candidate) < MIN_SAMPLES:
         return None
+    baseline, candidate = _bounded(baseline), _bounded(candidate)
     rng = random.Random(0)
     changes = []
     for _ in range(resamples):
@@ -188,6 +198,14 @@ def bootstrap_pct_change(
             continue
         changes.append(100 * ((b / c) if invert else (c / b)) - 100)
     return _interval(changes) if changes else None
+
+
+def _bounded(samples: list[float]) -> list[float]:
+    """At most BOOTSTRAP_MAX_SAMPLES of `samples`, drawn without replacement with a fixed seed (not
+    evenly spaced: a run with a period, e.g. gradient accumulation, would alias)."""
+    if len(samples) <= BOOTSTRAP_MAX_SAMPLES:
+        return samples
+    return random.Random(1).sample(samples, BOOTSTRAP_MAX_SAMPLES)
 
 
 def _percentile_of(q: float):

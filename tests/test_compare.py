@@ -7,7 +7,7 @@ import pytest
 
 from trnwatch import cli
 from trnwatch.collectors.lines import Line
-from trnwatch.ledger.compare import bootstrap_pct_change, compare
+from trnwatch.ledger.compare import BOOTSTRAP_MAX_SAMPLES, bootstrap_pct_change, compare
 from trnwatch.ledger.compare import render_markdown as compare_markdown
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.ledger.receipt import build_receipt
@@ -199,3 +199,30 @@ def test_a_change_of_a_percentage_is_said_in_percentage_points():
     # The points (73.47 - 69.77) and the relative change (+5.31%) side by side, told apart.
     assert f"| {points:+.4g} pp | {goodput.change_pct:+.2f}% |" in row
     assert "- pp: percentage points" in markdown
+
+
+def test_a_receipt_of_another_schema_version_is_refused_not_taken_as_like_for_like(tmp_path, capsys, base):
+    code, out, err = run_cli(tmp_path, capsys, dict(base, schema="trnwatch.receipt/9"), base)
+    assert code == 2 and out == ""
+    assert "'trnwatch.receipt/9' receipt; this trnwatch compares trnwatch.receipt/1 receipts only" in err
+
+
+def test_a_deeply_nested_receipt_is_a_clear_error_not_a_traceback(tmp_path, capsys, base):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text('{"schema": "trnwatch.receipt/1", "x": ' + "[" * 200_000 + "]" * 200_000 + "}")
+    b.write_text(json.dumps(base))
+    code = cli.main(["compare", str(a), str(b)])
+    err = capsys.readouterr().err
+    assert code == 2 and "nested deeper than the reader goes" in err and "Traceback" not in err
+
+
+def test_the_bootstrap_resamples_at_most_its_bound_of_a_huge_sample_list():
+    """100,000 samples took minutes: each resample now draws from at most 2,000, evenly spaced."""
+    samples = jittered(1.0, 100_000)
+
+    def mean_of_bounded(values: list[float]) -> float:
+        assert len(values) <= BOOTSTRAP_MAX_SAMPLES, len(values)
+        return sum(values) / len(values)
+
+    lo, hi = bootstrap_pct_change(samples, list(reversed(samples)), mean_of_bounded)
+    assert lo <= 0 <= hi

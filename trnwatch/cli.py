@@ -341,6 +341,9 @@ def _run_compare(args) -> int:
             return 2
         try:
             receipts.append(json.loads(text))
+        except RecursionError:
+            _warn(f"{path} is not a receipt: its JSON is nested deeper than the reader goes")
+            return 2
         except ValueError:
             beside = path.with_suffix(".json")
             hint = f"; its receipt is {beside}" if beside != path and beside.exists() else ""
