@@ -14,9 +14,11 @@ _LIBRARY = r"(?:^|\] )"
 
 NXD_LIBRARY = {
     "name": "nxd-library",
-    "description": "neuronx-distributed's own logger: checkpoint saves (synced and async) and loads",
-    "source": "aws-neuron/neuronx-distributed src/neuronx_distributed/utils/logger.py (line layout), "
-    "src/neuronx_distributed/trainer/checkpoint.py (CheckpointIOState begin/end/wait_save, load_checkpoint)",
+    "description": "neuronx-distributed's own logger: checkpoint saves (synced and async) and loads, in every log",
+    "source": "aws-neuron/neuronx-distributed@fbac349 src/neuronx_distributed/utils/logger.py (get_logger's "
+    "formatter), src/neuronx_distributed/trainer/checkpoint.py (CheckpointIOState begin/end/wait_save, load_checkpoint)",
+    # Whatever else the log is (NxD Core, NxD Training, a script of one's own, nothing detected).
+    "always": True,
     "timestamps": [
         {"pattern": r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+): [DIWECF] ", "format": "%Y-%m-%d %H:%M:%S.%f"}
     ],
@@ -95,12 +97,20 @@ NEURON_COMPILE = {
 
 NXD = {
     "name": "nxd",
-    "description": "NxD Core training examples (tp_zero1, tp_pp) with the library's own lines",
+    "description": "NxD Core training examples and samples (tp_zero1, tp_pp, the MFU logger, the Lightning example)",
     "source": "aws-neuron/neuronx-distributed examples/training/llama/tp_zero1_llama_hf_pretrain/logger.py "
-    "(Logger.log), examples/training/llama/tp_pp_llama_hf_pretrain/logger.py, run_llama_nxd.py",
+    "@fbac349 and @0f2a90f, tp_pp_llama_hf_pretrain/logger.py @fbac349 and @e834945, lightning/module_llama.py "
+    "@fbac349, the Mamba-2 example's MFU Logger; aws-neuron/aws-neuron-samples "
+    "torch-neuronx/training/zero1_gpt2/neuron_utils.py @2015d65 (tests/nxd_logs.py prints each)",
     # Not the library's lines: NxD Training prints them too.
-    "detect": [r"\(\d+, \d+\) step_loss : ", r"^step \d+ step_time \S+s throughput ", r"^-+TRAINING CONFIG-+$"],
-    "include": ["nxd-library", "neuron-compile"],
+    "detect": [
+        r"\(\d+, \d+\) step_loss : ",
+        r"^step \d+ step_time \S+s throughput ",
+        r"^-+TRAINING CONFIG-+$",
+        r"- step: \d+, step_loss : ",
+        r"^step \d+ loss is \S+, lr is ",
+    ],
+    "include": ["neuron-compile"],
     "timestamps": [
         {
             "pattern": r"^LOG (?P<ts>[A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d \d{4}) - ",
@@ -108,16 +118,33 @@ NXD = {
         }
     ],
     "rules": [
-        # tp_zero1: `LOG <time.asctime()> - (epoch, step) step_loss : L learning_rate : LR throughput : T seq/s ...`
+        # tp_zero1 (Logger.log): `LOG <time.asctime()> - (epoch, step) step_loss : L learning_rate : LR
+        # throughput : T seq/s [grad-norm : G]`; releases up to 2.19 (and the aws-neuron-samples
+        # loggers) print no ` seq/s`; zero1_gpt2 adds ` param-norm : P`. T is the sequences/s of the
+        # job over a window of 10 steps (training_utils.py Throughput).
         {
             "pattern": rf"\(\d+, (?P<step>\d+)\) step_loss : (?P<loss>{_LOSS}) learning_rate : \S+ "
-            rf"throughput : (?P<seq_per_s>{_NUMBER}) seq/s",
+            rf"throughput : (?P<seq_per_s>{_NUMBER})(?: seq/s)?(?: |$)",
             "emit": [{"event": "step"}],
         },
-        # tp_pp: `step N step_time Ss throughput T seq/s step loss L grad norm G`
+        # The MFU logger: `LOG <asctime> - step: N, step_loss : L learning_rate : LR step time : S s
+        # throughput : T seq/s  MFU : M ` (each part only when non-zero); S and T over a 10-step window.
+        {
+            "pattern": rf"- step: (?P<step>\d+), step_loss : (?P<loss>{_LOSS}) learning_rate : \S+ +"
+            rf"(?:step time : (?P<step_time_s>{_NUMBER}) s +)?(?:throughput : (?P<seq_per_s>{_NUMBER}) seq/s)?",
+            "emit": [{"event": "step"}],
+        },
+        # tp_pp: `step N step_time Ss throughput T seq/s step loss L grad norm G` (`... seq/s loss L
+        # grad norm G` before mid 2025); S is this step's own time.
         {
             "pattern": rf"^step (?P<step>\d+) step_time (?P<step_time_s>{_NUMBER})s throughput (?P<seq_per_s>{_NUMBER}) "
-            rf"seq/s step loss (?P<loss>{_LOSS})",
+            rf"seq/s (?:step )?loss (?P<loss>{_LOSS})",
+            "emit": [{"event": "step"}],
+        },
+        # The Lightning example (on_train_batch_end): `step N loss is L, lr is LR, throughput T seq/s,
+        # input_ids I, norm G, global rank R`; no timestamp.
+        {
+            "pattern": rf"^step (?P<step>\d+) loss is (?P<loss>{_LOSS}), lr is \S+, throughput (?P<seq_per_s>{_NUMBER}) seq/s,",
             "emit": [{"event": "step"}],
         },
     ],
@@ -130,7 +157,7 @@ NXDT = {
     "(log_metrics: reduced_train_loss, global_step, throughput on the progress bar); "
     "Lightning-AI/pytorch-lightning src/lightning/pytorch/callbacks/progress/tqdm_progress.py (Tqdm.format_num)",
     "detect": [r"reduced_train_loss=", r"\[NeMo [DIWE] ", r"neuronx_distributed_training"],
-    "include": ["nxd-library", "neuron-compile"],
+    "include": ["neuron-compile"],
     "rules": [
         # `Epoch 0:  10%|#  | 10/100 [00:31<04:39,  3.10s/it, v_num=0, reduced_train_loss=2.340, ...,
         # global_step=9.000, consumed_samples=2560.0, throughput=85.20, throughput_peak=86.00]`.

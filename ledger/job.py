@@ -5,7 +5,9 @@ Ages are measured against the events' own `ts` (the job hosts' clocks), so a mon
 judges history correctly; this assumes job hosts and monitor agree on time (chrony/NTP), as any
 cluster does. An event stamped more than MAX_TS_AHEAD_S after it was received (a millisecond
 `ts`, a wrong clock) is rejected, so it cannot keep a dead rank alive. Old stamps are fine: a
-monitor opened late, or a log read after the fact, folds history.
+monitor opened late, or a log read after the fact, folds history; but one more than MAX_TS_BEHIND_S (10 years)
+before its receive time is rejected too (`job-ts-behind`: a `ts` of 0 would make the receipt's window
+decades long), and a `failed_ts` or `region_since` that much before the event's `ts` is taken as that `ts`.
 
 Rules (thresholds from the one `Rules` object, ledger/rules.py; its defaults here):
 
@@ -135,6 +137,9 @@ SAVES_KEPT = 256
 MAX_RANKS = 32768  # a 1,152-host Trn3 cluster at LNC=2 runs 18,432 ranks
 MAX_COLLECTIVE_OPS = 64
 MAX_TS_AHEAD_S = 60.0
+# The oldest history a session folds: a log read years after its run is fine, a stamp of 0, a
+# negative one or seconds counted from boot is a bad clock or a bad line, never history.
+MAX_TS_BEHIND_S = 10 * 365.25 * 86400.0
 
 STARTUP_PHASES = ("init", "compile", "warmup")
 
@@ -233,6 +238,7 @@ class JobLedger:
         self.source_events: dict[str, Counter[str]] = {}
         self.attempt = 0  # the launcher's latest attempt (restarts it reported)
         self.launcher_stopped: Launcher | None = None
+        self.log_lines: dict[str, tuple[int, int]] = {}  # passive job log source -> (lines read, unparsed)
         self._timeline_rank: int | None = None
         self._folded = 0  # events folded: what `dead_ranks` at one "now" is kept against
         self._dead_at: tuple[float, int, list[int]] | None = None
@@ -273,7 +279,10 @@ class JobLedger:
             if rank.region == CHECKPOINT_REGION and event.region != CHECKPOINT_REGION:
                 rank.pause_left_ts["checkpoint"] = event.ts
             rank.heartbeat_ts, rank.heartbeat_step = event.ts, event.step
-            rank.region, rank.region_since = event.region, min(event.region_since, event.ts)
+            rank.region, rank.region_since = (
+                event.region,
+                min(max(event.region_since, event.ts - MAX_TS_BEHIND_S), event.ts),
+            )
         elif isinstance(event, RunStart):
             self._run_start(rank, event, on_timeline)
         elif isinstance(event, Phase):
@@ -293,7 +302,11 @@ class JobLedger:
         elif isinstance(event, Error):
             if event.chip is not None and rank.chip is None:  # a passive log's only word on the rank's device
                 rank.chip, rank.core = event.chip, event.core
-            failed_ts = event.failed_ts if event.failed_ts is not None and event.failed_ts <= event.ts else event.ts
+            failed_ts = (
+                event.failed_ts
+                if event.failed_ts is not None and event.ts - MAX_TS_BEHIND_S <= event.failed_ts <= event.ts
+                else event.ts
+            )
             rank.error = rank.error or event.message
             self._fail(rank, "failed", failed_ts)
             self.failures.append(
@@ -358,6 +371,8 @@ class JobLedger:
             raise JobEventRejected(
                 "job-foreign-run", f"event of run {event.run!r} in a ledger of run {self._active_run!r}"
             )
+        if event.ts < now_s - MAX_TS_BEHIND_S:
+            raise JobEventRejected("job-ts-behind", f"ts {event.ts} is more than 10 years before its receive time")
         if event.ts > now_s + MAX_TS_AHEAD_S:
             raise JobEventRejected("job-ts-ahead", f"ts {event.ts} is {event.ts - now_s:.0f} s after its receive time")
         if event.rank not in self.ranks:
@@ -675,7 +690,9 @@ class JobLedger:
         One walk over the ranks (576 in the demo, at every refresh) finds whether any failed, the
         running ones, their blocking pauses and those starting up; the rules then read those."""
         if not self.ranks:
-            return JobDiagnosis("no-data", "no job events yet")
+            return JobDiagnosis(
+                "no-data", f"no job events yet: {self._logs_read()}" if self.log_lines else "no job events yet"
+            )
         dead = self.dead_ranks(now_s)
         dead_set = set(dead)
         any_failed = False
@@ -709,6 +726,15 @@ class JobLedger:
                 f"{len(dead)} rank(s) silent for > {self.rules.dead_after_s:.0f} s: {named(suspects)}",
                 with_device_evidence(suspects, self.ranks, chip_util_pct),
             )
+
+        if (
+            self.log_lines
+            and self.run_start is None
+            and not any(rank.last_step is not None or rank.has_heartbeats for rank in self.ranks.values())
+        ):
+            # Passive logs that gave no step: their other lines (checkpoints, compiles) say nothing
+            # about progress, so silence after them is no stall.
+            return JobDiagnosis("no-data", f"no step read: {self._logs_read()}")
 
         pauses += bootstrap_pauses(running, {pause.rank.rank for pause in pauses})
         culprits: tuple[Suspect, ...] = ()
@@ -767,6 +793,13 @@ class JobLedger:
             suspects = with_device_evidence((least,), self.ranks, chip_util_pct)
             return JobDiagnosis("slow", f"straggler {named(suspects)}", suspects)
         return JobDiagnosis("steady", f"{len(running)} rank(s) stepping")
+
+    def _logs_read(self) -> str:
+        return "; ".join(
+            f"{source} ({self.log_profiles.get(source) or 'no framework profile detected'}) read {lines} line(s), "
+            f"{unparsed} matched no rule"
+            for source, (lines, unparsed) in sorted(self.log_lines.items())
+        )
 
     def _failed(self, now_s: float, chip_util_pct: ChipUtilisation | None) -> JobDiagnosis:
         """Name the rank that failed first in this generation of processes, then the others."""

@@ -819,7 +819,9 @@ def _timeline(ledger: Ledger, clock: GoodputClock | None) -> Timeline:
     t0, t1 = min(starts), max(ends)
     # A bucket spans at least two sampling intervals, so jitter never leaves one empty (a gap is drawn
     # only where samples really are missing).
-    steps = [b - a for (a, _), (b, _) in pairwise(clock.throughput_points)] if clock else []
+    # Only forward intervals: steps can share a timestamp (a log at 1 s resolution, lines without
+    # one read in the same poll) or go back (out-of-order stamps), and neither is a sampling interval.
+    steps = [b - a for (a, _), (b, _) in pairwise(clock.throughput_points) if b > a] if clock else []
     sampling_s = max(
         [h.period_s or 1.0 for h in ledger.hosts.values()] + ([median(steps)] if steps else []), default=1.0
     )

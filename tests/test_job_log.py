@@ -2,16 +2,18 @@
 lines plus its counts; the ledger folds them like the emitter's files and names the profile."""
 
 import asyncio
+import io
 from pathlib import Path
 
 import pytest
 
-from trnwatch.collectors.job_events import parse_job_line, parse_job_log_stats
+from trnwatch.collectors.job_events import JobLogStats, parse_job_line, parse_job_log_stats
 from trnwatch.collectors.job_files import FileTail
 from trnwatch.collectors.job_log import follow_job_log, log_sources
 from trnwatch.collectors.lines import Line
-from trnwatch.collectors.log_profiles import profile_registry
+from trnwatch.collectors.log_profiles import LogTranslator, profile_registry
 from trnwatch.ledger.ledger import Ledger
+from tests import nxd_logs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 PROFILES = profile_registry()
@@ -119,12 +121,13 @@ def fold_fixture(name: str, received_s: float = 1_900_000_000.0, **options):
     return job, last_ts
 
 
-def test_an_open_async_nxd_save_never_masks_a_hang():
-    # The fixture ends with step 50 after `async saving of checkpoint step_40 requested`: the
+def test_an_open_async_nxd_save_never_masks_a_hang(tmp_path):
+    # The log ends with step 50 after `async saving of checkpoint step_40 requested`: the
     # save's `completed` would only be logged inside the next save's wait, which never comes.
-    job, last_ts = fold_fixture("nxd_tp_zero1.log", global_batch=256, seq_len=4096)
-    assert job.diagnose(last_ts + 30).verdict == "steady"
-    hung = job.diagnose(last_ts + 184)
+    nxd_logs.tp_zero1_fixture(tmp_path / "nxd_tp_zero1.log")
+    job, last_ts = fold_fixture(str(tmp_path / "nxd_tp_zero1.log"), global_batch=64, seq_len=4096)
+    assert job.diagnose(last_ts + 4).verdict == "steady"
+    hung = job.diagnose(last_ts + 40)
     assert hung.verdict == "stalled" and "checkpoint" not in hung.reason
 
 
@@ -163,3 +166,24 @@ def test_a_warning_stays_evidence_on_a_suspect_once_the_job_does_fail():
     assert 5 not in {failure.rank for failure in job.failure_reports(last_ts + 1)}  # its CCOM WARN is not a failure
     assert job.ranks[5].status == "running" and job.ranks[5].warnings == 1
     assert job.summary(last_ts + 1).warnings.latest[0].message.startswith("Timeout waiting for RX (waited 120 sec)")
+
+
+def test_a_detected_profile_that_reads_no_step_says_so_and_checkpoint_lines_alone_never_stall():
+    # A layout no rule reads (the banner detects nxd; tp_zero1's step lines cut off after the
+    # step, as a user's own print might), with the library's save lines every 2 s.
+    stream = io.StringIO()
+    clock = nxd_logs.VirtualClock(1_790_000_000.0)
+    nxd_logs.run(stream, "tp_zero1", clock, steps=6, step_s=2.0, save_every=2, save_s=0.5, banner=True)
+    ledger = Ledger("live")
+    translator = LogTranslator("run", PROFILES)
+    for text in stream.getvalue().splitlines():
+        text = text.split(" step_loss")[0]
+        for event in translator.feed(text, 1_790_000_000.0):
+            ledger.ingest(Line("joblog:run.log", "job", 1_790_000_000.0, event.model_dump_json()))
+    stats = JobLogStats(profile=translator.profile_name, lines=translator.lines, unparsed=translator.unparsed)
+    ledger.ingest(Line("joblog:run.log", "job-log", 1_790_000_000.0, stats.model_dump_json()))
+    assert ledger.job is not None and translator.profile_name == "nxd"
+    for later_s in (0, 70, 600):
+        diagnosis = ledger.job.diagnose(clock.now() + later_s)
+        assert diagnosis.verdict == "no-data", diagnosis
+    assert diagnosis.reason == "no step read: joblog:run.log (nxd) read 14 line(s), 8 matched no rule"

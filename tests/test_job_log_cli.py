@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from trnwatch.cli import main
+from tests import nxd_logs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 TRNWATCH = [sys.executable, "-m", "trnwatch"]
@@ -167,6 +168,7 @@ def test_a_real_torchrun_failure_summary_blames_the_killed_rank(tmp_path):
 @pytest.mark.slow
 def test_a_recorded_log_session_replays_to_the_same_job_section(tmp_path):
     receipt, replayed, recording = tmp_path / "live.json", tmp_path / "replay.json", tmp_path / "s.trnrec"
+    nxd_logs.tp_zero1_fixture(tmp_path / "nxd_tp_zero1.log")
     result = run(
         [
             "watch",
@@ -178,9 +180,9 @@ def test_a_recorded_log_session_replays_to_the_same_job_section(tmp_path):
             "--record",
             str(recording),
             "--job-log",
-            str(FIXTURES / "nxd_tp_zero1.log"),
+            str(tmp_path / "nxd_tp_zero1.log"),
             "--global-batch",
-            "256",
+            "64",
             "--seq-len",
             "4096",
         ]

@@ -2,7 +2,7 @@
 naming the public source file its format comes from): steps, loss, throughput, checkpoints,
 errors, carriage-return progress bars, ANSI colours, torchrun prefixes, detection, user profiles."""
 
-import math
+import io
 import re
 from datetime import datetime
 from pathlib import Path
@@ -17,6 +17,7 @@ from trnwatch.collectors.log_profiles import (
     load_profile_file,
     profile_registry,
 )
+from tests import nxd_logs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 RECEIVED_S = 1_900_000_000.0
@@ -27,7 +28,7 @@ def local(text: str, fmt: str = "%Y-%m-%d %H:%M:%S.%f") -> float:
     return datetime.strptime(text, fmt).timestamp()
 
 
-def translate(name: str, profile: str | None = None, **options) -> tuple[LogTranslator, list]:
+def translate(name: str | Path, profile: str | None = None, **options) -> tuple[LogTranslator, list]:
     translator = LogTranslator("run", PROFILES, profile, **options)
     events = []
     # As FileTail(split_cr=True) hands them over: \r, \n and \r\n all end a line.
@@ -46,10 +47,16 @@ def test_every_fixture_names_the_public_source_of_its_format():
         assert first.startswith("# format: ") and "/" in first, path.name
 
 
+@pytest.fixture(scope="module")
+def tp_zero1_log(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("nxd") / "nxd_tp_zero1.log"
+    nxd_logs.tp_zero1_fixture(path)
+    return path
+
+
 @pytest.mark.parametrize(
     "name, profile",
     [
-        ("nxd_tp_zero1.log", "nxd"),
         ("nxd_tp_pp.log", "nxd"),
         ("nxdt_progress.log", "nxdt"),
         ("torchtitan_torchrun_color.log", "torchtitan"),
@@ -63,50 +70,84 @@ def test_the_profile_is_detected_from_the_first_lines(name, profile):
     assert translator.profile_name == profile
 
 
-def test_nxd_tp_zero1_steps_with_loss_and_throughput_over_the_global_batch():
-    translator, events = translate("nxd_tp_zero1.log", global_batch=256, seq_len=4096)
+def test_nxd_tp_zero1_steps_with_loss_and_throughput_over_the_global_batch(tp_zero1_log):
+    translator, events = translate(tp_zero1_log, global_batch=64, seq_len=4096)
+    assert translator.profile_name == "nxd"
     steps = of(events, Step)
     assert [s.step for s in steps] == [10, 20, 30, 40, 50]
-    assert [s.loss for s in steps[:4]] == [2.1234, 1.9876, 1.9012, 1.8456] and math.isnan(steps[4].loss)
-    assert steps[0].step_time_s == pytest.approx(256 / 12.34)  # global batch / sequences per second
-    assert steps[0].tokens == 256 * 4096
-    assert steps[0].ts == datetime(2024, 1, 4, 10, 5, 0).timestamp()  # time.asctime() on the LOG line
-    assert translator.unparsed == 10  # the comment, banner, Namespace, dots, removal lines: counted, not errors
+    assert [s.loss for s in steps] == [5.0, 3.3333, 2.5, 2.0, 1.6667]
+    assert steps[0].step_time_s == pytest.approx(64 / 21.33)  # global batch / the logged sequences per second
+    assert steps[0].tokens == 64 * 4096
+    assert steps[0].ts == datetime(2024, 1, 4, 10, 3, 50).timestamp()  # time.asctime() on the LOG line
+    assert translator.unparsed == 3  # the banner, the Namespace, the removal line: counted, not errors
 
 
-def test_nxd_tp_zero1_without_batch_shape_times_steps_between_log_lines():
-    _, events = translate("nxd_tp_zero1.log", seq_len=4096)
+def test_nxd_tp_zero1_without_batch_shape_times_steps_between_log_lines(tp_zero1_log):
+    _, events = translate(tp_zero1_log, seq_len=4096)
     steps = of(events, Step)
     assert steps[0].step_time_s is None and steps[0].tokens is None
     assert steps[1].step_time_s == 3.0  # 30 s between the lines / 10 steps
-    assert steps[1].tokens == round(12.80 * 4096 * 3.0)  # sequences/s x sequence length x step time
+    assert steps[1].tokens == round(21.33 * 4096 * 3.0)  # sequences/s x sequence length x step time
 
 
-def test_nxd_async_checkpoint_is_non_blocking_and_only_its_staging_is_a_checkpoint_phase():
-    _, events = translate("nxd_tp_zero1.log")
+def test_nxd_async_checkpoint_is_non_blocking_and_only_its_staging_is_a_checkpoint_phase(tp_zero1_log):
+    _, events = translate(tp_zero1_log)
     saves = [(e.state, e.tag, e.step, e.blocking, e.ts) for e in of(events, Checkpoint)]
     assert saves == [
-        ("begin", "step_20", 20, False, local("2024-01-04 10:05:31.120")),
+        ("begin", "step_20", 20, False, local("2024-01-04 10:04:20.000")),
         # "completed" is logged only inside the next save's wait, after steps 30 and 40 went on.
-        ("end", "step_20", 20, False, local("2024-01-04 10:06:34.010")),
-        ("begin", "step_40", 40, False, local("2024-01-04 10:06:34.030")),
+        ("end", "step_20", 20, False, local("2024-01-04 10:05:22.500")),
+        ("begin", "step_40", 40, False, local("2024-01-04 10:05:22.500")),
     ]
     phases = [(e.phase, e.state, e.ts) for e in of(events, Phase) if e.phase == "checkpoint"]
     assert phases == [
-        ("checkpoint", "begin", local("2024-01-04 10:05:31.120")),
-        ("checkpoint", "end", local("2024-01-04 10:05:33.480")),  # "requested": steps continue
-        ("checkpoint", "begin", local("2024-01-04 10:06:34.030")),
-        ("checkpoint", "end", local("2024-01-04 10:06:36.300")),
+        ("checkpoint", "begin", local("2024-01-04 10:04:20.000")),
+        ("checkpoint", "end", local("2024-01-04 10:04:22.500")),  # "requested": steps continue
+        ("checkpoint", "begin", local("2024-01-04 10:05:22.500")),
+        ("checkpoint", "end", local("2024-01-04 10:05:25.000")),
     ]
 
 
-def test_compile_cache_lines():
-    _, events = translate("nxd_tp_zero1.log")
+def test_compile_lines(tp_zero1_log):
+    _, events = translate(tp_zero1_log)
     compiles = [(e.state, e.cache, e.ts) for e in of(events, Phase) if e.phase == "compile"]
     assert compiles == [
-        ("begin", "miss", local("2024-01-04 10:00:00.250000")),
-        ("end", "miss", local("2024-01-04 10:03:20.750000")),
-        ("end", "hit", local("2024-01-04 10:03:25.000000")),
+        ("begin", "miss", local("2024-01-04 10:00:00.000000")),
+        ("end", "miss", local("2024-01-04 10:03:20.000000")),
+    ]
+
+
+@pytest.mark.parametrize("layout", sorted(nxd_logs.LAYOUTS))
+def test_every_nxd_logger_layout_gives_each_step_its_loss_and_the_library_saves(layout):
+    """Each public layout, printed by its statement at simulated times: 12 steps of 1.7 s, a 20 s
+    stall in step 7, synced saves after steps 5 and 10."""
+    stream = io.StringIO()
+    truth = nxd_logs.run(
+        stream,
+        layout,
+        nxd_logs.VirtualClock(1_790_000_000.0),
+        12,
+        1.7,
+        stall_step=7,
+        stall_s=20.0,
+        save_every=5,
+        save_s=3.0,
+    )
+    translator = LogTranslator("run", PROFILES, global_batch=nxd_logs.SEQS_PER_STEP)
+    events = []
+    for line in stream.getvalue().splitlines():
+        events += translator.feed(line, RECEIVED_S)
+    assert translator.profile_name == "nxd"
+    steps = of(events, Step)
+    assert [s.step for s in steps] == list(range(1, 13)) and steps[-1].step == truth.last_step
+    assert [round(s.loss, 4) for s in steps] == [round(10.0 / (1 + 0.1 * n), 4) for n in range(1, 13)]
+    if layout in nxd_logs.TIMESTAMPED:  # time.asctime(): whole seconds
+        assert [s.ts for s in steps] == [float(int(truth.step_end_s[n])) for n in range(1, 13)]
+    assert all(s.step_time_s and s.step_time_s > 0 for s in steps)
+    saves = [(e.step, e.state, e.blocking) for e in of(events, Checkpoint)]
+    assert saves == [(5, "begin", True), (5, "end", True), (10, "begin", True), (10, "end", True)]
+    assert [(e.ts, f.ts) for e, f in zip(*[iter(of(events, Checkpoint))] * 2, strict=True)] == [
+        pytest.approx((began, completed), abs=1e-3) for _, began, completed in truth.saves
     ]
 
 
@@ -221,10 +262,13 @@ def test_a_chosen_profile_skips_detection():
 
 def test_lines_before_the_detecting_line_are_read_once_the_profile_is_known():
     translator = LogTranslator("run", PROFILES)
-    early = translator.feed(
+    early = translator.feed("Setting OMP_NUM_THREADS environment variable", 1.0)
+    assert early == [] and translator.profile_name is None
+    # The library's own lines are read at once, whatever profile is detected later.
+    [load] = translator.feed(
         "[2024-01-04 10:00:00.100: I neuronx_distributed/trainer/checkpoint.py:888] loading checkpoint from step_5", 1.0
     )
-    assert early == [] and translator.profile_name is None
+    assert (load.action, load.state, load.step) == ("load", "begin", 5)
     error = translator.feed(
         "[rank0]:2024-Jan-04 10:00:01.0001 1:1 ERROR  NRT:nrt_init  Unable to determine Neuron Driver version.", 2.0
     )
@@ -233,7 +277,7 @@ def test_lines_before_the_detecting_line_are_read_once_the_profile_is_known():
         "LOG Thu Jan  4 10:05:00 2024 - (0, 6) step_loss : 2.0 learning_rate : 1.5e-04 throughput : 9.0 seq/s", 3.0
     )
     assert translator.profile_name == "nxd"
-    assert [type(e).__name__ for e in events] == ["Checkpoint", "Step"]
+    assert [type(e).__name__ for e in events] == ["Step"]
 
 
 def test_after_the_detection_window_unmatched_lines_are_unparsed_and_detection_still_works():
