@@ -285,6 +285,7 @@ class JobLogStats(BaseModel):
     profile: str | None
     lines: int
     unparsed: int
+    note: str | None = None  # the profile's word on a log that gives no steps (LogProfile.no_steps)
 
 
 def parse_job_log_stats(text: str) -> JobLogStats:

@@ -25,7 +25,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
-from trnwatch.collectors.job_events import SCHEMA_VERSION, JobLogStats, Launcher
+from trnwatch.collectors.job_events import SCHEMA_VERSION, JobEvent, JobLogStats, Launcher
 from trnwatch.collectors.job_files import POLL_S, FileTail, final_reads, read_followed, unread_message
 from trnwatch.collectors.lines import Line, SourceEvent
 from trnwatch.collectors.log_profiles import LogProfile, LogTranslator
@@ -72,18 +72,24 @@ class _FollowedLog:
     def poll(self) -> Iterator[Line | SourceEvent]:
         texts, self.more_waiting = read_followed(self.tail)
         received_s = time.time()
+        translator = self.translator
+        read: list[JobEvent | str] = []
         for text in texts:
             try:
-                events = self.translator.feed(text, received_s)
+                read += translator.feed(text, received_s)
             except ValueError:
                 # Matched a rule but does not validate (e.g. a step time of 1e999): pass the raw
                 # line on so the job-line parser rejects it and it is counted, not silently lost.
-                yield Line(source_id=self.source_id, kind="job", received_s=received_s, text=text)
-                continue
-            for event in events:
-                yield Line(source_id=self.source_id, kind="job", received_s=received_s, text=event.model_dump_json())
-        translator = self.translator
-        stats = JobLogStats(profile=translator.profile_name, lines=translator.lines, unparsed=translator.unparsed)
+                read.append(text)
+        # Progress-bar steps stamped on their bar's clock (LogTranslator.settle).
+        settled = iter(translator.settle([item for item in read if not isinstance(item, str)], received_s))
+        for item in read:
+            text = item if isinstance(item, str) else next(settled).model_dump_json()
+            yield Line(source_id=self.source_id, kind="job", received_s=received_s, text=text)
+        note = translator.profile.no_steps if translator.profile is not None and translator.profile.no_steps else None
+        stats = JobLogStats(
+            profile=translator.profile_name, lines=translator.lines, unparsed=translator.unparsed, note=note
+        )
         if stats != self.reported:
             self.reported = stats
             yield Line(source_id=self.source_id, kind="job-log", received_s=received_s, text=stats.model_dump_json())

@@ -43,13 +43,14 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 # Named groups a rule may capture, and how each becomes a field value.
 _FLOAT_GROUPS = {"loss", "step_time_s", "s_per_it", "it_per_s", "seq_per_s", "tokens_per_s_per_device"}
-_INT_GROUPS = {"step", "rank", "exit_code", "signal_number", "chip", "core"}
+_INT_GROUPS = {"step", "rank", "exit_code", "signal_number", "chip", "core", "epoch"}
 _TEXT_GROUPS = {"tag", "message", "signal", "metrics"}  # metrics: see LogTranslator._step_events
 _TIME_GROUPS = {"failed_ts"}
-GROUPS = _FLOAT_GROUPS | _INT_GROUPS | _TEXT_GROUPS | _TIME_GROUPS
+_DURATION_GROUPS = {"elapsed"}  # a progress bar's elapsed time, [H:]MM:SS: see LogTranslator._bar_step
+GROUPS = _FLOAT_GROUPS | _INT_GROUPS | _TEXT_GROUPS | _TIME_GROUPS | _DURATION_GROUPS
 # Constant fields an `emit` entry or a `set` table may carry besides `event`.
-CONSTANTS = {"action", "state", "phase", "cache", "blocking", "source", "message", "first", "severity"}
-EventKind = Literal["step", "checkpoint", "phase", "error"]
+CONSTANTS = {"action", "state", "phase", "cache", "blocking", "source", "message", "first", "severity", "status"}
+EventKind = Literal["step", "checkpoint", "phase", "error", "run_end"]
 Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,40}$")]
 Constant = str | int | float | bool
 
@@ -97,6 +98,8 @@ class LogProfile(_Model):
     always: bool = False  # applies to every log, alongside the detected or chosen profile
     timestamps: list[Timestamp] = []
     time_formats: list[str] = []  # strptime formats of timestamp groups (`failed_ts`)
+    split: str = ""  # a line holding several records is cut where this matches (a bar with a message after it)
+    no_steps: str = ""  # this log gives no step lines: why, and how to get a readable one (said in the receipt)
     rules: list[Rule] = []
 
 
@@ -125,6 +128,8 @@ def check_profile(profile: LogProfile, known: dict[str, LogProfile]) -> None:
     where = f"profile {profile.name!r}"
     for pattern in profile.detect:
         _compile(pattern, f"{where} detect")
+    if profile.split:
+        _compile(profile.split, f"{where} split")
     for stamp in profile.timestamps:
         if "ts" not in _compile(stamp.pattern, f"{where} timestamp").groupindex:
             raise LogProfileError(f"{where} timestamp {stamp.pattern!r}: needs a group named ts")
@@ -171,6 +176,7 @@ _SAMPLE = {
     "core": 0,
     "seq_per_s": 1.0,
     "tokens_per_s_per_device": 1.0,
+    "status": "success",
 }
 
 
@@ -221,6 +227,11 @@ def _convert(group: str, text: str, time_formats: list[str]) -> Constant:
         return int(value)
     if group in _TIME_GROUPS:
         return _parse_time(text, time_formats)
+    if group in _DURATION_GROUPS:
+        seconds = 0
+        for part in text.split(":"):
+            seconds = seconds * 60 + int(part)
+        return float(seconds)
     return text[:MAX_MESSAGE_CHARS]
 
 
@@ -243,6 +254,7 @@ _FIELDS = {
     "error": _ERROR_FIELDS,
     "checkpoint": _CHECKPOINT_FIELDS | {"step"},
     "phase": _PHASE_FIELDS,
+    "run_end": {"status"},
 }
 
 
@@ -257,8 +269,20 @@ def _build(kind: str, values: dict, rank: int, ts: float, run: str) -> JobEvent:
     return _EVENT.validate_python({"v": SCHEMA_VERSION, "ts": ts, "run": run, "rank": rank, "event": kind, **fields})
 
 
+class _Bar:
+    """One progress bar (Lightning draws one per epoch, its counter and clock starting at 0)."""
+
+    __slots__ = ("serial", "epoch", "offset", "seen", "n", "elapsed_s")
+
+    def __init__(self, serial: int, epoch: int, offset: int):
+        self.serial, self.epoch, self.offset = serial, epoch, offset  # offset: steps of the earlier bars
+        self.seen = 0  # the highest counter drawn
+        self.n = 0  # the counter's last value reported
+        self.elapsed_s = 0.0  # the bar's elapsed time at that value
+
+
 class _RankState:
-    __slots__ = ("last_step", "last_step_ts", "last_ts_from_line", "open_tags", "last_metrics", "held_step")
+    __slots__ = ("last_step", "last_step_ts", "last_ts_from_line", "open_tags", "last_metrics", "held_step", "bar")
 
     def __init__(self):
         self.last_step: int | None = None
@@ -267,6 +291,7 @@ class _RankState:
         self.open_tags: dict[str, str] = {}  # checkpoint action -> tag of its open begin
         self.last_metrics: str | None = None  # the `metrics` text of the last step reported
         self.held_step: tuple[dict, float, bool] | None = None  # (fields, ts, ts_from_line) of a stale redraw
+        self.bar: _Bar | None = None
 
 
 class LogTranslator:
@@ -304,6 +329,10 @@ class LogTranslator:
         self._pending: dict[str, dict] = {}  # profile name -> fields remembered from earlier lines
         self._held: list[tuple[bool, JobEvent]] = []
         self._launcher = LauncherLog(run, per_rank_file)
+        self._split: re.Pattern | None = None
+        self._bars = 0  # progress bars seen (every rank)
+        self._unsettled: list[tuple[JobEvent, int, float]] = []  # bar steps since `settle`: (event, bar, elapsed)
+        self._anchors: dict[int, float] = {}  # bar serial -> the time its clock started
         self._activate(profiles[chosen] if chosen else None)
         if chosen or not self._candidates:
             self._waiting = None
@@ -319,6 +348,8 @@ class LogTranslator:
         for always in self._always:
             self._expand(always, layers)
         self._rules = [_CompiledRule(rule, layer) for layer in layers for rule in layer.rules]
+        splits = [layer.split for layer in layers if layer.split]
+        self._split = re.compile("|".join(splits)) if splits else None
         self._timestamps = [(re.compile(t.pattern), t.format) for layer in layers for t in layer.timestamps]
 
     def _expand(self, profile: LogProfile | None, out: list[LogProfile]) -> None:
@@ -377,11 +408,18 @@ class LogTranslator:
             self.matched += 1
             return launched
         ts, ts_from_line = self._line_ts(text, received_s)
-        for compiled in self._rules:
-            match = compiled.regex.search(text)
-            if match:
-                self.matched += 1
-                return self._apply(compiled, match, text, rank, ts, ts_from_line)
+        events: list[JobEvent] = []
+        matched = False
+        for part in self._split.split(text) if self._split else (text,):
+            for compiled in self._rules:
+                match = compiled.regex.search(part)
+                if match:
+                    self.matched += not matched  # a segment is counted once, before a value can raise
+                    matched = True
+                    events += self._apply(compiled, match, part, rank, ts, ts_from_line)
+                    break
+        if matched:
+            return events
         if hold_unmatched and self._waiting is not None:
             self._waiting.append((segment, received_s))
             return None
@@ -456,6 +494,10 @@ class LogTranslator:
         reported from the redraw with its own metrics; or, if none comes before another step's
         line, as held (its metrics did not change)."""
         metrics = fields.pop("metrics", None)
+        if "elapsed" in fields:
+            self._bar_position(fields, state)
+        if fields["step"] == state.last_step and metrics is not None:
+            state.last_metrics = metrics  # a later redraw of the step reported: its own metrics
         events = []
         held, state.held_step = state.held_step, None
         if held is not None and held[0]["step"] != fields["step"]:
@@ -469,17 +511,76 @@ class LogTranslator:
         return events + reported
 
     def _step_event(self, fields: dict, ts: float, ts_from_line: bool, state: _RankState, rank: int) -> list[JobEvent]:
-        if not self._complete_step(fields, state, ts, ts_from_line):
+        bar = fields.pop("bar", None)
+        if (bar is not None and not self._bar_step(fields, bar)) or not self._complete_step(
+            fields, state, ts, ts_from_line
+        ):
             return []
-        return [_build("step", fields, rank, ts, self.run)]
+        event = _build("step", fields, rank, ts, self.run)
+        if bar is not None:
+            self._unsettled.append((event, bar.serial, bar.elapsed_s))
+        return [event]
+
+    def _bar_position(self, fields: dict, state: _RankState) -> None:
+        """A progress bar's redraw: its step is the bar's counter plus the steps of the rank's
+        earlier bars (Lightning starts a bar per epoch, counter and clock at 0)."""
+        n, epoch = fields["step"], fields.pop("epoch", 0)
+        bar = state.bar
+        if bar is None or epoch != bar.epoch:
+            offset = bar.offset + bar.seen if bar is not None and epoch > bar.epoch else 0
+            self._bars += 1
+            bar = state.bar = _Bar(self._bars, epoch, offset)
+        bar.seen = max(bar.seen, n)
+        fields["step"], fields["bar"], fields["bar_n"] = bar.offset + n, bar, n
+
+    @staticmethod
+    def _bar_step(fields: dict, bar: _Bar) -> bool:
+        """The step time of a bar's redraw: the bar's elapsed time since its last counter over the
+        steps between, never its rate (tqdm's mean since the bar started). The elapsed field has
+        whole seconds; tqdm's rate with smoothing 0 is counter / elapsed, so counter / rate gives
+        the elapsed time finer, kept within the field's second. False: no new step (the counter
+        did not move, or a reset bar's 0)."""
+        n, elapsed_s, rate = fields.pop("bar_n"), fields.pop("elapsed"), fields.pop("it_per_s", None)
+        if n <= bar.n:
+            return False
+        if rate:
+            elapsed_s = min(max(n / rate, elapsed_s), elapsed_s + 0.999)
+        fields["step_time_s"] = max(elapsed_s - bar.elapsed_s, 0.0) / (n - bar.n)
+        bar.n, bar.elapsed_s = n, max(elapsed_s, bar.elapsed_s)
+        return True
+
+    def settle(self, events: list[JobEvent], received_s: float) -> list[JobEvent]:
+        """The events of one read (every line received at `received_s`), each progress-bar step
+        stamped on its bar's clock: bar start + elapsed. A bar's start is the earliest its
+        redraws allow (received minus elapsed, the smallest over the reads); in a read that holds
+        several bars (a log read after the fact), the last one ends at the receive time and each
+        earlier one ends where the next started. So after the fact a stall keeps its length, and
+        watched live the steps carry the time they were drawn."""
+        marks, self._unsettled = self._unsettled, []
+        if not marks:
+            return events
+        ends: dict[int, dict[int, float]] = {}  # rank -> bar -> its latest elapsed time in this read
+        for event, bar, elapsed_s in marks:
+            bars = ends.setdefault(event.rank, {})
+            bars[bar] = max(bars.get(bar, 0.0), elapsed_s)
+        for bars in ends.values():
+            end = received_s
+            for bar in sorted(bars, reverse=True):
+                self._anchors[bar] = end = min(self._anchors.get(bar, math.inf), end - bars[bar])
+        stamped = {
+            id(event): event.model_copy(update={"ts": self._anchors[bar] + elapsed_s})
+            for event, bar, elapsed_s in marks
+        }
+        return [stamped.get(id(event), event) for event in events]
 
     def _complete_step(self, fields: dict, state: _RankState, ts: float, ts_from_line: bool) -> bool:
         """Fill a step's time and tokens; False for a redraw of the step just reported.
 
-        Step time, first that applies: the line's own (`step_time_s`); the global batch over the
-        line's throughput in sequences/s (`seq_per_s`, needs --global-batch); the progress bar's
-        `s/it` or `it/s`; the time between two timestamped lines over the steps between them, unless
-        a blocking save or load ended in between.
+        Step time, first that applies: the line's own (`step_time_s`, or a bar's elapsed time:
+        `_bar_step`); the global batch over the line's throughput in sequences/s (`seq_per_s`,
+        needs --global-batch); the progress bar's `s/it` or `it/s` when it has no elapsed field;
+        the time between two timestamped lines over the steps between them, unless a blocking
+        save or load ended in between.
         Tokens: global batch x sequence length; else throughput x sequence length x step time.
         """
         step = fields["step"]

@@ -174,6 +174,61 @@ NXDT = {
     ],
 }
 
+# Lightning's bar, `{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_noinv_fmt}{postfix}]`:
+# `Epoch 1:  25%|██▌       | 4/16 [00:00<00:01,  8.46it/s, train_loss=0.784]`.
+_BAR = r"^Epoch (?P<epoch>\d+): +(?:\d+%)?\|[^|]*\| *(?P<step>\d+)/(?:\d+|\?) \[(?P<elapsed>\d+(?::\d\d)+)"
+_BAR_RATE = rf"<[^,\]]*, *(?:(?P<it_per_s>{_NUMBER})it/s|\?it/s)"
+
+LIGHTNING = {
+    "name": "lightning",
+    "description": "PyTorch Lightning 2.x: the default TQDM training bar (one \\r redraw per step), its "
+    "checkpoint and end messages",
+    "source": "Lightning-AI/pytorch-lightning 2.5.0 src/lightning/pytorch/callbacks/progress/tqdm_progress.py "
+    "(BAR_FORMAT, smoothing=0, dynamic_ncols, a bar per epoch: reset in on_train_epoch_start, _update_n then "
+    "set_postfix in on_train_batch_end), loops/fit_loop.py (`Trainer.fit` stopped: ...), callbacks/"
+    "model_checkpoint.py (verbose: Epoch E, global step N: ... saving model to ...); run for real in "
+    "tests/test_lightning_logs.py",
+    "detect": [r"^Epoch \d+: +(?:\d+%)?\|", r"`Trainer\.fit` stopped: "],
+    # The bar writes no newline and the messages go to stderr: in one file a message follows the
+    # bar's last redraw on the same line.
+    "split": r"(?<=.)(?=Epoch \d+, global step \d+: |`Trainer\.fit` stopped: )",
+    "rules": [
+        # A whole redraw: the postfix tells the counter redraw (last step's metrics) from the
+        # step's own (see LogTranslator._step_events); a loss named `loss` or `train_loss` is read.
+        {
+            "pattern": rf"{_BAR}{_BAR_RATE}(?:, *(?P<metrics>(?:[^\]]*?\b(?:train_)?loss(?:_step)?=(?P<loss>{_LOSS}))?[^\]]*))?\]",
+            "emit": [{"event": "step"}],
+        },
+        # A redraw cut by a narrow terminal (tqdm trims the line to the width): counter and elapsed
+        # time still read, the rate when whole.
+        {"pattern": rf"{_BAR}(?:{_BAR_RATE})?", "emit": [{"event": "step"}]},
+        # ModelCheckpoint(verbose=True) says it saves before it does, and nothing after: a save of
+        # unknown length.
+        {
+            "pattern": r"^Epoch \d+, global step (?P<step>\d+): .* saving model to '(?P<tag>[^']*)'",
+            "emit": [
+                {"event": "checkpoint", "action": "save", "state": "begin"},
+                {"event": "checkpoint", "action": "save", "state": "end"},
+            ],
+        },
+        {"pattern": r"^`Trainer\.fit` stopped: ", "emit": [{"event": "run_end", "status": "success"}]},
+    ],
+}
+
+LIGHTNING_RICH = {
+    "name": "lightning-rich",
+    "description": "PyTorch Lightning with RichProgressBar: nothing per step in a file",
+    "source": "Lightning-AI/pytorch-lightning 2.5.0 src/lightning/pytorch/callbacks/progress/rich_progress.py "
+    "(a Rich live display: to a file, only its last frame when the run ends; with rich >= 14 it fails in "
+    "_init_progress, console.clear_live); run for real in tests/test_lightning_logs.py",
+    "detect": [
+        r"^Epoch \d+/-?\d+ [━╸╺ ]*\S* +\d+/\d+ \d+:\d\d:\d\d • ",
+        r"pytorch_lightning/callbacks/progress/rich_progress\.py",
+    ],
+    "no_steps": "Lightning's RichProgressBar writes no line per step to a file: use the TQDM bar "
+    "(Trainer(callbacks=[TQDMProgressBar()])) or the in-job emitter (trnwatch.workloads.emitter)",
+}
+
 TORCHTITAN = {
     "name": "torchtitan",
     "description": "TorchTitan (native PyTorch): per-step metrics line and checkpoint saves, through torchrun",
@@ -276,5 +331,14 @@ NEURON_RUNTIME = {
 
 BUILTIN_PROFILES = [
     LogProfile.model_validate(profile)
-    for profile in (NXD, NXDT, TORCHTITAN, NXD_LIBRARY, NEURON_COMPILE, NEURON_RUNTIME)
+    for profile in (
+        NXD,
+        NXDT,
+        TORCHTITAN,
+        LIGHTNING,
+        LIGHTNING_RICH,
+        NXD_LIBRARY,
+        NEURON_COMPILE,
+        NEURON_RUNTIME,
+    )
 ]

@@ -238,7 +238,8 @@ class JobLedger:
         self.source_events: dict[str, Counter[str]] = {}
         self.attempt = 0  # the launcher's latest attempt (restarts it reported)
         self.launcher_stopped: Launcher | None = None
-        self.log_lines: dict[str, tuple[int, int]] = {}  # passive job log source -> (lines read, unparsed)
+        # Passive job log source -> (lines read, unparsed, the profile's note on a log without steps).
+        self.log_lines: dict[str, tuple[int, int, str | None]] = {}
         self._timeline_rank: int | None = None
         self._folded = 0  # events folded: what `dead_ranks` at one "now" is kept against
         self._dead_at: tuple[float, int, list[int]] | None = None
@@ -797,8 +798,8 @@ class JobLedger:
     def _logs_read(self) -> str:
         return "; ".join(
             f"{source} ({self.log_profiles.get(source) or 'no framework profile detected'}) read {lines} line(s), "
-            f"{unparsed} matched no rule"
-            for source, (lines, unparsed) in sorted(self.log_lines.items())
+            f"{unparsed} matched no rule" + (f": {note}" if note else "")
+            for source, (lines, unparsed, note) in sorted(self.log_lines.items())
         )
 
     def _failed(self, now_s: float, chip_util_pct: ChipUtilisation | None) -> JobDiagnosis:

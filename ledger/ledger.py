@@ -246,7 +246,7 @@ class Ledger:
         if self.job is None:
             self.job = JobLedger(self.rules)
         self.job.log_profiles[stats.source_id] = counts.profile
-        self.job.log_lines[stats.source_id] = (counts.lines, counts.unparsed)
+        self.job.log_lines[stats.source_id] = (counts.lines, counts.unparsed, counts.note)
 
     def _fold_report(self, stats: SourceStats, source_id: str, t: float, report: Report) -> bool:
         """Fold one report into its host; False (and counted) when the host cannot be kept."""

@@ -10,7 +10,7 @@ from trnwatch.workloads.sim.fleet import fleet_hosts
 from trnwatch.workloads.sim.job import SimJobWriter
 from trnwatch.workloads.sim.topology import get_topology
 
-T0 = 1_000_000.0
+T0 = 1_700_000_000.0  # a plausible job time: the ledger rejects stamps over 10 years old
 
 
 def test_stall_suspect_carries_its_chips_utilisation_against_peers(tmp_path):
