@@ -264,7 +264,9 @@ class JobLedger:
             kinds = self.source_events[source] = Counter()
         kinds[event.event] += 1
         self.first_received_s = now_s if self.first_received_s is None else self.first_received_s
-        self.last_received_s = now_s
+        # The latest receive time (a receive clock stepped back must not make the session's end
+        # look like years of silence after the job's last event).
+        self.last_received_s = now_s if self.last_received_s is None else max(self.last_received_s, now_s)
         self.first_event_ts = event.ts if self.first_event_ts is None else min(self.first_event_ts, event.ts)
         self.last_event_ts = event.ts if self.last_event_ts is None else max(self.last_event_ts, event.ts)
         if self._timeline_rank is None or event.rank < self._timeline_rank:
