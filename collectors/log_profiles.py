@@ -100,6 +100,7 @@ class LogProfile(_Model):
     time_formats: list[str] = []  # strptime formats of timestamp groups (`failed_ts`)
     split: str = ""  # a line holding several records is cut where this matches (a bar with a message after it)
     no_steps: str = ""  # this log gives no step lines: why, and how to get a readable one (said in the receipt)
+    first_step_ends: list[Literal["init", "compile", "warmup"]] = []  # phases a rank's first step line ends
     rules: list[Rule] = []
 
 
@@ -282,7 +283,16 @@ class _Bar:
 
 
 class _RankState:
-    __slots__ = ("last_step", "last_step_ts", "last_ts_from_line", "open_tags", "last_metrics", "held_step", "bar")
+    __slots__ = (
+        "last_step",
+        "last_step_ts",
+        "last_ts_from_line",
+        "open_tags",
+        "last_metrics",
+        "held_step",
+        "bar",
+        "open_phases",
+    )
 
     def __init__(self):
         self.last_step: int | None = None
@@ -292,6 +302,7 @@ class _RankState:
         self.last_metrics: str | None = None  # the `metrics` text of the last step reported
         self.held_step: tuple[dict, float, bool] | None = None  # (fields, ts, ts_from_line) of a stale redraw
         self.bar: _Bar | None = None
+        self.open_phases: set[str] = set()  # phases this log opened and has not ended
 
 
 class LogTranslator:
@@ -470,6 +481,8 @@ class LogTranslator:
             if emit.event == "step":
                 out += self._step_events(fields, state, rank, ts, ts_from_line)
                 continue
+            if emit.event == "phase":
+                (state.open_phases.add if fields["state"] == "begin" else state.open_phases.discard)(fields["phase"])
             if emit.event == "checkpoint":
                 self._complete_checkpoint(fields, state)
             elif emit.event == "error":
@@ -502,6 +515,10 @@ class LogTranslator:
         held, state.held_step = state.held_step, None
         if held is not None and held[0]["step"] != fields["step"]:
             events += self._step_event(*held, state, rank)
+        elif held is not None and "elapsed" in held[0]:
+            # The step's time is when its counter was drawn, right after the step; its metrics
+            # redraw comes later (under load, tens of ms).
+            fields.update({key: held[0][key] for key in ("elapsed", "it_per_s") if key in held[0]})
         if metrics is not None and metrics == state.last_metrics and fields["step"] != state.last_step:
             state.held_step = (fields, ts, ts_from_line)
             return events
@@ -519,7 +536,14 @@ class LogTranslator:
         event = _build("step", fields, rank, ts, self.run)
         if bar is not None:
             self._unsettled.append((event, bar.serial, bar.elapsed_s))
-        return [event]
+        return self._first_step_ends(state, rank, ts) + [event]
+
+    def _first_step_ends(self, state: _RankState, rank: int, ts: float) -> list[JobEvent]:
+        """At a rank's first step, the phases the profile says that step ends (TorchTitan's time
+        to its first step is the compile), ended at the step's line."""
+        ends = [p for p in (self.profile.first_step_ends if self.profile else ()) if p in state.open_phases]
+        state.open_phases.difference_update(ends)
+        return [_build("phase", {"phase": phase, "state": "end"}, rank, ts, self.run) for phase in ends]
 
     def _bar_position(self, fields: dict, state: _RankState) -> None:
         """A progress bar's redraw: its step is the bar's counter plus the steps of the rank's

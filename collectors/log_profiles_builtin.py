@@ -233,13 +233,27 @@ TORCHTITAN = {
     "name": "torchtitan",
     "description": "TorchTitan (native PyTorch): per-step metrics line and checkpoint saves, through torchrun",
     "source": "pytorch/torchtitan torchtitan/components/metrics.py (MetricsProcessor.log), "
-    "torchtitan/components/checkpoint.py and components/checkpointer/dcp.py (save/load lines), "
+    "torchtitan/components/checkpoint.py and components/checkpointer/dcp.py (save/load lines), torchtitan/train.py "
+    "(Starting job, Training starts at step N), "
     "torchtitan/tools/logging.py (layout), torchtitan/tools/utils.py (Color), run_train.sh (--role rank --tee 3)",
     "detect": [r"^\[titan\] ", r"\bstep: *\d+ +loss: *\S+ +(?:grad_norm: *\S+ +)?memory: "],
     "timestamps": [
         {"pattern": r"^\[titan\] (?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+) - ", "format": "%Y-%m-%d %H:%M:%S,%f"}
     ],
+    # The first step line ends the compile opened at "Training starts at step N" (the step that
+    # traces and compiles the model: its time is the compile), and start-up if that line is missing.
+    "first_step_ends": ["init", "compile"],
     "rules": [
+        # torchtitan/train.py: `Starting job: <description>` (Trainer.__init__), then after the
+        # checkpoint load `Training starts at step N` (Trainer.train).
+        {"pattern": r"(?:^|- )Starting job: ", "emit": [{"event": "phase", "phase": "init", "state": "begin"}]},
+        {
+            "pattern": r"(?:^|- )Training starts at step \d+",
+            "emit": [
+                {"event": "phase", "phase": "init", "state": "end"},
+                {"event": "phase", "phase": "compile", "state": "begin"},
+            ],
+        },
         # tps is tokens per second per device, as TorchTitan computes it (local tokens over time
         # x non-data-parallel size); it is kept as such, never taken for the job's rate.
         {

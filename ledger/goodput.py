@@ -9,9 +9,12 @@ the job ledger's phase timeline does) and attributes every second of the window
 [first job event, last job event] to exactly one bucket, so the buckets sum to the window:
 
 - `productive`: inside a step (`[ts - step_time_s, ts]`) taken in steady state (a `steady` phase
-  open and no start-up, compile or blocking checkpoint open; a job that never emits phases has
-  every step counted steady);
-- `startup`: before the first step of a process, and inside `init` / `warmup` (steps included);
+  open and no start-up, compile or blocking checkpoint open). A job that marks no steady state
+  (no warmup / steady phase: a passive log, whose start-up, compile and checkpoint lines are its
+  only phases) has its steps outside any phase counted steady, after the leading steps the job
+  ledger's rule calls warm-up (`ledger/job_steady.py`, `inferred_warmup`), which go to `startup`;
+- `startup`: before the first step of a process, inside `init` / `warmup` (steps included), and
+  the inferred warm-up steps above;
 - `compile`: inside a `compile` phase (cache hits are instant and cost nothing here);
 - `checkpoint_save`: inside a `checkpoint` phase or a save that blocks steps (`blocking` absent or
   true); a background save (`blocking: false`) costs nothing, steps go on;
@@ -36,6 +39,7 @@ from dataclasses import dataclass, field
 from statistics import median
 
 from trnwatch.collectors.job_events import Checkpoint, JobEvent, Phase, RunStart, Step
+from trnwatch.ledger.job_steady import WARMUP_PROBE_STEPS, inferred_warmup
 from trnwatch.ledger.rules import DEFAULT_RULES, Rules
 
 CAUSES = ("startup", "compile", "data_loading", "checkpoint_save", "stalled", "restart", "unexplained")
@@ -85,7 +89,11 @@ class GoodputClock:
         self.seconds: dict[str, float] = dict.fromkeys(("productive",) + CAUSES, 0.0)
         self.steady_samples_s: deque = deque(maxlen=STEP_SAMPLES)  # the latest steady step times
         self.sequence_lengths = SequenceLengths()
-        self.phases_seen = False
+        self.phases_seen = False  # the job marks its steady state (warmup / steady phases, as the emitter does)
+        # A job that does not (a passive log: compile and checkpoint phases at most): the first
+        # steps of the process taken outside any phase, (step time, productive seconds given),
+        # until the warm-up is judged from them as the job ledger judges it (`inferred_warmup`).
+        self._leading: list[tuple[float, float]] = []
         self._open: set[str] = set()
         self._blocking_save = False
         self._background_save = False
@@ -124,11 +132,12 @@ class GoodputClock:
                 self._attribute_until(event.ts)
             self._open.clear()
             self._blocking_save = self._background_save = self._stepped = self._steady_seen = False
+            self._leading = []
         elif isinstance(event, Phase):
             if event.phase == "compile" and event.cache == "hit":
                 return
             self._attribute_until(event.ts)
-            self.phases_seen = True
+            self.phases_seen = self.phases_seen or event.phase in ("warmup", "steady")
             (self._open.add if event.state == "begin" else self._open.discard)(event.phase)
             self._steady_seen = self._steady_seen or event.phase == "steady"
         elif isinstance(event, Checkpoint) and event.action == "save":
@@ -157,6 +166,14 @@ class GoodputClock:
             # Steps before the steady phase are warm-up; after it ended, nothing says what runs.
             return "unexplained" if self._steady_seen else "startup"
         return None
+
+    def inferred_warmup_s(self) -> float:
+        """For a job that marks no steady state: the time of the process's leading steps that the
+        job ledger's rule calls warm-up (as for the steady-state figures), moved to start-up."""
+        if self.phases_seen:
+            return 0.0
+        warmup = inferred_warmup([step_time_s for step_time_s, _ in self._leading])
+        return sum(given_s for _, given_s in self._leading[:warmup])
 
     def late_threshold_s(self) -> float:
         """Longest gap between steps still counted as data loading (the job's LATE threshold)."""
@@ -206,10 +223,18 @@ class GoodputClock:
             self._last_step = event.step
             return
         self._stepped = True
-        cause = self._state_cause()  # None: steady ("steady" open, or a job that emits no phases)
+        cause = self._state_cause()  # None: steady ("steady" open, or a job that marks no steady state)
         steady = cause is None
+        productive_s = self.seconds["productive"]
         self._attribute_until(event.ts, cause or "productive")
         self._last_step = event.step
+        if (
+            steady
+            and not self.phases_seen
+            and event.step_time_s is not None
+            and len(self._leading) < WARMUP_PROBE_STEPS
+        ):
+            self._leading.append((event.step_time_s, self.seconds["productive"] - productive_s))
         if steady and event.step_time_s is not None:
             self.steady_samples_s.append(event.step_time_s)
             self._recent_s.append(event.step_time_s)
@@ -232,6 +257,9 @@ class GoodputClock:
         if self.first_ts is None or self.last_ts is None or self.cursor_ts is None:
             return None
         seconds = dict(self.seconds)
+        warmup_s = self.inferred_warmup_s()
+        seconds["productive"] -= warmup_s
+        seconds["startup"] += warmup_s
         end_ts = self.last_ts + max(0.0, silence_s)
         pending = end_ts - self.cursor_ts
         if pending > 0:

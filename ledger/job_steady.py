@@ -43,7 +43,12 @@ def warmup_steps(rank: RankState) -> int:
     after them (inferred warm-up), or the steps before its explicit steady phase."""
     if rank.saw_steady:
         return rank.steps_before_steady
-    times = rank.first_step_times_s
+    return inferred_warmup(rank.first_step_times_s)
+
+
+def inferred_warmup(times: list[float]) -> int:
+    """How many of a process's first step times (at most WARMUP_PROBE_STEPS) are warm-up: the
+    leading ones over WARMUP_OUTLIER_FACTOR x the median of the steps after them."""
     warmup = 0
     while len(times) - warmup - 1 >= WARMUP_MIN_AFTER:
         if times[warmup] <= WARMUP_OUTLIER_FACTOR * median(times[warmup + 1 :]):

@@ -247,11 +247,13 @@ def run(
     log_every: int = 1,
     async_saves: bool = False,
     compile_s: float = 0.0,
+    first_steps_s: tuple[float, ...] = (),
 ) -> Truth:
     """Run a training loop of `steps` steps of `step_s` (one of `stall_s` more at `stall_step`),
     writing and flushing each line as the loop prints it: the step line every `log_every` steps, a
     save every `save_every` steps (synced: began, `save_s`, completed; async: began, `save_s`,
-    requested, and completed inside the next save), a cold compile of `compile_s` first."""
+    requested, and completed inside the next save), a cold compile of `compile_s` first, the
+    first steps taking `first_steps_s` (a warm-up) instead."""
     line = LAYOUTS[layout]
     truth = Truth(layout)
     logger = library_logger(stream, clock)
@@ -270,7 +272,8 @@ def run(
     pending_async: str | None = None
     for step in range(1, steps + 1):
         began = clock.now()
-        clock.sleep(step_s + (stall_s if step == stall_step else 0.0))
+        own_s = first_steps_s[step - 1] if step <= len(first_steps_s) else step_s
+        clock.sleep(own_s + (stall_s if step == stall_step else 0.0))
         window_time, tput = throughput.get()
         end = clock.now()
         truth.step_end_s[step], truth.step_time_s[step] = end, end - began
