@@ -42,7 +42,9 @@ PEAK_FLOPS_ASSUMPTION = (
 GOODPUT_METHOD = (
     "Timeline rank's events (the lowest rank) attribute every second from the first job event to the "
     "last, plus the silence the monitor saw after it until the session ended, to one bucket: steady "
-    "steps are productive; init, warm-up and time before a process's first step are startup; compile "
+    "steps are productive (a job with no warmup/steady phase, such as a passive log: steps outside any phase, "
+    "less the warm-up inferred as for the steady-state figures); init, warm-up and time before a process's "
+    "first step are startup; compile "
     "phases compile; checkpoint phases and blocking saves checkpoint_save; restart from the last event "
     "before a restart to the first step after it, plus the steps redone at the median steady step time; "
     "gaps between steps up to the late threshold data_loading, beyond the stall threshold stalled (the "
