@@ -1,0 +1,39 @@
+"""A launcher's per-rank prefix changes nothing but the rank: the same log read raw, under Open
+MPI's `--tag-output` prefix (its layout as mpirun 4.1.4 printed it here, tests/test_launchers_real.py)
+and under Slurm's `--label` (tests/slurm_label.py) gives the same events, timestamps included (a
+prefix once broke the compile's timing: 0 s instead of the real span)."""
+
+from pathlib import Path
+
+import pytest
+
+from trnwatch.collectors.log_profiles import LogTranslator, profile_registry
+from trnwatch.ledger.job import JobLedger
+from tests.slurm_label import label
+
+FIXTURE = Path(__file__).parent / "fixtures" / "logs" / "nxd_tp_zero1.log"
+RECEIVED_S = 1_900_000_000.0
+
+
+def events_of(lines: list[str]) -> list:
+    translator = LogTranslator("run", profile_registry(), global_batch=256, seq_len=4096)
+    return [event for line in lines for event in translator.feed(line, RECEIVED_S)]
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [lambda line: f"[1,3]<stdout>:{line}", lambda line: label(3, 16, line), lambda line: label(3, 16, line, True)],
+    ids=["open-mpi", "srun-label", "srun-label-zero-padded"],
+)
+def test_a_prefixed_log_reads_as_the_raw_log_on_the_prefixes_rank(prefix):
+    raw = FIXTURE.read_text(encoding="utf-8").splitlines()[2:]  # after the fixture's source note
+    plain = events_of(raw)
+    prefixed = events_of([prefix(line) for line in raw])
+    assert {event.rank for event in prefixed} == {3}
+    as_raw = [event.model_copy(update={"rank": 0}).model_dump_json() for event in prefixed]
+    assert as_raw == [event.model_dump_json() for event in plain]  # as JSON: a NaN loss equals itself
+    ledger = JobLedger()
+    for event in prefixed:
+        ledger.ingest(event, RECEIVED_S)
+    cold = ledger.summary(RECEIVED_S).cold_compile_s
+    assert cold is not None and cold > 0  # timed from the lines' own timestamps
