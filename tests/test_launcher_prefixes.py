@@ -3,15 +3,13 @@ MPI's `--tag-output` prefix (its layout as mpirun 4.1.4 printed it here, tests/t
 and under Slurm's `--label` (tests/slurm_label.py) gives the same events, timestamps included (a
 prefix once broke the compile's timing: 0 s instead of the real span)."""
 
-from pathlib import Path
-
 import pytest
 
 from trnwatch.collectors.log_profiles import LogTranslator, profile_registry
 from trnwatch.ledger.job import JobLedger
+from tests.nxd_logs import tp_zero1_fixture
 from tests.slurm_label import label
 
-FIXTURE = Path(__file__).parent / "fixtures" / "logs" / "nxd_tp_zero1.log"
 RECEIVED_S = 1_900_000_000.0
 
 
@@ -25,8 +23,9 @@ def events_of(lines: list[str]) -> list:
     [lambda line: f"[1,3]<stdout>:{line}", lambda line: label(3, 16, line), lambda line: label(3, 16, line, True)],
     ids=["open-mpi", "srun-label", "srun-label-zero-padded"],
 )
-def test_a_prefixed_log_reads_as_the_raw_log_on_the_prefixes_rank(prefix):
-    raw = FIXTURE.read_text(encoding="utf-8").splitlines()[2:]  # after the fixture's source note
+def test_a_prefixed_log_reads_as_the_raw_log_on_the_prefixes_rank(prefix, tmp_path):
+    tp_zero1_fixture(tmp_path / "tp_zero1.log")  # NxD's tp_zero1 layout with a 200 s cold compile
+    raw = (tmp_path / "tp_zero1.log").read_text(encoding="utf-8").splitlines()
     plain = events_of(raw)
     prefixed = events_of([prefix(line) for line in raw])
     assert {event.rank for event in prefixed} == {3}
@@ -36,4 +35,4 @@ def test_a_prefixed_log_reads_as_the_raw_log_on_the_prefixes_rank(prefix):
     for event in prefixed:
         ledger.ingest(event, RECEIVED_S)
     cold = ledger.summary(RECEIVED_S).cold_compile_s
-    assert cold is not None and cold > 0  # timed from the lines' own timestamps
+    assert cold == pytest.approx(200.0, abs=1.0)  # timed from the lines' own timestamps
