@@ -16,6 +16,9 @@ Line kinds and their records (each also `Rejected` when unusable):
 - "job-log" (a passive log's counts, collectors/job_log.py): one `JobLogStats`;
 - "stack" (a rank's stack capture, made by the session itself: collectors/stack_records.py): one
   `StackCapture`. Its lines come from no source (SESSION_KINDS): the ledger keeps them apart.
+- "kernel-log" (a kernel log line: journalctl, dmesg, a file), collectors/kernel_log.py: one
+  `HardwareError`, `DriverLine` (another Neuron driver line) or `OtherLine`;
+- "sysfs" (one sysfs sample of a host, collectors/sysfs.py): one `SysfsSample`.
 """
 
 from collections.abc import Callable
@@ -28,10 +31,12 @@ from trnwatch.collectors.job_events import (
     decode_job_line,
     parse_job_log_stats,
 )
+from trnwatch.collectors.kernel_log import KernelRecord, in_kernel_log_layout, parse_kernel_line
 from trnwatch.collectors.lines import Line
 from trnwatch.collectors.neuron_monitor import FieldRejection, Report, ReportRejected, decode_report
 from trnwatch.collectors.prometheus import parse_prometheus_line
 from trnwatch.collectors.stack_records import StackCapture, StackLineError, decode_stack_line
+from trnwatch.collectors.sysfs_sample import SysfsRejected, SysfsSample, decode_sysfs
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +55,7 @@ class DeviceReport:
     rejected_fields: tuple[FieldRejection, ...] = ()
 
 
-Record = DeviceReport | DecodedJobLine | JobLogStats | StackCapture | Rejected
+Record = DeviceReport | DecodedJobLine | JobLogStats | StackCapture | KernelRecord | SysfsSample | Rejected
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +109,19 @@ def _stack(text: str) -> list[Record]:
         return [Rejected("stack-schema", str(exc))]
 
 
+def _kernel_log(text: str) -> list[Record]:
+    if not in_kernel_log_layout(text):
+        return [Rejected("not-kernel-log", "neither journalctl short-iso, dmesg, nor a Neuron line")]
+    return [parse_kernel_line(text)]
+
+
+def _sysfs(text: str) -> list[Record]:
+    try:
+        return [decode_sysfs(text)]
+    except SysfsRejected as exc:
+        return [Rejected("sysfs", str(exc))]
+
+
 # Line kind -> its decoder (text -> records). A new line format is one entry here.
 DECODERS: dict[str, Callable[[str], list[Record]]] = {
     "neuron-monitor": _neuron_monitor,
@@ -112,6 +130,8 @@ DECODERS: dict[str, Callable[[str], list[Record]]] = {
     "job": _job,
     "job-log": _job_log,
     "stack": _stack,
+    "kernel-log": _kernel_log,
+    "sysfs": _sysfs,
 }
 # Line kinds that carry device reports: their sources can be lost by silence.
 DEVICE_KINDS = ("neuron-monitor", "prometheus", "promql")

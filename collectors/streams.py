@@ -90,7 +90,7 @@ async def stdin_lines(source_id: str = "stdin", fd: int = 0) -> AsyncIterator[Li
     the loop's pipe reader refuses, by a daemon thread."""
     mode = os.fstat(fd).st_mode
     if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
-        async for line in split_lines(_daemon_reader(fd), source_id, "neuron-monitor"):
+        async for line in split_lines(daemon_reader(fd), source_id, "neuron-monitor"):
             yield line
         return
     if stat.S_ISFIFO(mode) and hasattr(fcntl, "F_SETPIPE_SZ"):
@@ -109,7 +109,7 @@ async def stdin_lines(source_id: str = "stdin", fd: int = 0) -> AsyncIterator[Li
         transport.close()  # closes `pipe`, which leaves the fd itself open
 
 
-def _daemon_reader(fd: int) -> Callable[[int], Awaitable[bytes]]:
+def daemon_reader(fd: int) -> Callable[[int], Awaitable[bytes]]:
     """A chunk reader for any fd, fed by a daemon thread.
 
     A thread works for every kind of stdin (the event loop's pipe reader refuses files). It is a
@@ -165,35 +165,41 @@ async def neuron_monitor_lines(executable: str, period_s: float, source_id: str 
     with tempfile.TemporaryDirectory(prefix="trnwatch-") as tmp:
         config = Path(tmp) / "neuron-monitor.json"
         config.write_text(json.dumps(neuron_monitor_config(period_s)))
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                executable,
-                "-c",
-                str(config),
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-            )
-        except OSError as exc:
-            raise SourceLost(f"cannot start {executable}: {exc.strerror or exc}") from None
-        assert proc.stdout is not None and proc.stderr is not None  # PIPE, above
-        stderr_tail = asyncio.ensure_future(_tail(proc.stderr))
-        try:
-            async for line in split_lines(proc.stdout.read, source_id, "neuron-monitor"):
-                yield line
-            status = await proc.wait()
-        finally:
-            if proc.returncode is None:
-                proc.terminate()
-                try:
-                    await asyncio.wait_for(proc.wait(), 5)
-                except TimeoutError:
-                    proc.kill()
-                    await proc.wait()
-        err = (await stderr_tail).strip()
-        if status != 0:
-            detail = err.splitlines()[-1] if err else "no message on stderr"
-            raise SourceLost(f"{Path(executable).name} exited with status {status}: {detail}")
+        async for line in child_lines([executable, "-c", str(config)], source_id, "neuron-monitor"):
+            yield line
+
+
+async def child_lines(argv: list[str], source_id: str, kind: LineKind) -> AsyncIterator[Line]:
+    """Run `argv` and yield its stdout lines as `kind`; the child is stopped when the reader
+    stops. Raises `SourceLost` if it cannot start or exits with an error (its last stderr line)."""
+    executable = argv[0]
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+    except OSError as exc:
+        raise SourceLost(f"cannot start {executable}: {exc.strerror or exc}") from None
+    assert proc.stdout is not None and proc.stderr is not None  # PIPE, above
+    stderr_tail = asyncio.ensure_future(_tail(proc.stderr))
+    try:
+        async for line in split_lines(proc.stdout.read, source_id, kind):
+            yield line
+        status = await proc.wait()
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 5)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+    err = (await stderr_tail).strip()
+    if status != 0:
+        detail = err.splitlines()[-1] if err else "no message on stderr"
+        raise SourceLost(f"{Path(executable).name} exited with status {status}: {detail}")
 
 
 async def _tail(stream: asyncio.StreamReader, keep_bytes: int = 4096) -> str:

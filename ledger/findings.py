@@ -18,7 +18,7 @@ median rate (the whole job allocating, as in warmup, is no leak), while the job 
 compiling or warming up, when job telemetry says so).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from statistics import median
 from typing import TYPE_CHECKING, Any, Literal, TypeGuard
@@ -50,7 +50,24 @@ JOB_SEVERITY: dict[str, Severity] = {
 }
 NOT_STEADY_VERDICTS = ("compiling", "no-data")  # start-up allocates on every chip; a checkpoint does not
 # Order among findings of one severity: the job's own answer first, then the device's.
-KIND_ORDER = ("job", "ecc-uncorrected", "host-lost", "source-lost", "hbm-leak", "host-stale", "rejected-input")
+KIND_ORDER = (
+    "job",
+    "hw-error",
+    "ecc-uncorrected",
+    "host-lost",
+    "source-lost",
+    "device-unhealthy",
+    "efa-errors",
+    "hbm-leak",
+    "host-stale",
+    "rejected-input",
+)
+# A host's EFA errors (drops, retransmits, timeouts, unresponsive / impaired peers; ledger/sysfs_host.py)
+# stand out at this many per second and this many times its peers' median (with at least
+# EFA_MIN_PEERS other hosts reporting them).
+EFA_ERRORS_MIN_PER_S = 1.0
+EFA_OUTLIER_FACTOR = 4.0
+EFA_MIN_PEERS = 2
 
 
 # --- HBM trends ----------------------------------------------------------------------------------
@@ -232,6 +249,51 @@ def _job_finding(ledger: "Ledger", diagnosis: JobDiagnosis | None) -> Finding | 
     return Finding(severity, "job", "job", label, site, what, short)
 
 
+def _hardware_error_findings(ledger: "Ledger") -> list[Finding]:
+    """One critical finding per distinct kernel-log hardware error (ledger/hardware.py), on its
+    host and chip (nd-id); it stays for the session (a hardware error does not heal). The line's
+    nc-id is said as the line numbers it: whether it counts within the device or on the host is
+    not documented, so it is not put in the site's core (the host-global logical core)."""
+    found = []
+    for first, _last, lines in ledger.kernel.faults():
+        e = first.error
+        host = ledger.host_of_hardware_error(e)
+        if host is not None:
+            site = _site_of_host(ledger, host, chip=e.device)
+        else:
+            site = Site(host=e.hostname or e.instance_id, chip=e.device, source_id=first.source_id)
+        what = f"NEURON_HW_ERR={e.error_type}" + ("" if e.core is None else f" nc-id {e.core}")
+        what += f", action {e.action}" if e.action else ""
+        if lines > 1:
+            what += f" ({lines} lines)"
+        found.append(Finding("critical", "hw-error", "chip", "HWERR", site, what + " in the kernel log", e.error_type))
+    return found
+
+
+def _sysfs_findings(ledger: "Ledger") -> list[Finding]:
+    """Devices whose sysfs `unhealthy_components` is not empty, and hosts whose EFA error rate
+    stands out from their peers' (EFA_* above)."""
+    found = []
+    rates = {key: h.efa_error_rate_per_s for key, h in ledger.sysfs.items()}
+    known = {key: rate for key, rate in rates.items() if rate is not None}
+    for key, sysfs in ledger.sysfs.items():
+        host = ledger.hosts.get(key)
+        site = _site_of_host(ledger, host) if host else Site(host=key, source_id=sysfs.source_id)
+        for device, components in sysfs.unhealthy_devices():
+            what = f"unhealthy_components: {components} (sysfs)"
+            chip_site = replace(site, chip=device)
+            found.append(Finding("error", "device-unhealthy", "chip", "UNHEALTHY", chip_site, what, components))
+        rate = known.get(key)
+        peers = [r for k, r in known.items() if k != key]
+        if rate is None or len(peers) < EFA_MIN_PEERS or rate < EFA_ERRORS_MIN_PER_S:
+            continue
+        peer_median = median(peers)
+        if rate > EFA_OUTLIER_FACTOR * peer_median:
+            what = f"EFA errors {rate:.0f}/s (drops, retransmits, timeouts, peer events), peers' median {peer_median:.0f}/s"
+            found.append(Finding("error", "efa-errors", "host", "EFA", site, what, f"{rate:.0f} errors/s"))
+    return found
+
+
 def current_findings(ledger: "Ledger", now_s: float) -> list[Finding]:
     """Every current finding, most severe first (then by kind, UltraServer, host, chip)."""
     found: list[Finding] = []
@@ -239,6 +301,8 @@ def current_findings(ledger: "Ledger", now_s: float) -> list[Finding]:
     job = _job_finding(ledger, diagnosis)
     if job is not None:
         found.append(job)
+    found.extend(_hardware_error_findings(ledger))
+    found.extend(_sysfs_findings(ledger))
     steady = diagnosis is None or diagnosis.verdict not in NOT_STEADY_VERDICTS
     freshness = freshness_at(ledger, now_s)
     rising: list[tuple[HostState, int, HbmTrend]] = []  # chips whose HBM rose lately, with their trend

@@ -25,11 +25,14 @@ from trnwatch.collectors.decode import (
     decode,
 )
 from trnwatch.collectors.job_events import PASSIVE_SOURCE_PREFIXES, DecodedJobLine, JobLogStats
+from trnwatch.collectors.kernel_log import DriverLine, HardwareError, OtherLine
 from trnwatch.collectors.limits import MAX_HOSTS
 from trnwatch.collectors.lines import ClockMark, Line, SourceEvent
 from trnwatch.collectors.neuron_monitor import FieldRejection, Report
 from trnwatch.collectors.stack_records import StackCapture
+from trnwatch.collectors.sysfs_sample import SysfsSample
 from trnwatch.ledger.goodput import GoodputClock
+from trnwatch.ledger.hardware import KernelLogState
 from trnwatch.ledger.hosts import HostState
 from trnwatch.ledger.job import JobDiagnosis, JobEventRejected, JobLedger
 from trnwatch.ledger.job_summary import JobSection
@@ -44,6 +47,7 @@ from trnwatch.ledger.rollups import (
 )
 from trnwatch.ledger.rules import DEFAULT_RULES, Rules
 from trnwatch.ledger.stacks import StackLedger
+from trnwatch.ledger.sysfs_host import HostSysfs
 
 Evidence = Literal["live", "replayed", "simulated"]
 # connecting / reconnecting / lost-while-retrying come from link events of remote sources (SSH,
@@ -57,6 +61,8 @@ LOST_PERIODS = 10
 LOST_MIN_S = 30.0
 # The order a header's worst-source slot reads sources in: the most serious state first.
 WORST_STATE_FIRST: tuple[str, ...] = ("lost", "reconnecting", "stale", "connecting", "waiting")
+# Sources whose silence says nothing (a kernel log is quiet while all is well): connected until they end.
+QUIET_KINDS = ("kernel-log",)
 
 
 def lost_after_s(period_s: float | None) -> float:
@@ -113,6 +119,8 @@ class SourceStats:
             return "lost"  # with link_error; the source retries (see link_since_s for how long)
         if self.link == "connecting":
             return "reconnecting" if self.downs else "connecting"
+        if self.kind in QUIET_KINDS:
+            return "connected"
         if self.last_s is None:
             return "waiting"
         if self.silent_lost_s(now_s, period_s):
@@ -155,6 +163,9 @@ class Ledger:
         self.job: JobLedger | None = None
         self.goodput: GoodputClock | None = None  # the job window's time accounting, from the first job event
         self.stacks = StackLedger()  # ranks' stack captures (the key, a confirmed stall)
+        self.kernel = KernelLogState()  # hardware errors and Neuron driver lines from kernel logs
+        # sysfs samples by host id (the sample's instance id, else its source id): device health, EFA rates.
+        self.sysfs: dict[str, HostSysfs] = {}
         # Counts every change (a line, a link event, a source's end), and figures derived from
         # the ledger's state, kept until it changes (ledger/rollups.py: per_update, per_report).
         self.generation = 0
@@ -206,6 +217,15 @@ class Ledger:
                 stats.count_field_rejections(record.rejected_fields)
         elif isinstance(record, DecodedJobLine):
             self._fold_job(stats, t, record)
+        elif isinstance(record, HardwareError | DriverLine | OtherLine):
+            if stats.first_s is None:
+                stats.first_s = t
+            stats.last_s = t
+            stats.reports += 1
+            if not isinstance(record, OtherLine):
+                self.kernel.fold(stats.source_id, t, record)
+        elif isinstance(record, SysfsSample):
+            self._fold_sysfs(stats, t, record)
         elif isinstance(record, JobLogStats):
             self._fold_job_log(stats, record)
 
@@ -240,6 +260,20 @@ class Ledger:
                 except JobEventRejected:
                     continue
                 self.job = job
+
+    def _fold_sysfs(self, stats: SourceStats, t: float, sample: SysfsSample) -> None:
+        key = sample.instance_id or stats.source_id
+        host = self.sysfs.get(key)
+        if host is None:
+            if len(self.sysfs) >= MAX_HOSTS:
+                stats.count_rejection("too-many-hosts", f"sysfs of {key[:80]!r} beyond the {MAX_HOSTS} kept")
+                return
+            host = self.sysfs[key] = HostSysfs(key, stats.source_id)
+        host.fold(sample, t)
+        if stats.first_s is None:
+            stats.first_s = t
+        stats.last_s = t
+        stats.reports += 1
 
     def _fold_job_log(self, stats: SourceStats, counts: JobLogStats) -> None:
         stats.log_profile, stats.unparsed_lines = counts.profile, counts.unparsed
@@ -340,6 +374,22 @@ class Ledger:
             if name in (host.host_id, host.source_id, host.instance_name):
                 return host
         return None
+
+    def host_of_hardware_error(self, error: HardwareError) -> HostState | None:
+        """The host a hardware-error line names: by its instance id (how reports name hosts),
+        else by its hostname; None when no host of the device telemetry is that machine."""
+        if error.instance_id and error.instance_id in self.hosts:
+            return self.hosts[error.instance_id]
+        return self.host_named(error.hostname) if error.hostname else None
+
+    def hardware_faults_by_chip(self, host: HostState) -> dict[int, int]:
+        """Chip index -> distinct kernel-log hardware errors placed on that chip of `host`."""
+        faults: dict[int, int] = {}
+        for first, _last, _lines in self.kernel.faults():
+            e = first.error
+            if e.device is not None and self.host_of_hardware_error(e) is host:
+                faults[e.device] = faults.get(e.device, 0) + 1
+        return faults
 
     def chip_util_pct(self, host_name: str, chip: int, now_s: float | None = None) -> float | None:
         """Latest utilisation of a rank's chip, for the job diagnosis' device evidence (None when

@@ -24,6 +24,7 @@ from trnwatch.ledger.job import percentile
 from trnwatch.ledger.job_summary import JobSection
 from trnwatch.ledger.ledger import Evidence, Ledger
 from trnwatch.ledger.rollups import known_sum, source_periods_s
+from trnwatch.ledger.sysfs_host import HostSysfs
 from trnwatch.outside import json_safe
 
 SCHEMA = "trnwatch.receipt/1"
@@ -337,6 +338,53 @@ class StackSection(_Section):
     dropped: int  # older captures let go to keep the bound (ledger/stacks.py)
 
 
+class HardwareErrorEntry(_Section):
+    """One distinct hardware error a kernel log reported (a NEURON_HW_ERR line), where it points."""
+
+    error_type: str
+    action: str | None
+    host: str | None  # the ledger's host id when the line's instance id or hostname is a host of the telemetry
+    instance_id: str | None  # as the line says
+    hostname: str | None  # as the line says
+    ultraserver: str | None
+    chip: int | None  # nd-id
+    nc_id: int | None  # as the line numbers the NeuronCore (within the device or on the host: not documented)
+    serial_number: str | None
+    first: float  # unix s the first such line was received
+    last: float
+    lines: int
+    logged_at: str | None  # the kernel log's own time of the first line
+    source: str  # the kernel-log source that read it
+
+
+class KernelLogEntry(_Section):
+    """What the kernel-log sources read: hardware errors, and the Neuron driver's other lines (counted)."""
+
+    hardware_errors: list[HardwareErrorEntry]
+    hardware_errors_dropped: int  # oldest lines dropped past the bound (ledger/hardware.py)
+    driver_lines: dict[str, int]  # source id -> other Neuron driver lines
+
+
+class SysfsDeviceEntry(_Section):
+    device: int
+    power_status: str | None  # null: no power/utilization node (unavailable)
+    power_avg_pct: float | None  # the last minute's average, share of the device's maximum power
+    power_min_pct: float | None
+    power_max_pct: float | None
+    unhealthy_components: str | None  # null: no node; "": none unhealthy
+
+
+class SysfsHostEntry(_Section):
+    """One host's sysfs figures at the window's end (collectors/sysfs.py, ledger/sysfs_host.py)."""
+
+    host: str  # the sample's instance id (board_asset_tag), else the sampler's source id
+    source: str
+    samples: int
+    efa_ports: int
+    efa_rates_per_s: dict[str, float]  # summed over ports, last interval; a counter left out is unavailable
+    devices: list[SysfsDeviceEntry]
+
+
 class Receipt(_Section):
     # `schema` is a BaseModel attribute, so the field is `schema_` with the JSON key `schema`.
     schema_: str = Field(alias="schema")
@@ -363,6 +411,8 @@ class Receipt(_Section):
     timeline: Timeline
     job: JobSection | None  # typed in ledger/job_summary.py
     output_failures: list[OutputFailure] = []
+    kernel_log: KernelLogEntry | None = None  # null when no kernel-log source ran
+    sysfs: list[SysfsHostEntry] = []  # empty when no sysfs source ran
     recording: RecordingEntry | None = None
     replay: ReplayEntry | None = None
     stacks: StackSection | None = None  # null: no stack was taken
@@ -436,11 +486,69 @@ def build_receipt(
         timeline=_timeline(ledger, clock),
         job=job,
         output_failures=list(output_failures),
+        kernel_log=_kernel_log(ledger),
+        sysfs=[_sysfs_entry(h) for _, h in sorted(ledger.sysfs.items())],
         recording=recording,
         replay=replay,
         stacks=StackSection(captures=list(ledger.stacks.captures), dropped=ledger.stacks.dropped)
         if len(ledger.stacks)
         else None,
+    )
+
+
+def _sysfs_entry(h: HostSysfs) -> SysfsHostEntry:
+    devices = []
+    for device, health in sorted(h.devices.items()):
+        power = health.power
+        devices.append(
+            SysfsDeviceEntry(
+                device=device,
+                power_status=None if power is None else power.status,
+                power_avg_pct=None if power is None else power.avg_pct,
+                power_min_pct=None if power is None else power.min_pct,
+                power_max_pct=None if power is None else power.max_pct,
+                unhealthy_components=health.unhealthy_components,
+            )
+        )
+    return SysfsHostEntry(
+        host=h.key,
+        source=h.source_id,
+        samples=h.samples,
+        efa_ports=h.efa_ports,
+        efa_rates_per_s={k: round(v, 3) for k, v in sorted(h.efa_rates_per_s.items())},
+        devices=devices,
+    )
+
+
+def _kernel_log(ledger: Ledger) -> KernelLogEntry | None:
+    if not any(s.kind == "kernel-log" for s in ledger.sources.values()):
+        return None
+    errors = []
+    for first, last, lines in ledger.kernel.faults():
+        e = first.error
+        host = ledger.host_of_hardware_error(e)
+        errors.append(
+            HardwareErrorEntry(
+                error_type=e.error_type,
+                action=e.action,
+                host=None if host is None else host.host_id,
+                instance_id=e.instance_id,
+                hostname=e.hostname,
+                ultraserver=None if host is None else ledger.ultraserver_of(host),
+                chip=e.device,
+                nc_id=e.core,
+                serial_number=e.serial_number,
+                first=first.t_s,
+                last=last.t_s,
+                lines=lines,
+                logged_at=e.logged_at,
+                source=first.source_id,
+            )
+        )
+    return KernelLogEntry(
+        hardware_errors=errors,
+        hardware_errors_dropped=ledger.kernel.errors_dropped,
+        driver_lines=dict(sorted(ledger.kernel.driver_lines.items())),
     )
 
 

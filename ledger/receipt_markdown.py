@@ -368,6 +368,29 @@ def _goodput_section(r: Receipt, svg_name: str | None) -> list[str]:
     return lines
 
 
+def _kernel_log_section(r: Receipt) -> list[str]:
+    k = r.kernel_log
+    if k is None:
+        return []
+    driver = sum(k.driver_lines.values())
+    lines = [
+        "",
+        "## Kernel log",
+        "",
+        f"{len(k.hardware_errors)} hardware error(s) (NEURON_HW_ERR lines); {driver:,} other Neuron driver "
+        "line(s), counted, not shown.",
+    ]
+    if k.hardware_errors:
+        lines += ["", "| error | action | host | chip | nc-id | lines | first (UTC) |", "|---|---|---|---|---|---|---|"]
+        for e in k.hardware_errors:
+            host = e.host or e.hostname or e.instance_id
+            lines.append(
+                f"| {_md_text(e.error_type)} | {_md_text(_v(e.action))} | {_md_text(_v(host))} | {_v(e.chip)} | "
+                f"{_v(e.nc_id)} | {e.lines} | {_clock(e.first)} |"
+            )
+    return lines
+
+
 def _sources_section(r: Receipt) -> list[str]:
     by_kind: dict[str, list] = {}
     for s in r.sources:
@@ -553,6 +576,7 @@ def render_markdown(r: Receipt, svg_name: str | None = None) -> str:
     lines += _job_section(r)
     lines += _stacks_section(r)
     lines += _goodput_section(r, svg_name)
+    lines += _kernel_log_section(r)
     lines += _sources_section(r)
     lines += _hosts_section(r)
     lines += _ultraservers_section(r)

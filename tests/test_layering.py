@@ -62,12 +62,14 @@ def test_workload_modules_import_in_one_direction():
 LEDGER_MAY_IMPORT = {
     "trnwatch.collectors.decode",
     "trnwatch.collectors.job_events",
+    "trnwatch.collectors.kernel_log",
     "trnwatch.collectors.limits",
     "trnwatch.collectors.lines",
     "trnwatch.collectors.neuron_monitor",
     "trnwatch.collectors.prometheus",
     "trnwatch.collectors.prometheus_text",
     "trnwatch.collectors.stack_records",
+    "trnwatch.collectors.sysfs_sample",
 }
 
 

@@ -106,6 +106,7 @@ class Context:
 
     job_requested: bool  # a job kind was chosen beside it
     keys_fd: Callable[[], int]  # the terminal's fd for keys (the screen's, when stdin carries data)
+    hardware_requested: bool = False  # a kernel-log or sysfs kind was chosen beside it
 
 
 @dataclass(frozen=True)
@@ -157,6 +158,8 @@ def _neuron_monitor_build(args: argparse.Namespace, ctx: Context) -> Built:
     executable = _checked_executable(args.neuron_monitor) if args.neuron_monitor else streams.find_neuron_monitor()
     if executable is None and ctx.job_requested:
         return Built([], notes=["no neuron-monitor here; watching the job scope only"])
+    if executable is None and ctx.hardware_requested:
+        return Built([], notes=["no neuron-monitor here; reading the kernel log / sysfs only"])
     if executable is None:
         raise OptionError(
             "neuron-monitor not found on PATH or in /opt/aws/neuron/bin. Install aws-neuronx-tools, "
@@ -229,7 +232,13 @@ def _sim_build(args: argparse.Namespace, ctx: Context) -> Built:
     """The demo: every simulated host's report stream, and the simulated job (its writer runs
     beside the sources, its files are read back by the follower a live job uses)."""
     from trnwatch.workloads.sim.fleet import fleet_hosts
-    from trnwatch.workloads.sim.source import host_source_id, sim_host_lines
+    from trnwatch.workloads.sim.source import (
+        KERNEL_LOG_SOURCE,
+        fleet_has_kernel_log,
+        host_source_id,
+        sim_host_lines,
+        sim_kernel_lines,
+    )
     from trnwatch.workloads.sim.topology import get_topology
 
     period_s = args.period
@@ -243,6 +252,10 @@ def _sim_build(args: argparse.Namespace, ctx: Context) -> Built:
         )
         for i, h in enumerate(hosts)
     ]
+    if fleet_has_kernel_log(hosts):
+        specs.append(
+            SourceSpec(KERNEL_LOG_SOURCE, "kernel-log", functools.partial(sim_kernel_lines, hosts, period_s, start))
+        )
     job_spec, job_writer = _sim_job(hosts, args.job_dir, args.job_format, period_s)
     return Built(specs + [job_spec], background=[job_writer])
 
@@ -406,7 +419,7 @@ PROMETHEUS = SourceKind(
 )
 SIM = SourceKind(
     "sim",
-    ("neuron-monitor", "job", "job-log"),
+    ("neuron-monitor", "job", "job-log", "kernel-log"),
     _sim_options,
     lambda a: a.demo,
     _sim_build,
@@ -415,7 +428,7 @@ SIM = SourceKind(
 )
 REPLAY = SourceKind(
     "replay",
-    ("neuron-monitor", "prometheus", "promql", "job", "job-log"),
+    ("neuron-monitor", "prometheus", "promql", "job", "job-log", "kernel-log", "sysfs"),
     _replay_options,
     lambda a: a.recording is not None,
     _replay_build,
@@ -570,17 +583,86 @@ JOB_DIR = SourceKind("job-dir", ("job",), _job_dir_options, lambda a: bool(a.job
 JOB_LOG = SourceKind("job-log", ("job", "job-log"), _job_log_options, lambda a: bool(a.job_log), _job_log_build)
 CKPT_DIR = SourceKind("ckpt-dir", ("job",), _ckpt_dir_options, lambda a: bool(a.ckpt_dir), _ckpt_dir_build)
 
+# --- the kernel log -------------------------------------------------------------------------------
+
+
+def _kernel_log_options(o: Options) -> None:
+    g = o.group("hardware")
+    g.add_argument(
+        "--kernel-log",
+        action="store_true",
+        help="follow this host's kernel log (journalctl -k, else dmesg -w; needs root or the "
+        "systemd-journal/adm group): NEURON_HW_ERR lines become critical findings on their chip",
+    )
+    g.add_argument(
+        "--kmsg",
+        type=Path,
+        metavar="FILE",
+        help="read kernel-log lines (journalctl -o short-iso, dmesg, or bare) from a file or a pipe",
+    )
+
+
+def _kernel_log_build(args: argparse.Namespace, ctx: Context) -> Built:
+    from trnwatch.collectors.kernel_source import KIND, kernel_log_lines, kmsg_file_lines
+
+    specs = []
+    if args.kernel_log:
+        specs.append(SourceSpec("kernel-log", KIND, lambda: kernel_log_lines("kernel-log")))
+    if args.kmsg:
+        path, source_id = str(args.kmsg), f"kmsg:{args.kmsg.name}"
+        specs.append(SourceSpec(source_id, KIND, lambda: kmsg_file_lines(path, source_id)))
+    return Built(specs)
+
+
+def _sysfs_options(o: Options) -> None:
+    g = o.group("hardware")
+    g.add_argument(
+        "--sysfs",
+        action="store_true",
+        help="sample this host's sysfs each period: Neuron device power and unhealthy components, "
+        "EFA hw_counters as rates (docs/hardware.md)",
+    )
+    g.add_argument("--sysfs-root", type=Path, metavar="DIR", help="sample this tree instead of /sys (implies --sysfs)")
+
+
+def _sysfs_build(args: argparse.Namespace, ctx: Context) -> Built:
+    from trnwatch.collectors.sysfs import sysfs_lines
+
+    root, period_s = args.sysfs_root or Path("/sys"), args.period
+    return Built([SourceSpec("sysfs", "sysfs", lambda: sysfs_lines(root, period_s, "sysfs"))])
+
+
+SYSFS = SourceKind("sysfs", ("sysfs",), _sysfs_options, lambda a: a.sysfs or bool(a.sysfs_root), _sysfs_build)
+KERNEL_LOG = SourceKind(
+    "kernel-log", ("kernel-log",), _kernel_log_options, lambda a: a.kernel_log or bool(a.kmsg), _kernel_log_build
+)
+
 # What each command offers, in the order of its help: device kinds (the one wanted is used, else
 # NEURON_MONITOR), and the job kinds that may join them.
-WATCH_KINDS = (STDIN, NEURON_MONITOR, SSH, SCRAPE, PROMETHEUS, JOB_DIR, JOB_LOG, CKPT_DIR)
+WATCH_KINDS = (STDIN, NEURON_MONITOR, SSH, SCRAPE, PROMETHEUS, JOB_DIR, JOB_LOG, CKPT_DIR, KERNEL_LOG, SYSFS)
 COMMAND_KINDS: dict[str, tuple[SourceKind, ...]] = {
     "watch": WATCH_KINDS,
     "record": WATCH_KINDS,
-    "snapshot": (STDIN, NEURON_MONITOR, SIM, REPLAY, SSH, SCRAPE, PROMETHEUS, JOB_DIR, JOB_LOG, CKPT_DIR),
+    "snapshot": (
+        STDIN,
+        NEURON_MONITOR,
+        SIM,
+        REPLAY,
+        SSH,
+        SCRAPE,
+        PROMETHEUS,
+        JOB_DIR,
+        JOB_LOG,
+        CKPT_DIR,
+        KERNEL_LOG,
+        SYSFS,
+    ),
     "demo": (SIM,),
     "replay": (REPLAY,),
 }
 JOB_KINDS = (JOB_DIR, JOB_LOG, CKPT_DIR)
+# Kinds that join the device kind chosen (any of them, or none).
+JOINING_KINDS = (*JOB_KINDS, KERNEL_LOG, SYSFS)
 
 
 def add_options(parser: argparse.ArgumentParser, command: str) -> None:
@@ -690,11 +772,17 @@ def build(args: argparse.Namespace, keys_fd: Callable[[], int]) -> Chosen:
     """Choose the device kind the options ask for (the first wanted, else the default) and the
     job kinds beside it, and build their sources; `OptionError` for anything unusable."""
     kinds = COMMAND_KINDS[args.command]
-    chosen = [kind for kind in kinds if kind not in JOB_KINDS and kind is not NEURON_MONITOR and kind.wanted(args)]
+    chosen = [kind for kind in kinds if kind not in JOINING_KINDS and kind is not NEURON_MONITOR and kind.wanted(args)]
     device = chosen[0] if chosen else NEURON_MONITOR  # the default, when a command offers it
-    jobs = tuple(kind for kind in kinds if kind in JOB_KINDS and kind.wanted(args)) if device.with_job_kinds else ()
-    context = Context(job_requested=bool(jobs), keys_fd=keys_fd)
-    parts = [kind.build(args, context) for kind in (device, *jobs)]
+    joined = (
+        tuple(kind for kind in kinds if kind in JOINING_KINDS and kind.wanted(args)) if device.with_job_kinds else ()
+    )
+    context = Context(
+        job_requested=any(kind in JOB_KINDS for kind in joined),
+        keys_fd=keys_fd,
+        hardware_requested=KERNEL_LOG in joined or SYSFS in joined,
+    )
+    parts = [kind.build(args, context) for kind in (device, *joined)]
     first = parts[0]
     built = Built(
         sources=[spec for part in parts for spec in part.sources],
@@ -705,4 +793,4 @@ def build(args: argparse.Namespace, keys_fd: Callable[[], int]) -> Chosen:
         notes=[note for part in parts for note in part.notes],
         rules=first.rules,
     )
-    return Chosen((device, *jobs), built, device.mode, device.remote, device.progress_every_s)
+    return Chosen((device, *joined), built, device.mode, device.remote, device.progress_every_s)

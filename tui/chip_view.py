@@ -88,6 +88,7 @@ class ChipView(ScopeView):
                 ("ECC events ", pal["label"]),
                 (f"{c.ecc_events}" + ("?" if c.ecc_undecided else ""), ecc_style),
                 (f" ({c.ecc_uncorrected} UNCORRECTED)" if c.ecc_uncorrected else "", pal["bad"] + Style(reverse=True)),
+                (" HW ERROR (kernel log)" if c.hw_errors else "", pal["bad"] + Style(reverse=True)),
                 ("  ", None),
                 freshness,
             ),

@@ -41,6 +41,10 @@ class HostModel:
     period_s: float | None  # report period, for history spans
     source_rejected: int  # lines its stream delivered that could not be used
     source_last_rejection: str
+    # sysfs (None: not sampled for this host): EFA rates per counter, and per device
+    # (index, power status, power average %, unhealthy components); a figure left out is unavailable.
+    efa_rates_per_s: tuple[tuple[str, float], ...] | None = None
+    devices_health: tuple[tuple[int, str | None, float | None, str | None], ...] = ()
 
 
 def _runtime_line(host: HostState, rt: RuntimeState) -> RuntimeLine:
@@ -66,6 +70,7 @@ def host_model(ledger: Ledger, now_s: float, host_id: str) -> HostModel | None:
         return None
     group = ledger.ultraserver_of(host)
     source = ledger.sources.get(host.source_id)
+    sysfs = ledger.sysfs.get(host.host_id)
     row = next(r for r in host_rows(ledger, group_hosts(ledger, group or NO_GROUP), now_s) if r.host_id == host_id)
     runtimes = sorted(
         host.runtimes.values(), key=lambda r: (r.last_seen_s != host.last_s, min(r.cores, default=1 << 30), r.order)
@@ -89,4 +94,11 @@ def host_model(ledger: Ledger, now_s: float, host_id: str) -> HostModel | None:
         period_s=host.period_s,
         source_rejected=sum(source.rejected.values()) if source else 0,
         source_last_rejection=source.last_rejection if source else "",
+        efa_rates_per_s=None if sysfs is None else tuple(sorted(sysfs.efa_rates_per_s.items())),
+        devices_health=()
+        if sysfs is None
+        else tuple(
+            (d, h.power.status if h.power else None, h.power.avg_pct if h.power else None, h.unhealthy_components)
+            for d, h in sorted(sysfs.devices.items())
+        ),
     )

@@ -59,6 +59,7 @@ class ChipCell:
     ecc_events: int  # ECC events in the window (corrected + uncorrected, mem + sram)
     ecc_uncorrected: int
     ecc_undecided: bool  # a counter whose reading is undecided and whose readings disagree
+    hw_errors: int = 0  # distinct NEURON_HW_ERR faults the kernel log placed on this chip
 
     @property
     def hbm_pct(self) -> float | None:
@@ -67,11 +68,11 @@ class ChipCell:
     @property
     def marks(self) -> tuple[int | None, bool, bool]:
         """What a grid cell draws of the chip besides its utilisation bar, as a value (equal
-        marks, equal cells): its HBM fill in eighths (None: no figure), uncorrected ECC, and
-        ECC events or an undecided counter."""
+        marks, equal cells): its HBM fill in eighths (None: no figure), uncorrected ECC or a
+        kernel-log hardware error, and ECC events or an undecided counter."""
         fill = self.hbm_pct
         eighth = None if fill is None else level(fill, 100.0, 8)
-        return eighth, self.ecc_uncorrected > 0, self.ecc_events > 0 or self.ecc_undecided
+        return eighth, self.ecc_uncorrected > 0 or self.hw_errors > 0, self.ecc_events > 0 or self.ecc_undecided
 
 
 class HostRow(NamedTuple):
@@ -86,7 +87,7 @@ class HostRow(NamedTuple):
     chips: tuple[ChipCell, ...]
 
 
-def chip_cell(host: HostState, chip: ChipState, ecc: ChipEcc) -> ChipCell:
+def chip_cell(host: HostState, chip: ChipState, ecc: ChipEcc, hw_errors: int = 0) -> ChipCell:
     return ChipCell(
         host.host_id,
         chip.index,
@@ -96,18 +97,22 @@ def chip_cell(host: HostState, chip: ChipState, ecc: ChipEcc) -> ChipCell:
         ecc.events,
         ecc.uncorrected,
         ecc.undecided,
+        hw_errors,
     )
 
 
 def host_cells(ledger: Ledger, host: HostState) -> tuple[ChipCell, ...]:
     """Each chip of `host` as a cell, in chip order: computed once per report of the host (its
-    chips' figures and ECC change only when it folds one), not at every refresh."""
-    return per_report(
-        ledger,
-        host,
-        "chip-cells",
-        lambda h: tuple(chip_cell(h, c, e) for c, e in zip(h.chips, host_ecc(ledger, h), strict=True)),
-    )
+    chips' figures and ECC change only when it folds one) or kernel-log hardware error, not at
+    every refresh."""
+
+    def cells(h: HostState) -> tuple[ChipCell, ...]:
+        faults = ledger.hardware_faults_by_chip(h) if ledger.kernel.errors else {}
+        return tuple(
+            chip_cell(h, c, e, faults.get(c.index, 0)) for c, e in zip(h.chips, host_ecc(ledger, h), strict=True)
+        )
+
+    return per_report(ledger, host, "chip-cells", cells, ledger.kernel.lines_folded)
 
 
 @lru_cache(maxsize=8192)  # one per host name: the rows are ordered at every refresh

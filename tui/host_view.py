@@ -22,6 +22,43 @@ def _vcpu(user_pct: float | None, system_pct: float | None) -> str:
     return f"{user_pct:.1f}+{system_pct:.1f}%"
 
 
+def _rate(rates: dict[str, float], name: str, unit: str = "/s") -> str:
+    value = rates.get(name)
+    return "n/a" if value is None else f"{value:,.0f}{unit}"
+
+
+def _hardware_lines(m: HostModel, frame: Frame) -> list[Text]:
+    """sysfs: the host's EFA rates (the traffic between UltraServers) and each device's power
+    and unhealthy components; "n/a" for a node the host does not expose."""
+    pal = frame.palette
+    out = [styled(("Hardware (sysfs)", pal["title"]), (" EFA carries the traffic between UltraServers", pal["dim"]))]
+    rates = dict(m.efa_rates_per_s or ())
+    gbps = {k: None if k not in rates else f"{rates[k] * 8 / 1e9:.2f} Gb/s" for k in ("tx_bytes", "rx_bytes")}
+    out.append(
+        styled(
+            ("  EFA (between UltraServers) ", pal["label"]),
+            (f"tx {gbps['tx_bytes'] or 'n/a'}  rx {gbps['rx_bytes'] or 'n/a'}", pal["text"]),
+            (f"  drops {_rate(rates, 'rx_drops')}  retrans {_rate(rates, 'retrans_pkts')}", pal["text"]),
+            (f"  timeouts {_rate(rates, 'retrans_timeout_events')}", pal["text"]),
+            (f"  unresponsive {_rate(rates, 'unresponsive_remote_events')}", pal["text"]),
+            (f"  impaired {_rate(rates, 'impaired_remote_conn_events')}", pal["text"]),
+        )
+    )
+    for device, status, avg_pct, unhealthy in m.devices_health:
+        power = "n/a" if status is None else f"{units.pct(avg_pct)} ({status})"
+        out.append(
+            styled(
+                (f"  chip {device:<3} power ", pal["label"]),
+                (power, pal["text"]),
+                ("  unhealthy: ", pal["label"]),
+                outside(
+                    "n/a" if unhealthy is None else unhealthy or "none", 40, pal["bad"] if unhealthy else pal["text"]
+                ),
+            )
+        )
+    return out
+
+
 class HostView(ScopeView):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -163,6 +200,9 @@ class HostView(ScopeView):
                 out.append(styled(("      error: ", pal["bad"]), outside(rt.error, 100, pal["bad"])))
             for group, error in rt.group_errors:
                 out.append(styled((f"      {group}: ", pal["warn"]), outside(error, 100, pal["warn"])))
+
+        if m.efa_rates_per_s is not None:  # sampled (--sysfs); without it the section is left out
+            out += [Text(), *_hardware_lines(m, frame)]
 
         if m.group_errors or m.anomalies:
             out += [Text(), styled(("Report problems", title))]

@@ -26,7 +26,9 @@ WIDE_ATTENTION_ROWS = 12  # in the side column (wide screens)
 STALE_MARK = "~"
 LOST_MARK = "×"
 ECC_MARK = "!"
-UNCORRECTED_MARK = "#"  # an uncorrected ECC error: data lost on the chip, above any corrected count
+# An uncorrected ECC error (data lost on the chip, above any corrected count) or a hardware error
+# the kernel log names on the chip.
+UNCORRECTED_MARK = "#"
 CELL_COLS = 3
 # A chip's bar is redrawn only when its utilisation moved this many points from the figure the
 # bar was drawn for (or reached or left exactly 0): steady training jitters by a few points
@@ -48,7 +50,7 @@ def _cell(
     fill = chip.hbm_pct
     hbm_style = pal["dim"] if fill is None else pal.hbm[level(fill, 100.0, len(pal.hbm))]
     flag: tuple[str, Style | None]
-    if chip.ecc_uncorrected:
+    if chip.ecc_uncorrected or chip.hw_errors:
         flag = (UNCORRECTED_MARK, pal["bad"] + Style(reverse=True))
     elif chip.ecc_events or chip.ecc_undecided:
         flag = (ECC_MARK, pal["bad"])

@@ -126,6 +126,10 @@ class SimHost:
         """The host's name as its reports give it (the simulated job's ranks use it as hostname)."""
         return self._instance_info["instance_name"]
 
+    @property
+    def instance_id(self) -> str:
+        return self._instance_info["instance_id"]
+
     def runtime_pid(self, chip: int) -> int:
         """Pid of the Neuron runtime process driving `chip` (the pid its job ranks report)."""
         return self._base_pid + chip

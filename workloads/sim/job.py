@@ -24,6 +24,9 @@ events timed with the wall clock the caller passes. The ground truth per scenari
 |           | 5 s after the last step, STALLED after 30 s)                                      |
 | host-loss | the fault-site host's ranks (16 at LNC=2) send nothing from tick 45 (dead); the   |
 |           | others wait in collective:all_reduce                                              |
+| hw-error  | at tick 40 the fault-site rank writes an `error` event (source runtime, the       |
+|           | runtime's documented SRAM message) and nothing after (its process died); the      |
+|           | others wait in collective:all_reduce                                              |
 | hbm-leak, | like healthy: those faults show in the device telemetry only (the job keeps       |
 | ecc       | stepping through a corrected or a single uncorrected ECC event)                   |
 """
@@ -43,6 +46,7 @@ from trnwatch.workloads.sim.scenarios import (
     COMPILE_TICKS,
     HANG_START_TICK,
     HOST_LOSS_TICK,
+    HW_ERROR_TICK,
     STRAGGLER_START_TICK,
     WARMUP_TICKS,
     fault_site,
@@ -59,6 +63,12 @@ MICRO_BATCH = 1
 GRADIENT_BYTES = 16 << 30  # bf16 gradients of an ~8B-parameter model
 MODEL = {"name": "llama3-8b (simulated)", "params": 8_030_261_248}
 # Named like the packages a real job reports (neuron_backend.py), valued "simulated": never a real version.
+# The runtime's stdout line for an SRAM uncorrectable error (aws-neuron-sdk nrt-troubleshoot.rst,
+# "Hardware Errors"), with the fault site's device and core in its [ND n][NC m].
+SRAM_ERROR_MESSAGE = (
+    "(FATAL-RT-UNDEFINED-STATE) [ND {device}][NC {core}] Uncorrectable memory error is detected, metadata: 0x16. "
+    "Please terminate or stop/start this instance to prevent future impact from the hardware error."
+)
 SIM_VERSIONS = {"neuron_sdk": "simulated", "neuronx-cc": "simulated", "torch-neuronx": "simulated", "trnwatch_sim": "1"}
 
 
@@ -89,6 +99,11 @@ def rank_events(host: SimHost, chip: int, core: int, tick: int, ts: float) -> li
 
     def emit(event: str, **fields) -> None:
         out.append({**base, "event": event, **fields})
+
+    if scenario == "hw-error" and at_fault and tick >= HW_ERROR_TICK:
+        if tick == HW_ERROR_TICK:  # the rank's last words; its process is gone after them
+            emit("error", message=SRAM_ERROR_MESSAGE.format(device=chip, core=core), source="runtime")
+        return out
 
     steady_from = COMPILE_TICKS + WARMUP_TICKS
     stopped_at = _stopped_at(scenario)
@@ -181,7 +196,7 @@ def rank_events(host: SimHost, chip: int, core: int, tick: int, ts: float) -> li
 
 
 def _stopped_at(scenario: str) -> int | None:
-    return {"hang": HANG_START_TICK, "host-loss": HOST_LOSS_TICK}.get(scenario)
+    return {"hang": HANG_START_TICK, "host-loss": HOST_LOSS_TICK, "hw-error": HW_ERROR_TICK}.get(scenario)
 
 
 def _in_checkpoint(tick: int) -> bool:

@@ -42,6 +42,10 @@ Chip indices are host-local device indices (`neuronN` on that host).
 |            |                |           | message on stderr; `SimHost.alive(tick)` is False); every other   |
 |            |                |           | chip: no core in use, no executions (the job waits on the lost    |
 |            |                |           | rank).                                                            |
+| hw-error   | F              | 40        | F's host's kernel log: one NEURON_HW_ERR=SRAM_UNCORRECTABLE_ERROR |
+|            |                |           | line with nd-id = F's chip, nc-id = 0, action=TERMINATE_INSTANCE, |
+|            |                |           | then the driver's npid_detach line for F's runtime (kernel_log.py);|
+|            |                |           | F's rank dies (job.py); every chip: no core in use from tick 40.  |
 
 Exact per-chip HBM bytes and utilisation per tick: see `ground_truth.py`.
 """
@@ -58,6 +62,7 @@ SCENARIOS: dict[str, str] = {
     "hbm-leak": "one chip's tensors grow by 64 MiB per tick from tick 20",
     "ecc": "one chip: corrected mem ECC from tick 40, one uncorrected at tick 50",
     "host-loss": "the fault-site host stops reporting at tick 45; the job stalls",
+    "hw-error": "an uncorrectable SRAM error on one chip at tick 40 (kernel log) kills its rank; the job stops",
 }
 
 COMPILE_TICKS = 10
@@ -81,6 +86,7 @@ def ecc_corrected_at(tick: int) -> int:
 
 ECC_UNCORRECTED_TICK = 50
 HOST_LOSS_TICK = 45
+HW_ERROR_TICK = 40
 
 Phase = Literal["compile", "warmup", "steady", "checkpoint", "stalled"]
 Role = Literal["normal", "straggler", "waiting"]
@@ -125,6 +131,8 @@ def _timeline_phase(scenario: str, tick: int) -> tuple[Phase, int]:
         return "stalled", tick - HANG_START_TICK
     if scenario == "host-loss" and tick >= HOST_LOSS_TICK:
         return "stalled", tick - HOST_LOSS_TICK
+    if scenario == "hw-error" and tick >= HW_ERROR_TICK:
+        return "stalled", tick - HW_ERROR_TICK
     if tick % CHECKPOINT_EVERY_TICKS < CHECKPOINT_TICKS:
         return "checkpoint", tick % CHECKPOINT_EVERY_TICKS
     return "steady", 0

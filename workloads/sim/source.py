@@ -13,6 +13,9 @@ from collections.abc import AsyncIterator
 
 from trnwatch.collectors.lines import Line
 from trnwatch.workloads.sim.fleet import SimHost
+from trnwatch.workloads.sim.kernel_log import host_kernel_messages, short_iso_line
+
+KERNEL_LOG_SOURCE = "sim-kernel-log"
 
 
 def host_source_id(host: SimHost) -> str:
@@ -32,3 +35,22 @@ async def sim_host_lines(host: SimHost, period_s: float, start_s: float, offset_
         yield Line(source_id, "neuron-monitor", time.time(), host.report_line(tick))
         tick += 1
     await asyncio.Event().wait()  # silent, not ended: the monitor must notice on its own
+
+
+def fleet_has_kernel_log(hosts: list[SimHost]) -> bool:
+    """Whether the scenario writes to the kernel log (only then does the demo read one)."""
+    return any(h.scenario == "hw-error" for h in hosts)
+
+
+async def sim_kernel_lines(hosts: list[SimHost], period_s: float, start_s: float) -> AsyncIterator[Line]:
+    """The fleet's kernel logs as one `journalctl -o short-iso` stream (each line names its host,
+    as a central log would): each tick's Neuron messages (kernel_log.py), then quiet."""
+    tick = 0
+    while any(h.alive(tick) for h in hosts):
+        await asyncio.sleep(max(0.0, start_s + tick * period_s - time.monotonic()))
+        for host in hosts:
+            for message in host_kernel_messages(host, tick) if host.alive(tick) else ():
+                now = time.time()
+                yield Line(KERNEL_LOG_SOURCE, "kernel-log", now, short_iso_line(now, host.instance_name, message))
+        tick += 1
+    await asyncio.Event().wait()

@@ -1,0 +1,97 @@
+"""Neuron device health and power, and EFA counters, read from sysfs: one sample per period.
+
+The sampler (`sample_sysfs`) reads files under a root (`/sys`, or a fake tree in tests) and writes
+one JSON line of what it found, values as read; the decoder (collectors/sysfs_sample.py, pure)
+turns a line into a typed `SysfsSample`. A node that is absent is absent from the line and from the sample: shown as
+unavailable, never as zero. Nodes read, each where it is documented:
+
+- per Neuron device `neuronN` under `devices/virtual/neuron_device/`: `utilization` under a
+  `power` directory, `<status>,<epoch_s>,<min%>,<max%>,<avg%>` per minute (aws-neuron-sdk
+  `tools/neuron-sys-tools/neuron-sysfs-user-guide.rst`, "power/"); `unhealthy_components` (driver
+  2.30.2, Neuron 2.32 release notes; its content is not published where it could be read: kept as
+  text, empty meaning none). Driver 2.31 moved nodes (the guide's warning, new paths not
+  retrievable), so both are found by leaf name anywhere under the device's directory.
+- per EFA device and port: `class/infiniband/<dev>/ports/<port>/hw_counters/<name>`, cumulative
+  counts (Linux `drivers/infiniband/hw/efa/efa_verbs.c`, `EFA_DEFINE_PORT_STATS`; newer kernels
+  add `rdma_write_*`, `retrans_*`, `unresponsive_remote_events`, `impaired_remote_conn_events`).
+- the instance id, `devices/virtual/dmi/id/board_asset_tag` (on EC2 Nitro instances the instance
+  id), which joins the sample to the host neuron-monitor names by the same id.
+"""
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from trnwatch.collectors.lines import Line
+from trnwatch.collectors.sysfs_sample import EFA_COUNTERS, MAX_DEVICES, MAX_EFA_PORTS, MAX_VALUE_CHARS, SCHEMA
+
+NEURON_DEVICES = Path("devices/virtual/neuron_device")
+INFINIBAND = Path("class/infiniband")
+BOARD_ASSET_TAG = Path("devices/virtual/dmi/id/board_asset_tag")
+DEVICE_LEAVES = ("utilization", "unhealthy_components")
+# Bounds: a device directory is walked this deep for its leaves; values past these are dropped.
+MAX_WALK_DEPTH = 6
+
+
+def _read(path: Path) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(MAX_VALUE_CHARS + 1)[:MAX_VALUE_CHARS].strip()
+    except OSError:
+        return None
+
+
+def _device_leaves(device_dir: Path) -> dict[str, str]:
+    """The wanted leaves of one device directory, found by name (power's `utilization` only
+    under a directory named `power`), the shallowest first."""
+    found: dict[str, str] = {}
+    base_depth = len(device_dir.parts)
+    for dirpath, dirnames, filenames in os.walk(device_dir):
+        here = Path(dirpath)
+        if len(here.parts) - base_depth >= MAX_WALK_DEPTH:
+            dirnames[:] = []
+        dirnames.sort()
+        for name in DEVICE_LEAVES:
+            if name in filenames and name not in found and (name != "utilization" or here.name == "power"):
+                value = _read(here / name)
+                if value is not None:
+                    found[name] = value
+    return found
+
+
+def sample_sysfs(root: Path) -> str:
+    """One sample of the nodes under `root`, as a JSON line (nodes that are absent are left out)."""
+    devices: dict[str, dict[str, str]] = {}
+    neuron = root / NEURON_DEVICES
+    names = [p.name for p in neuron.iterdir() if p.name.startswith("neuron")] if neuron.is_dir() else []
+    for name in sorted(n for n in names if n[len("neuron") :].isdigit())[:MAX_DEVICES]:
+        devices[name[len("neuron") :]] = _device_leaves(neuron / name)
+    efa: dict[str, dict[str, int]] = {}
+    ib = root / INFINIBAND
+    for counters in sorted(ib.glob("*/ports/*/hw_counters"))[:MAX_EFA_PORTS] if ib.is_dir() else []:
+        values = {}
+        for name in EFA_COUNTERS:
+            text = _read(counters / name)
+            if text is not None and text.isdigit():
+                values[name] = int(text)
+        efa[f"{counters.parent.parent.parent.name}:{counters.parent.name}"] = values
+    sample: dict = {"v": SCHEMA, "devices": devices, "efa": efa}
+    instance_id = _read(root / BOARD_ASSET_TAG)
+    if instance_id:
+        sample["instance_id"] = instance_id
+    return json.dumps(sample, separators=(",", ":"), sort_keys=True)
+
+
+async def sysfs_lines(root: Path, period_s: float, source_id: str) -> AsyncIterator[Line]:
+    """One sample of `root` each period, from now on (a read runs in a worker thread: sysfs
+    files answer at once, but a stuck driver must not stop the screen)."""
+    start = time.monotonic()
+    tick = 0
+    while True:
+        text = await asyncio.to_thread(sample_sysfs, root)
+        yield Line(source_id, "sysfs", time.time(), text)
+        tick += 1
+        await asyncio.sleep(max(0.0, start + tick * period_s - time.monotonic()))

@@ -1,0 +1,93 @@
+"""A sysfs sample line (`trnwatch.sysfs/1`, written by collectors/sysfs.py) as typed records: pure,
+no I/O, so the ledger and the decoders load it alone. What each value is: collectors/sysfs.py."""
+
+import json
+from dataclasses import dataclass, field
+
+SCHEMA = "trnwatch.sysfs/1"
+EFA_COUNTERS = (
+    "tx_bytes",
+    "rx_bytes",
+    "rx_drops",
+    "retrans_pkts",
+    "retrans_timeout_events",
+    "unresponsive_remote_events",
+    "impaired_remote_conn_events",
+)
+MAX_DEVICES = 64
+MAX_EFA_PORTS = 64
+MAX_VALUE_CHARS = 256
+MAX_COUNTER = (1 << 64) - 1
+
+
+class SysfsRejected(ValueError):
+    """A sysfs line that cannot be used; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class DevicePower:
+    """`power/utilization`: the last minute's power as a share of the device's maximum."""
+
+    status: str  # POWER_STATUS_VALID, POWER_STATUS_NO_DATA, POWER_STATUS_INVALID
+    at_s: int | None
+    min_pct: float | None
+    max_pct: float | None
+    avg_pct: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceHealth:
+    power: DevicePower | None  # None: the node is absent (unavailable)
+    unhealthy_components: str | None  # None: the node is absent; "": none unhealthy
+
+
+@dataclass(frozen=True, slots=True)
+class SysfsSample:
+    instance_id: str | None
+    devices: dict[int, DeviceHealth] = field(default_factory=dict)
+    efa: dict[str, dict[str, int]] = field(default_factory=dict)  # "<dev>:<port>" -> counter -> value
+
+
+def _pct(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if 0.0 <= value <= 100.0 else None
+
+
+def parse_power(text: str) -> DevicePower:
+    """`<status>,<epoch_s>,<min%>,<max%>,<avg%>`; a field that does not read is unknown."""
+    parts = [p.strip() for p in text.split(",")]
+    parts += [""] * (5 - len(parts))
+    at = int(parts[1]) if parts[1].isdigit() else None
+    return DevicePower(parts[0][:40] or "unknown", at, _pct(parts[2]), _pct(parts[3]), _pct(parts[4]))
+
+
+def decode_sysfs(text: str) -> SysfsSample:
+    """The typed sample of one sampler line; `SysfsRejected` when it is not one."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise SysfsRejected(f"not JSON: {exc}") from None
+    if not isinstance(data, dict) or data.get("v") != SCHEMA:
+        raise SysfsRejected(f"not a {SCHEMA} line")
+    devices: dict[int, DeviceHealth] = {}
+    for key, leaves in (data.get("devices") or {}).items():
+        if not (isinstance(key, str) and key.isdigit() and int(key) < MAX_DEVICES and isinstance(leaves, dict)):
+            continue
+        power, unhealthy = leaves.get("utilization"), leaves.get("unhealthy_components")
+        devices[int(key)] = DeviceHealth(
+            parse_power(power) if isinstance(power, str) else None,
+            unhealthy[:MAX_VALUE_CHARS] if isinstance(unhealthy, str) else None,
+        )
+    efa: dict[str, dict[str, int]] = {}
+    for port, counters in list((data.get("efa") or {}).items())[:MAX_EFA_PORTS]:
+        if isinstance(port, str) and isinstance(counters, dict):
+            efa[port[:80]] = {
+                k: v
+                for k, v in counters.items()
+                if k in EFA_COUNTERS and isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_COUNTER
+            }
+    instance_id = data.get("instance_id")
+    return SysfsSample(instance_id[:80] if isinstance(instance_id, str) and instance_id else None, devices, efa)

@@ -1,0 +1,53 @@
+"""A host's sysfs as the simulator lays it out: Neuron device nodes, EFA hw_counters, the instance id.
+
+Layouts, each from the document it copies:
+
+- `devices/virtual/neuron_device/neuronN/stats/power/utilization`: `<status>,<epoch_s>,<min>,<max>,<avg>`
+  with two decimals (aws-neuron-sdk neuron-sysfs-user-guide.rst, "power/", example
+  `POWER_STATUS_VALID,1760913720,41.25,78.90,63.12` in the telemetry reference);
+- `.../neuronN/stats/hardware/health_status/unhealthy_components` (driver 2.30.2 and later; where
+  driver 2.31 puts it is not published where it could be read: `moved=True` puts both nodes one
+  level deeper, under `health/`, as a moved node, which the reader must find by its leaf name);
+- `class/infiniband/rdmapNsM/ports/1/hw_counters/<counter>`: a decimal count and a newline (Linux
+  efa driver, read by the kernel's rdma core `hw_counters` attribute group);
+- `devices/virtual/dmi/id/board_asset_tag`: the instance id (EC2 Nitro instances).
+"""
+
+import os
+from pathlib import Path
+
+
+def _write(path: Path, text: str) -> None:
+    """Replace the node's content at once, as a sysfs read sees it (never a half-written file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.tmp")
+    partial.write_text(text + "\n")
+    os.replace(partial, path)
+
+
+def write_host_tree(
+    root: Path,
+    instance_id: str | None,
+    power: dict[int, tuple[str, int, float, float, float]],
+    unhealthy: dict[int, str],
+    efa: dict[str, dict[str, int]],
+    moved: bool = False,
+) -> None:
+    """Write (or overwrite) the nodes under `root`: `power` and `unhealthy` per device index,
+    `efa` per EFA device name (port 1) with its counters; a device or counter not given is absent."""
+    if instance_id is not None:
+        _write(root / "devices/virtual/dmi/id/board_asset_tag", instance_id)
+    for device in sorted(set(power) | set(unhealthy)):
+        base = root / f"devices/virtual/neuron_device/neuron{device}"
+        (base / "neuron_core0/stats/status").mkdir(parents=True, exist_ok=True)
+        # The device's generic power management node (not Neuron's: the guide says so); no utilization.
+        _write(base / "power/runtime_status", "unsupported")
+        stats = base / "health" if moved else base / "stats"
+        if device in power:
+            status, at, low, high, avg = power[device]
+            _write(stats / "power/utilization", f"{status},{at},{low:.2f},{high:.2f},{avg:.2f}")
+        if device in unhealthy:
+            _write(stats / "hardware/health_status/unhealthy_components", unhealthy[device])
+    for name, counters in efa.items():
+        for counter, value in counters.items():
+            _write(root / f"class/infiniband/{name}/ports/1/hw_counters/{counter}", str(value))
