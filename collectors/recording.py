@@ -162,6 +162,7 @@ class Recorder:
         self._encoder = FrameEncoder()
         self._fd = self._index_fd = -1
         self._offset = 0
+        self._lines_in_part = 0  # lines written to the part open now
         self._file_opened_s = 0.0
         self._synced_s = 0.0  # when the open file was last fsynced (monotonic)
         self._unsynced = False  # frames cut since then
@@ -199,7 +200,21 @@ class Recorder:
 
     def close(self) -> None:
         if self.error is None and self._fd >= 0:
-            self._guard(self._close_part)
+            self._guard(self._end)
+
+    def _end(self) -> None:
+        """The session's end: the part is closed; with `retain`, a part opened by a rotation that
+        took no line since is removed (it would push the last part with data out), then at most
+        `retain` parts are kept."""
+        self._close_part()
+        retain = self.rotation.retain
+        if not (self.folder and retain):
+            return
+        if len(self.files) > 1 and self._lines_in_part == 0:
+            last = self.files.pop()
+            last.unlink(missing_ok=True)
+            index_path(last).unlink(missing_ok=True)
+        self._drop_old_parts(retain)
 
     def _guard(self, step, *args) -> None:
         try:
@@ -241,6 +256,8 @@ class Recorder:
                 self._open_events.pop(item.source_id, None)
         if item.source_id not in self._sources_seen:
             self._sources_seen[item.source_id] = item.kind
+        if isinstance(item, Line):
+            self._lines_in_part += 1
         encoder.add(_redacted(item))
         if len(encoder.buffer) >= FRAME_MAX_RAW_BYTES:
             self._cut_and_rotate()
@@ -316,6 +333,7 @@ class Recorder:
             raise
         self._fd = fd
         self.files.append(path)
+        self._lines_in_part = 0
         self._file_opened_s = self.monotonic()
         header = RecordingHeader(**self._header, part=part).model_dump_json()
         frame = header_frame(header, time.time())
@@ -330,7 +348,9 @@ class Recorder:
         for event in self._open_events.values():
             self._encoder.add(SourceEvent(event.source_id, event.kind, now_s, "open"))
         if self.rotation.retain:
-            self._drop_old_parts(self.rotation.retain)
+            # The new part holds nothing yet: `retain` parts besides it stay until it does (at the
+            # session's end, `_end` settles on `retain` parts).
+            self._drop_old_parts(self.rotation.retain + 1)
         _fsync_folder(path.parent)
         if self.on_file is not None:
             self.on_file(path)
@@ -345,7 +365,12 @@ class Recorder:
         os.close(index_fd)
 
     def _drop_old_parts(self, retain: int) -> None:
-        parts = sorted(self.target.glob(PART_GLOB))
+        """Keep the newest `retain` parts in the folder: this session's parts are the newest, in
+        the order written, after every other part there, by name (a part named after a clock that
+        was ahead, before a step back, is older than any part this session writes)."""
+        own = [p for p in self.files if p.exists()]
+        others = sorted(set(self.target.glob(PART_GLOB)) - set(self.files))
+        parts = others + own
         for old in parts[: max(0, len(parts) - retain)]:
             old.unlink(missing_ok=True)
             index_path(old).unlink(missing_ok=True)

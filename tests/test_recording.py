@@ -441,3 +441,40 @@ def test_a_set_with_no_readable_part_is_refused_naming_each(tmp_path):
     (folder / "trnwatch-a-0000.trnrec").write_bytes(b"\0" * 100)
     with pytest.raises(RecordingError, match=r"no readable part \(part skipped: .*trnwatch-a-0000.trnrec"):
         Recording(folder)
+
+
+def test_retain_one_stopped_just_after_a_rotation_keeps_the_part_with_the_data(tmp_path):
+    """--retain 1 under a fast stream: the session's flush cuts a frame and rotates, then the
+    stop comes: the part kept holds the lines (the new part had none and the last part with
+    data was deleted)."""
+    folder = tmp_path / "rec"
+    recorder = Recorder.to_folder(folder, "live", {}, rotation=Rotation(max_bytes=2_000, retain=1))
+    for item in list(synthetic_items(200))[:-1]:
+        recorder.write(item)
+        parts_before = len(recorder.files)
+        recorder.flush()  # the session's tick: cut a frame, and rotate once the part is past its size
+        if len(recorder.files) > parts_before:
+            break  # rotated: the stop comes now
+    recorder.close()
+    (kept,) = folder.glob("*.trnrec")
+    assert sum(isinstance(i, Line) for i in read_all(kept)[0]) > 0
+
+
+def test_after_a_wall_clock_step_back_retention_deletes_the_stale_parts_not_this_sessions(tmp_path, monkeypatch):
+    folder = tmp_path / "rec"
+    monkeypatch.setattr("time.time", lambda: T0 + 86_400)  # an earlier session, its clock a day ahead
+    stale = Recorder.to_folder(folder, "live", {}, rotation=Rotation(max_bytes=2_000))
+    for item in synthetic_items(30):
+        stale.write(item)
+    stale.close()
+    assert len(stale.files) >= 3
+    monkeypatch.setattr("time.time", lambda: T0)  # the clock stepped back: this session's names sort first
+    recorder = Recorder.to_folder(folder, "live", {}, rotation=Rotation(max_bytes=2_000, retain=3))
+    items = list(synthetic_items(60))
+    for item in items:
+        recorder.write(item)
+    recorder.close()
+    kept = sorted(folder.glob("*.trnrec"))
+    assert sorted(kept) == sorted(recorder.files[-3:]) and not set(kept) & set(stale.files)
+    got = [i for f in recorder.files[-3:] for i in read_all(f)[0] if isinstance(i, Line)]
+    assert got and got == [i for i in items if isinstance(i, Line)][-len(got) :]
