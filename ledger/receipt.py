@@ -90,6 +90,11 @@ class SourceEntry(_Section):
     # Passive job logs only: the log profile reading it, and lines no rule matched (not errors).
     log_profile: str | None = None
     unparsed_lines: int = 0
+    # Its state at judged_at (connected, stale, lost, ended, connecting, ...), and why it failed:
+    # null unless it ended on an error, was lost (down, or silent past the lost threshold), or
+    # never delivered a line ("never connected: ...").
+    state: str | None = None
+    failed: str | None = None
 
 
 class HostEntry(_Section):
@@ -107,6 +112,11 @@ class HostEntry(_Section):
     anomalies: dict[str, int]
     group_errors: dict[str, str]
     runtimes_evicted: int  # runtimes dropped after missing for the eviction time (README, input limits)
+    # Both names of the host, so rows join: its instance id (null when its reports carry none,
+    # `host` being the stream label then) and its name (instance_info.instance_name, the hostname
+    # a job's ranks report: suspects[].host).
+    instance_id: str | None = None
+    name: str | None = None
 
 
 class Ecc(_Section):
@@ -146,6 +156,8 @@ class ChipEntry(_Section):
     ecc: Ecc
     ecc_reading: Reading
     ecc_readings: dict[str, dict[str, int]] | None  # both readings, only where they disagree
+    # The host's name (as ranks report it): a suspect's (host, chip) is this chip's (host_name, device).
+    host_name: str | None = None
 
 
 class ExecutionCounts(_Section):
@@ -552,9 +564,24 @@ def _kernel_log(ledger: Ledger) -> KernelLogEntry | None:
     )
 
 
+def _source_failure(s, state: str | None, end_s: float | None) -> str | None:
+    """Why a source failed, in words (None: it did not)."""
+    if s.end_error:
+        why = s.end_error
+    elif state == "lost":
+        silent = "" if s.last_s is None or end_s is None else f"silent for {end_s - s.last_s:.0f} s"
+        why = s.link_error or silent or "lost"
+    elif s.last_s is None and (s.link is not None or s.ended_s is not None):
+        why = s.link_error or ("still connecting at the end" if s.ended_s is None else "ended without a line")
+    else:
+        return None
+    return f"never connected: {why}" if s.last_s is None else why
+
+
 def _source_entry(s, end_s: float | None, periods: dict[str, float]) -> SourceEntry:
     # A device stream lost by silence at the window's end counts that silence as a gap.
     gaps, gap_s = (s.gaps, s.gap_s) if end_s is None else s.gaps_at(end_s, periods.get(s.source_id))
+    state = None if end_s is None else s.state(end_s, periods.get(s.source_id))
     return SourceEntry(
         id=s.source_id,
         kind=s.kind,
@@ -571,6 +598,8 @@ def _source_entry(s, end_s: float | None, periods: dict[str, float]) -> SourceEn
         simulated=s.simulated,
         log_profile=s.log_profile,
         unparsed_lines=s.unparsed_lines,
+        state=state,
+        failed=_source_failure(s, state, end_s),
     )
 
 
@@ -592,6 +621,8 @@ def _host_entry(ledger: Ledger, h: HostState) -> HostEntry:
         anomalies=dict(h.anomalies),
         group_errors=dict(h.group_errors),
         runtimes_evicted=h.runtimes_evicted,
+        instance_id=h.host_id if h.host_id != h.source_id else None,
+        name=h.instance_name,
     )
 
 
@@ -645,6 +676,7 @@ def _chip_entry(h: HostState, c, precision: str | None) -> ChipEntry:
         ),
         ecc_reading=reading,
         ecc_readings=c.ecc.both_readings() if None in totals.values() else None,
+        host_name=h.instance_name,
     )
 
 

@@ -401,7 +401,7 @@ def _sources_section(r: Receipt) -> list[str]:
         "",
         f"Boundary: {len(r.sources)} stream(s), summarised by kind; counts are per stream.",
         "",
-        "| kind | streams | reports | rejected | gaps | ended | lost | simulated |",
+        "| kind | streams | reports | rejected | gaps | ended | failed | simulated |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for kind, group in sorted(by_kind.items()):
@@ -409,9 +409,9 @@ def _sources_section(r: Receipt) -> list[str]:
             f"| {_md_text(kind)} | {len(group)} | {sum(s.reports for s in group):,} | "
             f"{sum(s.rejected for s in group):,} | {sum(s.gaps for s in group)} "
             f"({sum(s.gap_seconds for s in group):.1f} s) | {sum(1 for s in group if s.ended)} | "
-            f"{sum(1 for s in group if s.end_error)} | {sum(1 for s in group if s.simulated)} |"
+            f"{sum(1 for s in group if s.failed or s.end_error)} | {sum(1 for s in group if s.simulated)} |"
         )
-    troubled = [s for s in r.sources if s.rejected or s.rejected_fields or s.gaps or s.end_error]
+    troubled = [s for s in r.sources if s.rejected or s.rejected_fields or s.gaps or s.end_error or s.failed]
     if troubled:
         lines += [
             "",
@@ -422,7 +422,8 @@ def _sources_section(r: Receipt) -> list[str]:
         ]
         for s in troubled:
             reasons = ", ".join(f"{k} {v}" for k, v in s.rejected_by_reason.items())
-            state = "lost: " + _md_text(s.end_error) if s.end_error else ("ended" if s.ended else "open at exit")
+            failed = s.failed or s.end_error
+            state = "failed: " + _md_text(failed) if failed else ("ended" if s.ended else "open at exit")
             lines.append(
                 f"| {_md_text(s.id)} | {_md_text(s.kind)} | {s.reports} | {s.rejected}"
                 f"{f' ({_md_text(reasons)})' if reasons else ''} | {sum(s.rejected_fields.values())} | "
@@ -504,8 +505,10 @@ def _chips_section(r: Receipt) -> list[str]:
         e, d = c.ecc, c.device_latency_s
         latency = "n/a" if d is None else f"{_ms(d.p50)} / {_ms(d.p99)}"
         tflops = "n/a" if c.flops_mean_per_s is None else f"{c.flops_mean_per_s / 1e12:.1f}"
+        # The name ranks report beside the instance id, so a suspect's host and chip find their row.
+        host = _md_text(c.host) if not c.host_name else f"{_md_text(c.host_name)} ({_md_text(c.host)})"
         lines.append(
-            f"| {_md_text(c.host)} | {c.device} | {_gib(c.hbm_peak_bytes)} | {_gib(c.hbm_capacity_bytes)} | "
+            f"| {host} | {c.device} | {_gib(c.hbm_peak_bytes)} | {_gib(c.hbm_capacity_bytes)} | "
             f"{_pct(c.util_mean_pct)} | {_pct(c.util_max_pct)} | {tflops} | {_pct(c.mfu_pct)} | {latency} | "
             f"{_ecc(e.mem_corrected, e.mem_uncorrected)} | {_ecc(e.sram_corrected, e.sram_uncorrected)} |"
         )

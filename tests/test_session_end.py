@@ -184,6 +184,12 @@ def test_a_replay_of_the_last_10_s_of_the_demo_hang_names_rank_120_on_host_07_ch
     assert job["ranks"]["world_size"] == 576 and job["ranks"]["seen"] == 576
     boundary = window["boundary"]
     assert boundary["hosts"] == len(window["hosts"]) == 36 and boundary["chips"] == len(window["chips"]) == 144
+    # The suspect's host and chip find their chip row (receipts join by host name and instance id).
+    (row,) = [c for c in window["chips"] if (c["host_name"], c["device"]) == (first["host"], first["chip"])]
+    (host,) = [h for h in window["hosts"] if h["name"] == FAULT_HOST]
+    assert row["host"] == host["host"] == host["instance_id"] and row["host"].startswith("i-")
+    markdown = (tmp_path / "tail.md").read_text()
+    assert f"| {FAULT_HOST} ({host['instance_id']}) | 2 |" in markdown
     # The window's figures are its own: no step of the hang's last 10 s, so no steady throughput in it.
     assert job["throughput"] is None
     assert window["replay"]["window_from"] > window["window"]["start"] - 1
@@ -225,3 +231,24 @@ def test_a_window_carries_each_ranks_start_heartbeat_progress_and_open_phases_bu
     assert [k for k in kinds if k[0] == 0] == [(0, "heartbeat"), (0, "phase"), (0, "run_start"), (0, "step")]
     last_step = max(json.loads(line.text)["ts"] for line in carried if json.loads(line.text)["event"] == "step")
     assert last_step == T0 + 29  # the hang's last step (tick 29)
+
+
+@pytest.mark.slow
+def test_ssh_hosts_that_never_connected_are_failed_sources_in_the_receipt_and_its_markdown(tmp_path):
+    # The system OpenSSH client against names that do not resolve (an empty client config, so
+    # nothing of the machine's own applies): each attempt fails, and the session retries.
+    config = tmp_path / "ssh_config"
+    config.write_text("")
+    receipt_path = tmp_path / "r.json"
+    command = TRNWATCH + ["watch", "--hosts", "nohost-[1-2]", "--ssh-config", str(config), "--headless"]
+    done = run_until_said(command + ["--receipt", str(receipt_path)], ["nohost-1 lost", "nohost-2 lost"])
+    assert done.returncode == 0, done.stderr
+    receipt = json.loads(receipt_path.read_text())
+    sources = {s["id"]: s for s in receipt["sources"]}
+    assert sorted(sources) == ["nohost-1", "nohost-2"]
+    for source in sources.values():
+        assert source["reports"] == 0 and source["failed"].startswith("never connected: "), source
+        assert "nohost" in source["failed"]  # the ssh client's own words name the host it could not reach
+    markdown = receipt_path.with_suffix(".md").read_text()
+    assert "No stream had rejected lines, gaps or errors" not in markdown
+    assert "| nohost-1 | neuron-monitor | 0 | 0 | 0 | 0 (0.0 s) | failed: never connected: " in markdown
