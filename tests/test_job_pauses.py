@@ -142,3 +142,19 @@ def test_collective_timeout_warnings_with_no_progress_read_late_then_stalled():
     assert job.diagnose(first_ts + 10).verdict == "late"
     stalled = job.diagnose(first_ts + 40)
     assert stalled.verdict == "stalled" and stalled.cause == "no-progress", stalled.reason
+
+
+def test_a_job_whose_rank_died_lists_the_stall_the_rest_of_it_is_in():
+    # Rank 1 goes silent (its host lost); rank 0 waits for it in all_reduce, heartbeating: the
+    # verdict is DEAD, and the 40 s without progress is a stall in stalls[], as the badput counts it.
+    events = [start(r, T0, world=2) for r in range(2)]
+    events += [phase(r, T0 + 1, "steady", "begin") for r in range(2)]
+    events += [step(r, T0 + 1 + n, n) for n in range(1, 11) for r in range(2)]
+    t = T0 + 11
+    events += [heartbeat(1, t, 10, "compute", t)]
+    ledger = fold(JobLedger(), events + beats({0: ("collective:all_reduce", t)}, 10, t, t + 40))
+    summary = ledger.summary(t + 40)
+    assert summary.verdict == "dead" and [s.rank for s in summary.suspects] == [1]
+    (stall,) = summary.stalls
+    assert stall.end_ts is None and stall.duration_s == pytest.approx(40) and stall.cause == "no-progress"
+    assert [s.rank for s in stall.suspects] == [1]
