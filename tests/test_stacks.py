@@ -247,3 +247,10 @@ def test_a_stack_through_ssh_and_a_py_spy_missing_there(sshd, hung_process):
     raw, captured = capture(request_for(hung_process.pid, host=alias(0)), missing)
     assert raw.exit_status == 127 and captured.outcome == "py-spy-missing"
     assert f"py-spy not found on {alias(0)}" in captured.message
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="needs the OpenSSH client (ssh)")
+def test_a_host_ssh_cannot_reach_is_said_in_ssh_own_words():
+    raw, captured = capture(request_for(1234, host="no-such-host.invalid"), StackOptions(timeout_s=60.0))
+    assert raw.via == "ssh" and raw.exit_status == 255
+    assert captured.outcome == "ssh-failed" and "Could not resolve hostname no-such-host.invalid" in captured.message
