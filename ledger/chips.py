@@ -21,7 +21,7 @@ A chip's ECC counts (`neuron_hw_counters`) are a counter family each (ledger/cou
 
 import math
 from array import array
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -35,6 +35,9 @@ from trnwatch.ledger.counters import CounterFamily
 HISTORY_SAMPLES = 300
 
 ECC_FIELDS = ("mem_ecc_corrected", "mem_ecc_uncorrected", "sram_ecc_corrected", "sram_ecc_uncorrected")
+ECC_CORRECTED_FIELDS = ("mem_ecc_corrected", "sram_ecc_corrected")
+ECC_UNCORRECTED_FIELDS = ("mem_ecc_uncorrected", "sram_ecc_uncorrected")
+ECC_MARKS = 64
 
 
 class ChipSample(NamedTuple):
@@ -137,6 +140,9 @@ class ChipState:
     flops_sum: float = 0.0  # FLOP/s summed over the chip's cores, per utilisation sample with flops
     flops_samples: int = 0
     ecc: CounterFamily = field(default_factory=CounterFamily)
+    # (received s, corrected ECC events so far) after each report with a non-zero ECC counter, for
+    # bursts (ledger/findings.py); bounded.
+    ecc_corrected_marks: deque = field(default_factory=lambda: deque(maxlen=ECC_MARKS))
     # Cores whose exporter gauge was stale at the latest sample, and samples with any such core
     # (Prometheus sources only; ledger/exporter_gauges.py).
     util_stale_cores: tuple[int, ...] = ()
@@ -226,8 +232,10 @@ def fold_chip_samples(chips: list[ChipState], frame: ChipFrame, t_s: float, no_r
         chip.history.append(t_s, util, chip_hbm)
 
 
-def fold_ecc(chips: list[ChipState], devices: Iterable[DeviceEcc], declared_counters: bool, anomalies: Counter) -> None:
-    """Fold one report's per-device ECC counts into each chip's ECC counter family."""
+def fold_ecc(
+    chips: list[ChipState], devices: Iterable[DeviceEcc], declared_counters: bool, anomalies: Counter, t_s: float
+) -> None:
+    """Fold one report's per-device ECC counts, received at `t_s`, into each chip's ECC counter family."""
     for dev in devices:
         if dev.neuron_device_index >= len(chips):
             anomalies["ecc-device-beyond-chip-count"] += 1
@@ -236,6 +244,10 @@ def fold_ecc(chips: list[ChipState], devices: Iterable[DeviceEcc], declared_coun
         ecc = chips[dev.neuron_device_index].ecc
         ecc.declared_counter = declared_counters
         ecc.add(counts)  # the four ECC_FIELDS: never past the limit
+        if ecc.nonzero:
+            totals = ecc.totals()
+            chip = chips[dev.neuron_device_index]
+            chip.ecc_corrected_marks.append((t_s, sum(totals.get(k) or 0 for k in ECC_CORRECTED_FIELDS)))
 
 
 def mark_stale_cores(chips: list[ChipState], cores_per_chip: int | None, stale_cores: set[int]) -> None:

@@ -74,6 +74,22 @@ class Figure:
 
 
 @dataclass
+class IncidentCount:
+    kind: str
+    baseline: int
+    candidate: int
+
+
+def incident_counts(baseline: dict, candidate: dict) -> list[IncidentCount]:
+    """Incidents by kind on each side, kinds in the order first seen (baseline, then candidate)."""
+    counts: dict[str, list[int]] = {}
+    for side, receipt in enumerate((baseline, candidate)):
+        for incident in receipt.get("incidents") or []:
+            counts.setdefault(str(incident["kind"]), [0, 0])[side] += 1
+    return [IncidentCount(kind, b, c) for kind, (b, c) in counts.items()]
+
+
+@dataclass
 class Comparison:
     refused: bool
     like_for_like: bool
@@ -82,6 +98,8 @@ class Comparison:
     unverified: list[tuple[str, object, object]]
     figures: list[Figure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # Incidents by kind on each side (receipts before `incidents[]` existed count none).
+    incidents: list[IncidentCount] = field(default_factory=list)
 
     def to_json(self) -> dict:
         out = asdict(self)
@@ -354,6 +372,7 @@ def _compare(baseline: dict, candidate: dict, allow: set[str]) -> Comparison:
     )
     if not refused:
         result.figures, result.notes = figures(baseline, candidate)
+        result.incidents = incident_counts(baseline, candidate)
     return result
 
 
@@ -440,6 +459,10 @@ def render_markdown(result: Comparison, baseline_name: str, candidate_name: str)
             f"| {_show(f.name)} ({f.better} is better) | {_with_unit(f.baseline, f.unit)} | "
             f"{_with_unit(f.candidate, f.unit)} | {change} | {pct} | {_noise(f)} |"
         )
+    lines += ["", "| incidents by kind | baseline | candidate |", "|---|---|---|"]
+    lines += [f"| {_show(c.kind)} | {c.baseline} | {c.candidate} |" for c in result.incidents]
+    if not result.incidents:
+        lines.append("| none | 0 | 0 |")
     lines += [""] + [f"- {note}" for note in result.notes]
     if any(f.unit == "%" and f.change is not None for f in result.figures):
         lines.append("- pp: percentage points, the change of a figure that is itself a percentage.")

@@ -18,6 +18,7 @@ median rate (the whole job allocating, as in warmup, is no leak), while the job 
 compiling or warming up, when job telemetry says so).
 """
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from itertools import pairwise
 from statistics import median
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeGuard
 
 from trnwatch.ledger.hosts import ChipState, HostState
 from trnwatch.ledger.job import JobDiagnosis
-from trnwatch.ledger.rollups import ChipEcc, freshness_at, host_ecc, job_diagnosis_at, per_report
+from trnwatch.ledger.rollups import ChipEcc, Freshness, freshness_at, host_ecc, job_diagnosis_at, per_report
 
 if TYPE_CHECKING:
     from trnwatch.ledger.ledger import Ledger
@@ -49,25 +50,23 @@ JOB_SEVERITY: dict[str, Severity] = {
     "slow": "error",
 }
 NOT_STEADY_VERDICTS = ("compiling", "no-data")  # start-up allocates on every chip; a checkpoint does not
-# Order among findings of one severity: the job's own answer first, then the device's.
-KIND_ORDER = (
-    "job",
-    "hw-error",
-    "ecc-uncorrected",
-    "host-lost",
-    "source-lost",
-    "device-unhealthy",
-    "efa-errors",
-    "hbm-leak",
-    "host-stale",
-    "rejected-input",
-)
 # A host's EFA errors (drops, retransmits, timeouts, unresponsive / impaired peers; ledger/sysfs_host.py)
 # stand out at this many per second and this many times its peers' median (with at least
 # EFA_MIN_PEERS other hosts reporting them).
 EFA_ERRORS_MIN_PER_S = 1.0
 EFA_OUTLIER_FACTOR = 4.0
 EFA_MIN_PEERS = 2
+# Device-only findings (no job telemetry needed). A burst: at least ECC_BURST_EVENTS corrected ECC
+# events on one chip within ECC_BURST_WINDOW_S. An outlier: a chip whose mean utilisation over
+# OUTLIER_WINDOW_S stands OUTLIER_FINDING_PCT points or more from the median of its peers: the fresh
+# chips of its UltraServer (of its host when it is in none), at least OUTLIER_MIN_CHIPS of them
+# (UltraServers may run different jobs; one UltraServer runs one). Judged only without job
+# telemetry, whose own verdict (SLOW names the straggler's rank and chip) is the better answer.
+ECC_BURST_EVENTS = 10
+ECC_BURST_WINDOW_S = 10.0
+OUTLIER_WINDOW_S = 10.0
+OUTLIER_FINDING_PCT = 30.0
+OUTLIER_MIN_CHIPS = 4
 
 
 # --- HBM trends ----------------------------------------------------------------------------------
@@ -153,6 +152,43 @@ def _uncorrected(ledger: "Ledger", host: HostState) -> tuple[tuple[int, ChipEcc]
             else ()
         ),
     )
+
+
+def _window_utils(ledger: "Ledger", host: HostState, now_s: float) -> tuple[float | None, ...]:
+    """Per chip of `host`: its mean utilisation over the OUTLIER_WINDOW_S up to its host's latest
+    report (None without a figure there); computed once per report."""
+    at_s = trend_at_s(host, now_s)
+
+    def compute(h: HostState) -> tuple[float | None, ...]:
+        means: list[float | None] = []
+        for chip in h.chips:
+            utils = []
+            for sample in reversed(chip.history):
+                if at_s - sample.t_s > OUTLIER_WINDOW_S:
+                    break
+                if sample.t_s <= at_s and sample.util_pct is not None:
+                    utils.append(sample.util_pct)
+            means.append(sum(utils) / len(utils) if utils else None)
+        return tuple(means)
+
+    return per_report(ledger, host, "util-window", compute, at_s)
+
+
+def corrected_ecc_burst(chip: ChipState, now_s: float) -> int:
+    """Corrected ECC events on `chip` within the ECC_BURST_WINDOW_S up to `now_s` (from the
+    running totals its reports left, `ChipState.ecc_corrected_marks`)."""
+    marks = chip.ecc_corrected_marks
+    if not marks:
+        return 0
+    newest = next((total for t_s, total in reversed(marks) if t_s <= now_s), None)
+    if newest is None:
+        return 0
+    # The total at the window's start: the newest mark at least a window old; without one, 0 (the
+    # first mark is the first report with a non-zero counter) unless older marks were dropped.
+    before = next((total for t_s, total in reversed(marks) if now_s - t_s >= ECC_BURST_WINDOW_S), None)
+    if before is None:
+        before = 0 if len(marks) < (marks.maxlen or 0) else marks[0][1]
+    return max(0, newest - before)
 
 
 def _leaking(trend: HbmTrend | None, peer_rate_bytes_per_s: float) -> TypeGuard[HbmTrend]:
@@ -249,12 +285,58 @@ def _job_finding(ledger: "Ledger", diagnosis: JobDiagnosis | None) -> Finding | 
     return Finding(severity, "job", "job", label, site, what, short)
 
 
-def _hardware_error_findings(ledger: "Ledger") -> list[Finding]:
+@dataclass(slots=True)
+class Context:
+    """What every rule reads, computed once per `current_findings` call."""
+
+    ledger: "Ledger"
+    now_s: float
+    diagnosis: JobDiagnosis | None
+    freshness: dict[str, Freshness]
+
+    def fresh_hosts(self) -> Iterable[HostState]:
+        return (h for h in self.ledger.hosts.values() if self.freshness[h.host_id] == "fresh")
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One kind of finding: its kind, usual severity, title for people, and the check that finds
+    every current instance at its site. `RULES` is the registry: its order is the order among
+    findings of one severity, so a rule cannot be forgotten by a table."""
+
+    kind: str
+    severity: Severity  # the usual one (a job finding's follows its verdict: JOB_SEVERITY)
+    title: str  # "uncorrected ECC", for headlines and alerts
+    check: Callable[[Context], Iterable[Finding]]
+
+
+def _job_rule(ctx: Context) -> Iterable[Finding]:
+    job = _job_finding(ctx.ledger, ctx.diagnosis)
+    return () if job is None else (job,)
+
+
+def _silent_hosts(ctx: Context, state: str) -> Iterable[Finding]:
+    ledger, now_s = ctx.ledger, ctx.now_s
+    for host in ledger.hosts.values():
+        if ctx.freshness[host.host_id] != state:
+            continue
+        site = _site_of_host(ledger, host)
+        if state == "lost":
+            source = ledger.sources.get(host.source_id)
+            error = (source.end_error or source.link_error or "") if source else ""
+            age = "" if host.last_s is None else f"last report {now_s - host.last_s:.0f} s ago"
+            yield Finding("error", "host-lost", "host", "LOST", site, "; ".join(p for p in (age, error) if p), age)
+        else:
+            age = "no report yet" if host.last_s is None else f"last report {now_s - host.last_s:.0f} s ago"
+            yield Finding("error", "host-stale", "host", "STALE", site, age, "")
+
+
+def _hardware_error_rule(ctx: Context) -> Iterable[Finding]:
     """One critical finding per distinct kernel-log hardware error (ledger/hardware.py), on its
     host and chip (nd-id); it stays for the session (a hardware error does not heal). The line's
     nc-id is said as the line numbers it: whether it counts within the device or on the host is
     not documented, so it is not put in the site's core (the host-global logical core)."""
-    found = []
+    ledger = ctx.ledger
     for first, _last, lines in ledger.kernel.faults():
         e = first.error
         host = ledger.host_of_hardware_error(e)
@@ -266,123 +348,158 @@ def _hardware_error_findings(ledger: "Ledger") -> list[Finding]:
         what += f", action {e.action}" if e.action else ""
         if lines > 1:
             what += f" ({lines} lines)"
-        found.append(Finding("critical", "hw-error", "chip", "HWERR", site, what + " in the kernel log", e.error_type))
-    return found
+        yield Finding("critical", "hw-error", "chip", "HWERR", site, what + " in the kernel log", e.error_type)
 
 
-def _sysfs_findings(ledger: "Ledger") -> list[Finding]:
-    """Devices whose sysfs `unhealthy_components` is not empty, and hosts whose EFA error rate
-    stands out from their peers' (EFA_* above)."""
-    found = []
-    rates = {key: h.efa_error_rate_per_s for key, h in ledger.sysfs.items()}
-    known = {key: rate for key, rate in rates.items() if rate is not None}
-    for key, sysfs in ledger.sysfs.items():
-        host = ledger.hosts.get(key)
-        site = _site_of_host(ledger, host) if host else Site(host=key, source_id=sysfs.source_id)
+def _sysfs_site(ctx: Context, key: str) -> Site:
+    host = ctx.ledger.hosts.get(key)
+    return _site_of_host(ctx.ledger, host) if host else Site(host=key, source_id=ctx.ledger.sysfs[key].source_id)
+
+
+def _device_unhealthy_rule(ctx: Context) -> Iterable[Finding]:
+    """Devices whose sysfs `unhealthy_components` is not empty."""
+    for key, sysfs in ctx.ledger.sysfs.items():
         for device, components in sysfs.unhealthy_devices():
             what = f"unhealthy_components: {components} (sysfs)"
-            chip_site = replace(site, chip=device)
-            found.append(Finding("error", "device-unhealthy", "chip", "UNHEALTHY", chip_site, what, components))
-        rate = known.get(key)
+            site = replace(_sysfs_site(ctx, key), chip=device)
+            yield Finding("error", "device-unhealthy", "chip", "UNHEALTHY", site, what, components)
+
+
+def _efa_errors_rule(ctx: Context) -> Iterable[Finding]:
+    """Hosts whose EFA error rate stands out from their peers' (EFA_* above)."""
+    rates = {key: h.efa_error_rate_per_s for key, h in ctx.ledger.sysfs.items()}
+    known = {key: rate for key, rate in rates.items() if rate is not None}
+    for key, rate in known.items():
         peers = [r for k, r in known.items() if k != key]
-        if rate is None or len(peers) < EFA_MIN_PEERS or rate < EFA_ERRORS_MIN_PER_S:
+        if len(peers) < EFA_MIN_PEERS or rate < EFA_ERRORS_MIN_PER_S:
             continue
         peer_median = median(peers)
         if rate > EFA_OUTLIER_FACTOR * peer_median:
             what = f"EFA errors {rate:.0f}/s (drops, retransmits, timeouts, peer events), peers' median {peer_median:.0f}/s"
-            found.append(Finding("error", "efa-errors", "host", "EFA", site, what, f"{rate:.0f} errors/s"))
-    return found
+            yield Finding("error", "efa-errors", "host", "EFA", _sysfs_site(ctx, key), what, f"{rate:.0f} errors/s")
 
 
-def current_findings(ledger: "Ledger", now_s: float) -> list[Finding]:
-    """Every current finding, most severe first (then by kind, UltraServer, host, chip)."""
-    found: list[Finding] = []
-    diagnosis = job_diagnosis_at(ledger, now_s)
-    job = _job_finding(ledger, diagnosis)
-    if job is not None:
-        found.append(job)
-    found.extend(_hardware_error_findings(ledger))
-    found.extend(_sysfs_findings(ledger))
-    steady = diagnosis is None or diagnosis.verdict not in NOT_STEADY_VERDICTS
-    freshness = freshness_at(ledger, now_s)
+def _ecc_uncorrected_rule(ctx: Context) -> Iterable[Finding]:
+    for host in ctx.fresh_hosts():
+        for index, ecc in _uncorrected(ctx.ledger, host):
+            what = f"{ecc.uncorrected} uncorrected ECC error{'s' if ecc.uncorrected > 1 else ''}"
+            site = _site_of_host(ctx.ledger, host, chip=index)
+            more = f", {ecc.corrected} corrected" if ecc.corrected else ""
+            yield Finding("critical", "ecc-uncorrected", "chip", "ECC", site, what + more, what)
+
+
+def _hbm_leak_rule(ctx: Context) -> Iterable[Finding]:
+    if ctx.diagnosis is not None and ctx.diagnosis.verdict in NOT_STEADY_VERDICTS:
+        return
     rising: list[tuple[HostState, int, HbmTrend]] = []  # chips whose HBM rose lately, with their trend
     flat = 0  # the other chips of fresh hosts: flat (rate 0) among the peers
-    for host in ledger.hosts.values():
-        state = freshness[host.host_id]
-        if state == "lost":
-            source = ledger.sources.get(host.source_id)
-            error = (source.end_error or source.link_error or "") if source else ""
-            age = "" if host.last_s is None else f"last report {now_s - host.last_s:.0f} s ago"
-            what = "; ".join(part for part in (age, error) if part)
-            found.append(Finding("error", "host-lost", "host", "LOST", _site_of_host(ledger, host), what, age))
-            continue
-        if state == "stale":
-            age = "no report yet" if host.last_s is None else f"last report {now_s - host.last_s:.0f} s ago"
-            found.append(Finding("error", "host-stale", "host", "STALE", _site_of_host(ledger, host), age, ""))
-            continue
-        for index, ecc in _uncorrected(ledger, host):
-            what = f"{ecc.uncorrected} uncorrected ECC error{'s' if ecc.uncorrected > 1 else ''}"
-            found.append(
-                Finding(
-                    "critical",
-                    "ecc-uncorrected",
-                    "chip",
-                    "ECC",
-                    _site_of_host(ledger, host, chip=index),
-                    what + (f", {ecc.corrected} corrected" if ecc.corrected else ""),
-                    what,
-                )
-            )
-        if steady:
-            trends = _rising_trends(ledger, host, now_s)
-            flat += len(trends)
-            for chip, trend in zip(host.chips, trends, strict=True):
-                if trend is not None:
-                    rising.append((host, chip.index, trend))
-                    flat -= 1
+    for host in ctx.fresh_hosts():
+        trends = _rising_trends(ctx.ledger, host, ctx.now_s)
+        flat += len(trends)
+        for chip, trend in zip(host.chips, trends, strict=True):
+            if trend is not None:
+                rising.append((host, chip.index, trend))
+                flat -= 1
     peer_rate = median([0.0] * flat + [t.rate_bytes_per_s for _, _, t in rising]) if rising else 0.0
     for host, index, trend in rising:
         if _leaking(trend, peer_rate):
-            found.append(
-                Finding(
-                    "error",
-                    "hbm-leak",
-                    "chip",
-                    "LEAK",
-                    _site_of_host(ledger, host, chip=index),
-                    f"HBM {trend_text(trend)}",
-                    f"HBM +{_mib(trend.rate_bytes_per_s)}/s",
-                    trend,
+            site = _site_of_host(ctx.ledger, host, chip=index)
+            what, short = f"HBM {trend_text(trend)}", f"HBM +{_mib(trend.rate_bytes_per_s)}/s"
+            yield Finding("error", "hbm-leak", "chip", "LEAK", site, what, short, trend)
+
+
+def _ecc_corrected_burst_rule(ctx: Context) -> Iterable[Finding]:
+    for host in ctx.fresh_hosts():
+        if not host.figures.ecc_seen:
+            continue
+        for chip in host.chips:
+            burst = corrected_ecc_burst(chip, ctx.now_s)
+            if burst >= ECC_BURST_EVENTS:
+                what = f"{burst} corrected ECC events in {ECC_BURST_WINDOW_S:.0f} s"
+                site = _site_of_host(ctx.ledger, host, chip=chip.index)
+                yield Finding("warning", "ecc-corrected-burst", "chip", "ECC-BURST", site, what, f"{burst} corrected")
+
+
+def _util_outlier_rule(ctx: Context) -> Iterable[Finding]:
+    if ctx.ledger.job is not None:
+        return  # with job telemetry the job's own answer (SLOW, LATE) names the rank and its chip
+    groups: dict[tuple[str, str], list[tuple[HostState, int, float]]] = {}
+    for host in ctx.fresh_hosts():
+        us = ctx.ledger.ultraserver_of(host)
+        group = groups.setdefault(("UltraServer", us) if us else ("host", host.host_id), [])
+        group.extend(
+            (host, index, util)
+            for index, util in enumerate(_window_utils(ctx.ledger, host, ctx.now_s))
+            if util is not None
+        )
+    for (scope, _), chips in groups.items():
+        if len(chips) < OUTLIER_MIN_CHIPS:
+            continue
+        peers_pct = median(u for _, _, u in chips)
+        for host, index, util in chips:
+            if abs(util - peers_pct) >= OUTLIER_FINDING_PCT:
+                side = "busier" if util > peers_pct else "less busy"
+                what = (
+                    f"{util:.0f}% busy over {OUTLIER_WINDOW_S:.0f} s, {abs(util - peers_pct):.0f} points {side} "
+                    f"than the median of its {scope}'s {len(chips)} chips ({peers_pct:.0f}%)"
                 )
-            )
-    # A source that ended with an error and shows no host (it never reported, or it is a job's
-    # source): its error is the finding (a host's is told by its host-lost finding).
-    on_hosts = {host.source_id for host in ledger.hosts.values()}
-    for source in ledger.sources.values():
+                site = _site_of_host(ctx.ledger, host, chip=index)
+                short = f"{util:.0f}% vs {peers_pct:.0f}%"
+                yield Finding("warning", "util-outlier", "chip", "OUTLIER", site, what, short)
+
+
+def _source_lost_rule(ctx: Context) -> Iterable[Finding]:
+    """A source that ended with an error and shows no host (it never reported, or it is a job's
+    source): its error is the finding (a host's is told by its host-lost finding)."""
+    on_hosts = {host.source_id for host in ctx.ledger.hosts.values()}
+    for source in ctx.ledger.sources.values():
         if source.end_error and source.source_id not in on_hosts:
-            found.append(
-                Finding(
-                    "error", "source-lost", "source", "LOST", Site(source_id=source.source_id), source.end_error, ""
-                )
+            yield Finding(
+                "error", "source-lost", "source", "LOST", Site(source_id=source.source_id), source.end_error, ""
             )
-    for source in ledger.sources.values():
+
+
+def _rejected_input_rule(ctx: Context) -> Iterable[Finding]:
+    for source in ctx.ledger.sources.values():
         rejected = sum(source.rejected.values())
         if rejected:
-            found.append(
-                Finding(
-                    "warning",
-                    "rejected-input",
-                    "source",
-                    "REJECTED",
-                    Site(source_id=source.source_id),
-                    f"{rejected} line{'s' if rejected > 1 else ''}: {source.last_rejection}",
-                    f"{rejected} lines",
-                )
-            )
-    return sorted(found, key=_order)
+            what = f"{rejected} line{'s' if rejected > 1 else ''}: {source.last_rejection}"
+            site = Site(source_id=source.source_id)
+            yield Finding("warning", "rejected-input", "source", "REJECTED", site, what, f"{rejected} lines")
 
 
-def _order(f: Finding) -> tuple:
+# The registry. Among findings of one severity: the job's own answer first, then the device's.
+RULES: tuple[Rule, ...] = (
+    Rule("job", "critical", "job", _job_rule),
+    Rule("hw-error", "critical", "hardware error", _hardware_error_rule),
+    Rule("ecc-uncorrected", "critical", "uncorrected ECC", _ecc_uncorrected_rule),
+    Rule("host-lost", "error", "host lost", lambda ctx: _silent_hosts(ctx, "lost")),
+    Rule("source-lost", "error", "source lost", _source_lost_rule),
+    Rule("device-unhealthy", "error", "unhealthy device", _device_unhealthy_rule),
+    Rule("efa-errors", "error", "EFA errors", _efa_errors_rule),
+    Rule("hbm-leak", "error", "HBM leak", _hbm_leak_rule),
+    Rule("host-stale", "error", "host stale", lambda ctx: _silent_hosts(ctx, "stale")),
+    Rule("ecc-corrected-burst", "warning", "corrected ECC burst", _ecc_corrected_burst_rule),
+    Rule("util-outlier", "warning", "utilisation outlier", _util_outlier_rule),
+    Rule("rejected-input", "warning", "rejected input", _rejected_input_rule),
+)
+KIND_ORDER = tuple(rule.kind for rule in RULES)
+RULE_OF = {rule.kind: rule for rule in RULES}
+
+
+def kind_title(f: Finding) -> str:
+    """The finding's kind for people: "uncorrected ECC"; a job finding's says its verdict ("job stalled")."""
+    return f"job {f.label.lower()}" if f.kind == "job" else RULE_OF[f.kind].title
+
+
+def current_findings(ledger: "Ledger", now_s: float) -> list[Finding]:
+    """Every current finding of every rule, most severe first (then by kind, UltraServer, host, chip)."""
+    ctx = Context(ledger, now_s, job_diagnosis_at(ledger, now_s), freshness_at(ledger, now_s))
+    return sorted((f for rule in RULES for f in rule.check(ctx)), key=finding_order)
+
+
+def finding_order(f: Finding) -> tuple:
+    """The sort key of findings: severity, kind (the registry's order), then the site."""
     s = f.site
     return (
         SEVERITIES.index(f.severity),
@@ -505,7 +622,8 @@ def chips_to_look_at(
             add(host.host_id, chip, f"{ecc.uncorrected} uncorrected ECC")
     for f in findings:
         s = f.site
-        if s.host_id in on and s.chip is not None and f.kind != "ecc-uncorrected":
+        # (uncorrected ECC came first; an outlier is told below with its figures)
+        if s.host_id in on and s.chip is not None and f.kind not in ("ecc-uncorrected", "util-outlier"):
             if f.kind == "hbm-leak" and f.trend is not None:
                 add(s.host_id, s.chip, f"HBM {trend_text(f.trend)}")
             elif s.rank is not None:

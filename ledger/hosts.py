@@ -83,7 +83,7 @@ class HostState:
         self.simulated = self.simulated or report.trnwatch_simulator is not None
         self._fold_identity(report)
         self._fold_runtimes(report, received_s, declared_counters)
-        self._fold_system(report, declared_counters)
+        self._fold_system(report, declared_counters, received_s)
         if self.exporter_gauges is not None:
             mark_stale_cores(self.chips, self.cores_per_chip, self.exporter_gauges.stale_cores)
         self.figures = chip_figures(self.chips)
@@ -116,13 +116,13 @@ class HostState:
         self.runtimes_evicted += retire_runtimes(self.runtimes, seen, t_s, self.period_s, self.anomalies)
         fold_chip_samples(self.chips, frame, t_s, no_runtime=not entries)
 
-    def _fold_system(self, report: Report, declared_counters: bool) -> None:
+    def _fold_system(self, report: Report, declared_counters: bool, t_s: float) -> None:
         system = report.system_data
         if system is None:
             return
         hw = system.neuron_hw_counters
         if group_ok(hw, self.group_errors, "neuron_hw_counters"):
-            fold_ecc(self.chips, hw.neuron_devices or (), declared_counters, self.anomalies)
+            fold_ecc(self.chips, hw.neuron_devices or (), declared_counters, self.anomalies, t_s)
         vcpu = system.vcpu_usage
         if group_ok(vcpu, self.group_errors, "vcpu_usage"):
             avg = vcpu.average_usage

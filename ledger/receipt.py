@@ -20,6 +20,7 @@ from trnwatch.ledger.boundary import COMPILER_KEYS, FRAMEWORK_KEYS, one_value, p
 from trnwatch.ledger.counters import Reading
 from trnwatch.ledger.goodput import THROUGHPUT_POINTS, GoodputClock
 from trnwatch.ledger.hosts import HISTORY_SAMPLES, HostState
+from trnwatch.ledger.incidents import Incident, IncidentLog
 from trnwatch.ledger.job import percentile
 from trnwatch.ledger.job_summary import JobSection
 from trnwatch.ledger.ledger import Evidence, Ledger
@@ -29,7 +30,7 @@ from trnwatch.outside import json_safe
 
 SCHEMA = "trnwatch.receipt/1"
 
-ExitReason = Literal["eof", "duration", "interrupt", "sigterm", "sighup", "quit", "terminal-lost", "error"]
+ExitReason = Literal["eof", "duration", "interrupt", "sigterm", "sighup", "quit", "terminal-lost", "error", "exit-on"]
 
 # Dense BF16 peak of one chip, from AWS's published chip tables (no Trainium hardware ran here):
 # Trainium3 671 TFLOPS (the chip table; 8 x 79 = 632 from the NeuronCore-v4 Tensor Engine figure),
@@ -397,6 +398,17 @@ class SysfsHostEntry(_Section):
     devices: list[SysfsDeviceEntry]
 
 
+class AlertCounts(_Section):
+    """What alerting did in the session (trnwatch/alerts.py): the receipt's `alerts`."""
+
+    destinations: list[str]  # "command", "webhook https://hooks.example.com" (scheme and host only)
+    sent: int = 0
+    failed: int = 0  # gave up after the retries, or dropped with the queue full
+    suppressed: int = 0  # held down (a flapping finding pages once per hold-down interval)
+    retried: int = 0
+    pending_at_exit: int = 0  # still queued or being delivered when the receipt was written
+
+
 class Receipt(_Section):
     # `schema` is a BaseModel attribute, so the field is `schema_` with the JSON key `schema`.
     schema_: str = Field(alias="schema")
@@ -422,6 +434,11 @@ class Receipt(_Section):
     sequence_lengths: SequenceLengths | None  # null unless steps carry seq_len
     timeline: Timeline
     job: JobSection | None  # typed in ledger/job_summary.py
+    # Every finding of the session as an incident, in opening order (ledger/incidents.py), and
+    # how many were dropped past the bound.
+    incidents: list[Incident] = []
+    incidents_dropped: int = 0
+    alerts: AlertCounts | None = None  # null without --alert-cmd / --alert-webhook
     output_failures: list[OutputFailure] = []
     kernel_log: KernelLogEntry | None = None  # null when no kernel-log source ran
     sysfs: list[SysfsHostEntry] = []  # empty when no sysfs source ran
@@ -454,6 +471,8 @@ def build_receipt(
     output_failures: Sequence[OutputFailure] = (),
     recording: RecordingEntry | None = None,
     replay: ReplayEntry | None = None,
+    incidents: IncidentLog | None = None,
+    alerts: AlertCounts | None = None,
 ) -> Receipt:
     """Assemble the receipt from the ledger's current state, written at `written_at_s` (wall clock,
     passed in). The job's verdict, stalls and badput and the sources' gaps are judged at the
@@ -497,6 +516,9 @@ def build_receipt(
         sequence_lengths=_sequence_lengths(clock),
         timeline=_timeline(ledger, clock),
         job=job,
+        incidents=[] if incidents is None else incidents.incidents(),
+        incidents_dropped=0 if incidents is None else incidents.dropped,
+        alerts=alerts,
         output_failures=list(output_failures),
         kernel_log=_kernel_log(ledger),
         sysfs=[_sysfs_entry(h) for _, h in sorted(ledger.sysfs.items())],

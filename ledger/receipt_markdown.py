@@ -10,6 +10,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from trnwatch.ledger.incidents import incident_words, site_words, worst_first
 from trnwatch.ledger.receipt import SCHEMA, Receipt
 from trnwatch.outside import clean
 
@@ -139,6 +140,7 @@ def _headline(r: Receipt) -> list[str]:
         elif job.get("verdict") not in ("steady", "finished"):
             verdict += "; culprit: no rank named"
         lines.append(f"- {verdict}")
+    lines += _incident_headline(r)
     steady = r.segments.steady if r.segments else None
     if steady is not None:
         lines.append(
@@ -171,6 +173,49 @@ def _headline(r: Receipt) -> list[str]:
         f"Window: {r.window.seconds:.1f} s of data, {_day(r.window.start)} to {_clock(r.window.end)} UTC "
         f"(first to last line received); exit reason: {r.exit_reason}. Schema `{SCHEMA}`; {_md_text(r.tool)}.",
     ]
+    return lines
+
+
+HEADLINE_INCIDENTS = 3
+
+
+def _incident_headline(r: Receipt) -> list[str]:
+    """The worst incidents, after the verdict: "uncorrected ECC on sim-us-07/2 at 14:24:50 (critical)"."""
+    if not r.incidents:
+        return [
+            "- **Incidents: none**"
+            + (f" kept ({r.incidents_dropped} dropped past the bound)" if r.incidents_dropped else "")
+        ]
+    worst = worst_first(r.incidents)
+    shown = [
+        f"{_md_text(incident_words(i))} ({i.worst_severity}{', open at exit' if i.state == 'open' else ''})"
+        for i in worst[:HEADLINE_INCIDENTS]
+    ]
+    more = len(worst) - HEADLINE_INCIDENTS
+    tail = f"; {more} more" if more > 0 else ""
+    return [f"- **Incidents: {len(worst)}**: " + "; ".join(shown) + tail + " (see Incidents)"]
+
+
+def _incidents_section(r: Receipt) -> list[str]:
+    lines = ["", "## Incidents", ""]
+    if not r.incidents:
+        return lines + ["No finding was seen during the session."]
+    lines += [
+        "Every finding of the session, most severe first; times are UTC, the site links to the Chips table "
+        "by instance id and chip.",
+        "",
+        "| # | incident | severity | site | instance id | first | last | state | evidence |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for i in worst_first(r.incidents):
+        changes = " -> ".join(c.label for c in i.changes if c.change in ("opened", "escalated", "eased"))
+        state = "open at exit" if i.state == "open" else f"cleared {_clock(i.cleared)}"
+        lines.append(
+            f"| {i.id} | {_md_text(i.title)} ({_md_text(changes)}) | {i.worst_severity} | {_md_text(site_words(i.site))} "
+            f"| {_v(i.site.instance_id)} | {_clock(i.first)} | {_clock(i.last)} | {state} | {_md_text(i.evidence.what)} |"
+        )
+    if r.incidents_dropped:
+        lines += ["", f"{r.incidents_dropped} incident(s) dropped past the bound of the session's log."]
     return lines
 
 
@@ -575,6 +620,7 @@ def render_markdown(r: Receipt, svg_name: str | None = None) -> str:
     """The receipt for people: headline, boundary, job, goodput (with the timeline picture when
     `svg_name` is given), then sources, hosts, UltraServers, runtimes and chips."""
     lines = _headline(r)
+    lines += _incidents_section(r)
     lines += _boundary_section(r)
     lines += _job_section(r)
     lines += _stacks_section(r)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import TYPE_CHECKING, Literal, TypeVar
 
+from trnwatch.ledger.chips import ECC_CORRECTED_FIELDS, ECC_UNCORRECTED_FIELDS
 from trnwatch.ledger.hosts import ChipState, HostState
 from trnwatch.ledger.job import JobDiagnosis
 
@@ -47,8 +48,6 @@ def reported_within(host: HostState, now_s: float, after_s: float) -> bool:
 HBM_HIGH_PCT = 90.0
 # neuron-monitor's `neuron_hw_counters` fields, split by what they mean for the chip: a
 # corrected error is noted, an uncorrected one is data loss (a fault of its own severity).
-ECC_CORRECTED_FIELDS = ("mem_ecc_corrected", "sram_ecc_corrected")
-ECC_UNCORRECTED_FIELDS = ("mem_ecc_uncorrected", "sram_ecc_uncorrected")
 
 Freshness = Literal["fresh", "stale", "lost"]
 T = TypeVar("T")

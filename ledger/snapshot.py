@@ -10,11 +10,13 @@ both it and the write time are passed in. `snapshot_json` is the one way to turn
 
 import json
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from trnwatch import __version__
 from trnwatch.ledger.findings import current_findings, finding_record, findings_text
 from trnwatch.ledger.hosts import ChipState, HostState, RuntimeState
+from trnwatch.ledger.incidents import Incident
 from trnwatch.ledger.job_summary import JobSection
 from trnwatch.ledger.ledger import Evidence, Ledger
 from trnwatch.ledger.rollups import chip_ecc, hbm_fill_pct, source_periods_s
@@ -48,10 +50,12 @@ def build_snapshot(
     recorded_evidence: Evidence | None = None,
     *,
     written_at_s: float,
+    incidents: Sequence[Incident] = (),
 ) -> dict[str, Any]:
     """Every scope of `ledger` judged at `now_s`; `job` is `JobLedger.summary(now_s)` or None
     when no job telemetry is connected (then the section says so instead of holding zeros).
-    `written_at_s` is the wall clock when the snapshot is taken."""
+    `written_at_s` is the wall clock when the snapshot is taken; `incidents` the session's open
+    incidents (ledger/incidents.py), most severe first."""
     hosts = sorted(ledger.hosts.values(), key=lambda h: h.host_id)
     period_by_source = source_periods_s(ledger)
     return {
@@ -62,6 +66,7 @@ def build_snapshot(
         "now": now_s,
         "written_at": written_at_s,
         "findings": [finding_record(f) for f in current_findings(ledger, now_s)],
+        "incidents": [i.model_dump(mode="json") for i in incidents],
         "sources": [
             {
                 "id": s.source_id,
@@ -191,6 +196,10 @@ def _gib(n: int | None) -> str:
     return f"{n / 2**40:.2f} TiB" if n >= 2**40 else f"{n / 2**30:.1f} GiB"
 
 
+def _hms(t_s: float) -> str:
+    return time.strftime("%H:%M:%S", time.gmtime(t_s))
+
+
 def _pct(p: float | None) -> str:
     return "n/a" if p is None else f"{p:.1f}%"
 
@@ -208,6 +217,13 @@ def render_text(snap: dict[str, Any], lowest: int = 5) -> str:
         "",
         "findings (most severe first):",
         *(f"  {clean(line)}" for line in findings_text(snap["findings"])),
+        "",
+        "open incidents (most severe first; since when, last seen):",
+        *(
+            f"  #{i['id']} {i['severity']}: {clean(i['evidence']['text'])} (since {_hms(i['first'])}, last {_hms(i['last'])})"
+            for i in snap.get("incidents", [])
+        ),
+        *([] if snap.get("incidents") else ["  none"]),
         "",
         "sources:",
     ]

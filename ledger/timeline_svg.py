@@ -1,12 +1,14 @@
 """The receipt's picture: throughput, mean chip utilisation and HBM fill over the window, with
-the job's phases shaded and its stalls marked. A pure function of the receipt (its `timeline`
-buckets and job phases), so the same receipt always draws the same SVG. Outside strings (the
+the job's phases shaded, its stalls marked and the session's incidents as spans. A pure function
+of the receipt (its `timeline` buckets, job phases and incidents), so the same receipt always
+draws the same SVG. Outside strings (the
 run name) are escaped; nothing in the SVG is script or a link.
 """
 
 import time
 from xml.sax.saxutils import escape
 
+from trnwatch.ledger.incidents import incident_words, site_words, worst_first
 from trnwatch.ledger.receipt import Receipt
 
 WIDTH, HEIGHT = 960, 420
@@ -26,6 +28,11 @@ THROUGHPUT = "#1f4e79"
 UTIL = "#2e7d32"
 HBM = "#8e44ad"
 STALL = "#c0392b"
+# Incidents: spans in the band between the panels, coloured by their worst severity, in lanes.
+INCIDENT_BAND = (184, 211)
+INCIDENT_LANES = 3
+INCIDENT_LABELS = 4  # the worst ones get their label written beside their span
+SEVERITY_FILL = {"critical": "#c0392b", "error": "#e67e22", "warning": "#d4ac0d"}
 
 
 def _x(t: float, t0: float, t1: float) -> float:
@@ -73,6 +80,31 @@ def _si(v: float) -> str:
         if v >= factor:
             return f"{v / factor:g}{suffix}"
     return f"{v:g}"
+
+
+def _incident_marks(r: Receipt, t0: float, t1: float) -> list[str]:
+    """Each incident as a span from first seen to cleared (or the window's end while open): dead
+    ranks and lost hosts show as the spans they lasted. The worst few are labelled."""
+    out: list[str] = []
+    lane_h = (INCIDENT_BAND[1] - INCIDENT_BAND[0]) / INCIDENT_LANES
+    labelled = {i.id for i in worst_first(r.incidents)[:INCIDENT_LABELS]}
+    for n, i in enumerate(sorted(r.incidents, key=lambda i: (i.first, i.id))):
+        begin = max(i.first, t0)
+        end = min(i.cleared if i.cleared is not None else t1, t1)
+        if end < begin:
+            continue
+        x0, x1 = _x(begin, t0, t1), _x(end, t0, t1)
+        y = INCIDENT_BAND[0] + lane_h * (n % INCIDENT_LANES)
+        out.append(
+            f'<rect x="{x0:.1f}" y="{y:.1f}" width="{max(x1 - x0, 2):.1f}" height="{lane_h - 2:.1f}" '
+            f'fill="{SEVERITY_FILL[i.worst_severity]}" fill-opacity="0.8"><title>{escape(incident_words(i))}</title></rect>'
+        )
+        if i.id in labelled:
+            out.append(
+                f'<text x="{x0 + 3:.1f}" y="{y + lane_h - 3:.1f}" font-size="8">'
+                f"{escape(i.label)} {escape(site_words(i.site))}</text>"
+            )
+    return out
 
 
 def render_timeline_svg(r: Receipt) -> str:
@@ -127,6 +159,7 @@ def render_timeline_svg(r: Receipt) -> str:
             f'<text x="{x0 + 2:.1f}" y="{BOTTOM_PANEL[1] - 4}" fill="{STALL}" font-weight="bold">stall '
             f"{s['duration_s']:.0f} s</text>"
         )
+    out += _incident_marks(r, t0, t1)
     # axes and grid
     tps = [p.tokens_per_s for p in points if p.tokens_per_s is not None]
     tps_max = _nice_max(max(tps)) if tps else 1.0
@@ -170,6 +203,8 @@ def render_timeline_svg(r: Receipt) -> str:
         ("dash", HBM, "mean HBM fill %"),
         ("box", STALL, "stall"),
     ]
+    if r.incidents:
+        entries.append(("fill", SEVERITY_FILL["critical"], "incident (critical, error, warning)"))
     entries += [
         ("fill", colour, name)
         for name, colour in PHASE_FILL.items()

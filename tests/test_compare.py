@@ -226,3 +226,19 @@ def test_the_bootstrap_resamples_at_most_its_bound_of_a_huge_sample_list():
 
     lo, hi = bootstrap_pct_change(samples, list(reversed(samples)), mean_of_bounded)
     assert lo <= 0 <= hi
+
+
+def test_incidents_are_counted_by_kind(tmp_path, capsys, base):
+    from trnwatch.ledger.findings import Finding, Site
+    from trnwatch.ledger.incidents import IncidentLog
+
+    log = IncidentLog()
+    ecc = Site(host_id="i-1", host="trn-a", chip=0)
+    log.update([Finding("critical", "ecc-uncorrected", "chip", "ECC", ecc, "1 uncorrected ECC error", "")], T0)
+    log.update([Finding("error", "host-lost", "host", "LOST", Site(host_id="i-2", host="trn-b"), "gone", "")], T0 + 1)
+    incidents = [json.loads(i.model_dump_json()) for i in log.incidents()]
+    code, out, _ = run_cli(tmp_path, capsys, base, {**base, "incidents": incidents})
+    assert code == 0
+    assert "| ecc-uncorrected | 0 | 1 |" in out and "| host-lost | 0 | 1 |" in out
+    code, out, _ = run_cli(tmp_path, capsys, base, base, "--json")
+    assert json.loads(out)["incidents"] == []

@@ -81,3 +81,12 @@ def run_until_said(
             proc.kill()
             proc.wait()
     return subprocess.CompletedProcess(command, proc.returncode, out, "".join(said))
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie (Linux /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False

@@ -97,6 +97,65 @@ def _session_options(p: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="where the screen's export key (e) writes SVG + JSON snapshots (default ./snapshots)",
     )
+    _alert_options(p)
+
+
+EXIT_ON_STATUS = 4  # `--exit-on` ended the session (distinct from 0, 1, 2, 3 and 130)
+EXIT_ON_WORDS = ("slow", "late", "stalled", "hung", "dead", "failed", "critical", "error", "warning")
+
+
+def _exit_on_arg(value: str) -> frozenset[str]:
+    words = frozenset(w.strip().lower() for w in value.split(",") if w.strip())
+    unknown = sorted(words - set(EXIT_ON_WORDS))
+    if not words or unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown verdict or severity {', '.join(unknown) or value!r}; choose from {', '.join(EXIT_ON_WORDS)}"
+        )
+    return words
+
+
+def _alert_options(p: argparse.ArgumentParser) -> None:
+    from trnwatch.alerts import HOLD_DOWN_S
+    from trnwatch.sources import positive
+
+    g = p.add_argument_group("alerts (README: Alerts)")
+    g.add_argument(
+        "--alert-cmd",
+        metavar="CMD",
+        help="run CMD with /bin/sh -c for each incident that opens, escalates or clears: the incident as "
+        "JSON on stdin, TRNWATCH_KIND, _SEVERITY, _LABEL, _SITE, _CHANGE, _EVIDENCE in the environment",
+    )
+    g.add_argument(
+        "--alert-webhook",
+        metavar="URL|env:NAME|file:PATH",
+        help="POST the same JSON (with a `text` line for Slack or Teams) to this URL; a URL holding a "
+        "secret (Slack's) is read from env:NAME or file:PATH",
+    )
+    g.add_argument(
+        "--alert-webhook-auth",
+        metavar="env:NAME|file:PATH",
+        help="the webhook's Authorization header value, from the environment or a file",
+    )
+    g.add_argument(
+        "--alert-hold-down",
+        type=positive,
+        default=HOLD_DOWN_S,
+        metavar="SECONDS",
+        help=f"page at most once per site, change and label in this interval (default {HOLD_DOWN_S:g})",
+    )
+    g.add_argument(
+        "--exit-on",
+        type=_exit_on_arg,
+        default=frozenset(),
+        metavar="VERDICT[,...]",
+        help=f"end the session (receipt written, exit status {EXIT_ON_STATUS}) when an incident opens or "
+        "escalates with one of these verdicts or severities: " + ", ".join(EXIT_ON_WORDS),
+    )
+    g.add_argument(
+        "--serve-metrics",
+        metavar="[HOST:]PORT",
+        help="serve OpenMetrics at http://HOST:PORT/metrics (default host 127.0.0.1)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -151,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("--duration", type=positive, metavar="SECONDS", help="stop after this many seconds")
     rec.add_argument("--receipt", type=Path, metavar="PATH", help="also write a receipt at the end")
     rec.add_argument("--ultraservers", type=Path, metavar="FILE", help="host -> UltraServer map, as for `watch`")
+    _alert_options(record)
     record.set_defaults(headless=True, record=None, default_receipt=False, snapshot_dir=None)
 
     replay = sub.add_parser(
@@ -407,6 +467,9 @@ def _run_session(args) -> int:
 
             hold_exit_signals()
     _report_receipt(session, path)
+    _end_alerts(session)
+    if reason == "exit-on":
+        return _exit_on_status(session)
     return 1 if _ended_badly(session, reason) or path is None else 0
 
 
@@ -416,6 +479,15 @@ def _ended_badly(session, reason: str) -> bool:
     nothing_valid = _say_if_nothing_valid(session)
     lost = any(s.end_error for s in session.ledger.sources.values())
     return reason == "error" or (lost and reason == "eof") or nothing_valid
+
+
+def _exit_on_status(session) -> int:
+    from trnwatch.ledger.incidents import incident_words
+
+    incident = session.exit_on_incident
+    if incident is not None:
+        _warn(f"--exit-on: {incident.label} {incident_words(incident)}")
+    return EXIT_ON_STATUS
 
 
 def _write_receipt(session, path: Path | None) -> Path | None:
@@ -465,6 +537,9 @@ def _run_record(args) -> int:
     )
     path = _write_receipt(session, args.receipt) if args.receipt is not None else None
     _report_receipt(session, path)
+    _end_alerts(session)
+    if reason == "exit-on":
+        return _exit_on_status(session)
     return 1 if _ended_badly(session, reason) or rec.error or (args.receipt is not None and path is None) else 0
 
 
@@ -542,8 +617,14 @@ def _run_snapshot(args) -> int:
     job = session.ledger.job
     wall_s = time.time()
     now_s = session_now_s(session.ledger, wall_s, job)
+    session.observe(now_s)
     snapshot = build_snapshot(
-        session.ledger, now_s, session.ledger.job_summary(now_s), session.recorded_evidence, written_at_s=wall_s
+        session.ledger,
+        now_s,
+        session.ledger.job_summary(now_s),
+        session.recorded_evidence,
+        written_at_s=wall_s,
+        incidents=session.incidents.open_incidents(),
     )
     error = _emit(snapshot_json(snapshot).rstrip("\n") if args.json else render_text(snapshot).rstrip("\n"))
     if error is not None:
@@ -717,6 +798,7 @@ def _make_session(args):
         session.stacks = StackCapturer(ledger, stacks, session.apply, auto=args.capture_stacks)
         session.stacks.notice = session.notice  # each capture's outcome, said once (stderr headless)
         session.background.append(session.stacks.run)
+    _add_alerts(args, session)
     return session, chosen.progress_every_s
 
 
@@ -733,3 +815,39 @@ def _stack_options(args):
         return stack_options(args, shutil.which("ssh"))
     except OptionError as exc:
         raise UsageError(str(exc)) from None
+
+
+ALERT_EXIT_WAIT_S = 15.0  # after the receipt: how long queued alerts may take to go out
+
+
+def _add_alerts(args, session) -> None:
+    """--alert-cmd, --alert-webhook, --exit-on and --serve-metrics on the session; UsageError
+    for an option that cannot work (a missing secret, a bad address)."""
+    from trnwatch.alerts import AlertConfigError, Alerts, Webhook
+
+    command, webhook_spec = getattr(args, "alert_cmd", None), getattr(args, "alert_webhook", None)
+    try:
+        webhook = None if webhook_spec is None else Webhook.from_options(webhook_spec, args.alert_webhook_auth)
+    except AlertConfigError as exc:
+        raise UsageError(str(exc)) from None
+    if getattr(args, "alert_webhook_auth", None) and webhook is None:
+        raise UsageError("--alert-webhook-auth needs --alert-webhook")
+    if command or webhook:
+        session.alerts = Alerts(command, webhook, hold_down_s=args.alert_hold_down)
+    session.exit_on = getattr(args, "exit_on", frozenset())
+    if getattr(args, "serve_metrics", None):
+        from trnwatch.metrics import MetricsError, metrics_server
+
+        try:
+            session.background.append(metrics_server(session, args.serve_metrics))
+        except MetricsError as exc:
+            raise UsageError(str(exc)) from None
+
+
+def _end_alerts(session) -> None:
+    """After the receipt: queued alerts get a bounded wait to go out (README: Alerts)."""
+    if session.alerts is not None:
+        session.alerts.close(ALERT_EXIT_WAIT_S)
+        c = session.alerts.counts
+        if c.failed or c.pending_at_exit:
+            _warn(f"alerts: {c.sent} sent, {c.failed} failed, {c.pending_at_exit} not sent by the end")

@@ -40,6 +40,7 @@ import asyncio
 import gc
 import time
 from collections import deque
+from collections.abc import Callable
 
 from trnwatch.collectors.decode import decode
 from trnwatch.collectors.lines import Carried, ClockMark, Line, SourceEvent
@@ -63,8 +64,15 @@ _NEVER = 2**31 - 1
 class Intake:
     """Decode and fold on the event loop in slices, in arrival order."""
 
-    def __init__(self, ledger: Ledger, slice_s: float = FOLD_SLICE_S, max_queued: int = MAX_QUEUED):
+    def __init__(
+        self,
+        ledger: Ledger,
+        slice_s: float = FOLD_SLICE_S,
+        max_queued: int = MAX_QUEUED,
+        after_slice: Callable[[], None] | None = None,
+    ):
         self.ledger = ledger
+        self.after_slice = after_slice  # called after each fold slice (the session judges incidents)
         self.slice_s = slice_s
         self.max_queued = max_queued
         self.slices = 0  # fold slices run (each followed by a turn of the event loop)
@@ -108,6 +116,8 @@ class Intake:
             self._wake.clear()
             while self._queue:
                 self._fold_slice()
+                if self.after_slice is not None:
+                    self.after_slice()
                 if len(self._queue) < self.max_queued:
                     self._room.set()
                 # The event loop's turn (keys, repaints, sources) after the slice and again after

@@ -19,10 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trnwatch.alerts import Alerts
 from trnwatch.collectors.lines import Carried, ClockMark, Line, LineKind, SourceEvent
 from trnwatch.collectors.recording import FLUSH_EVERY_S, Recorder
 from trnwatch.collectors.streams import SourceLost
 from trnwatch.intake import FOLD_SLICE_S, Intake
+from trnwatch.ledger.findings import Finding, current_findings
+from trnwatch.ledger.incidents import Incident, IncidentLog
 from trnwatch.ledger.ledger import Ledger, SourceState
 from trnwatch.ledger.receipt import (
     ExitReason,
@@ -34,6 +37,7 @@ from trnwatch.ledger.receipt import (
     build_receipt,
 )
 from trnwatch.ledger.receipt_markdown import render_markdown
+from trnwatch.ledger.rollups import job_diagnosis_at
 from trnwatch.ledger.snapshot import session_now_s
 from trnwatch.ledger.timeline_svg import render_timeline_svg
 from trnwatch.output import OutputError, default_receipt_name, receipt_places, rewrite_own, write_new
@@ -41,6 +45,10 @@ from trnwatch.outside import clean
 
 if TYPE_CHECKING:
     from trnwatch.stacks import StackCapturer
+
+# How often the session judges findings into incidents (by its own clock: the wall for a live
+# session, the data's time for a replay, so a replay at full speed is judged as often).
+INCIDENT_PERIOD_S = 1.0
 
 SIGNAL_REASONS: dict[int, ExitReason] = {
     signal.SIGINT: "interrupt",
@@ -107,7 +115,16 @@ class Session:
         self.receipt_path = receipt_path  # where the receipt goes (None: the default folder)
         self.remote_sources = remote_sources  # SSH hosts or Prometheus endpoints: headless shows their links
         # Decodes and folds on the event loop for at most `fold_slice_s` at a go.
-        self._intake = Intake(ledger, fold_slice_s)
+        self._intake = Intake(ledger, fold_slice_s, after_slice=self._observe_if_due)
+        # Every finding of the session as an incident (ledger/incidents.py), judged once per
+        # INCIDENT_PERIOD_S whether or not a screen is shown; `on_incidents` hears of each change.
+        self.incidents = IncidentLog()
+        self.on_incidents: list[Callable[[list[Incident]], None]] = []
+        self._observed_s: float | None = None
+        # Alerts (trnwatch/alerts.py) and --exit-on: labels or severities that end the session.
+        self.alerts: Alerts | None = None
+        self.exit_on: frozenset[str] = frozenset()
+        self.exit_on_incident: Incident | None = None  # the incident that ended the session
         self.started_s = time.time()
         self.exit_reason: ExitReason | None = None
         # Outputs that stopped (a snapshot folder that filled up, a receipt that had to move):
@@ -120,6 +137,44 @@ class Session:
         self.notice: Callable[[str], None] = _stderr_notice
         # Takes ranks' stacks with py-spy (`watch`, `record`: trnwatch/stacks.py); None: not here.
         self.stacks: StackCapturer | None = None
+
+    def now_s(self) -> float:
+        """The session's clock: the wall for live and simulated sessions, the data's for a replay."""
+        return session_now_s(self.ledger, time.time(), self.ledger.job)
+
+    def observe(self, now_s: float) -> list[Finding]:
+        """Judge the findings at `now_s` into the incident log, tell `on_incidents` what changed,
+        and return what the fault line shows: the open incidents' latest findings."""
+        findings = current_findings(self.ledger, now_s)
+        diagnosis = job_diagnosis_at(self.ledger, now_s)
+        verdict = diagnosis.verdict if diagnosis else None
+        changed = self.incidents.update(findings, now_s, verdict)
+        self._observed_s = now_s
+        if changed:
+            if self.alerts is not None:
+                self.alerts.offer(changed, self.ledger.evidence, verdict)
+            self._check_exit_on(changed)
+            for listener in self.on_incidents:
+                listener(changed)
+        return self.incidents.open_findings()
+
+    def _check_exit_on(self, changed: list[Incident]) -> None:
+        for incident in changed:
+            if incident.state != "open" or self.exit_on_incident is not None:
+                continue
+            if incident.label.lower() in self.exit_on or incident.severity in self.exit_on:
+                self.exit_on_incident = incident
+                self.stop("exit-on")
+
+    def _observe_if_due(self) -> None:
+        now_s = self.now_s()
+        if self._observed_s is None or now_s - self._observed_s >= INCIDENT_PERIOD_S or now_s < self._observed_s:
+            self.observe(now_s)
+
+    async def _observe_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(INCIDENT_PERIOD_S / 2)
+            self._observe_if_due()
 
     def stop(self, reason: ExitReason) -> None:
         """Ask the session to end; the first reason given is the one the receipt keeps."""
@@ -140,6 +195,7 @@ class Session:
                 self.apply(SourceEvent(spec.source_id, spec.kind, time.time(), "open"))
         tasks = [asyncio.create_task(self._consume(spec)) for spec in self.sources]
         helpers = [asyncio.create_task(self._intake.run()), asyncio.create_task(self._all_ended(tasks))]
+        helpers.append(asyncio.create_task(self._observe_periodically()))
         helpers += [asyncio.create_task(work()) for work in self.background]
         helpers.append(asyncio.create_task(self._tick()))
         if self.duration_s is not None:
@@ -158,6 +214,11 @@ class Session:
             if self.recorder is not None:
                 self.recorder.close()
                 self._check_recording()
+            try:
+                ended = self.ledger.latest_s()  # the session's end, as the receipt judges it
+                self.observe(ended if ended is not None else self.now_s())
+            except Exception as exc:  # a defect in a rule must not cost the receipt
+                self.notice(f"incidents not judged at the end: {type(exc).__name__}: {exc}")
         return self.exit_reason or "eof"
 
     def _check_recording(self) -> None:
@@ -264,6 +325,8 @@ class Session:
             output_failures=self.output_failures,
             recording=recording,
             replay=replay,
+            incidents=self.incidents,
+            alerts=None if self.alerts is None else self.alerts.counted(),
         )
 
     def write_receipt(self, path: Path | None) -> Path:

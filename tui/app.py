@@ -207,7 +207,9 @@ class TrnwatchApp(App[None]):
         now_s = self.now_s()
         settle(self.ledger, self.selection, now_s)
         if not selection_only:
-            self.findings = tuple(current_findings(self.ledger, now_s))
+            # With a session, its incidents: a finding held through a pause stays on the fault line.
+            findings = current_findings(self.ledger, now_s) if self.session is None else self.session.observe(now_s)
+            self.findings = tuple(findings)
         view = self.view
         frame = Frame(
             self.ledger,
@@ -490,8 +492,14 @@ class TrnwatchApp(App[None]):
         cannot take them stops only the export: said on screen, marked in the receipt."""
         now_s = self.now_s()
         recorded = self.ledger.recorded_evidence(self.recorded_evidence)
+        open_incidents = self.session.incidents.open_incidents() if self.session is not None else []
         snapshot = build_snapshot(
-            self.ledger, now_s, self.ledger.job_summary(now_s), recorded, written_at_s=time.time()
+            self.ledger,
+            now_s,
+            self.ledger.job_summary(now_s),
+            recorded,
+            written_at_s=time.time(),
+            incidents=open_incidents,
         )
         svg = self.export_screenshot(title=f"trnwatch {self.selection.scope}")
         try:
