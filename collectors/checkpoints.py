@@ -34,9 +34,11 @@ def step_from_tag(tag: str) -> int | None:
 
 
 def _mtime(path: str) -> float | None:
+    """The marker's modification time; None while it is absent or cannot be read (a symbolic-link
+    loop, a permission): one bad tag never ends the source, and a later scan tries again."""
     try:
         return os.stat(path).st_mtime
-    except FileNotFoundError:
+    except OSError:
         return None
 
 

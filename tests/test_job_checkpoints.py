@@ -73,3 +73,18 @@ def test_follow_checkpoint_dir_yields_job_lines(tmp_path):
     events = [parse_job_line(line.text) for line in got]
     assert [(e.state, e.step) for e in events] == [("begin", 5), ("end", 5)]
     assert got[0].source_id == f"ckpt:{tmp_path.name}" and got[0].kind == "job"
+
+
+def test_a_symbolic_link_loop_in_one_tag_never_ends_the_checkpoint_source(tmp_path):
+    """A tag whose marker is a link to itself (ELOOP on stat): that tag is skipped, the others
+    are reported, and the watcher goes on scanning (the loop ended the source for good)."""
+    (tmp_path / "step_10").mkdir()
+    os.symlink("checkpoint", tmp_path / "step_10" / "checkpoint")
+    for marker in ("checkpoint", "done"):
+        (tmp_path / "step_20").mkdir(exist_ok=True)
+        (tmp_path / "step_20" / marker).write_text("")
+    watcher = CheckpointDirWatcher(str(tmp_path), "r")
+    assert [(e.tag, e.state) for e in watcher.scan()] == [("step_20", "begin"), ("step_20", "end")]
+    (tmp_path / "step_10" / "checkpoint").unlink()
+    (tmp_path / "step_10" / "checkpoint").write_text("")
+    assert [(e.tag, e.state) for e in watcher.scan()] == [("step_10", "begin")]
