@@ -6,7 +6,7 @@ Prefixes (`split_prefix`):
 - torchrun `--tee`/`--role`: `[<role><rank>]:` (`[rank3]:`, `[default3]:`), with torch's own
   `[rank3]: ` inside it before a worker's exception lines (torch 2.13);
 - Open MPI `mpirun --tag-output`: `[<jobid>,<rank>]<stdout>:` / `<stderr>:` (Open MPI 4.1.4, run
-  here: tests/test_launchers_real.py);
+  here: tests/test_launchers_real.py), repeated inside a line the worker wrote in pieces;
 - Slurm `srun --label`: `<task id>: `, the id padded to the width of the largest
   (SchedMD/slurm src/common/write_labelled_message.c: `"%0*d: "`, `"%*d: "` in later releases).
 
@@ -53,6 +53,9 @@ MAX_MESSAGE_CHARS = 500
 _TORCHRUN_PREFIX = re.compile(r"^\[[A-Za-z_]+?(?P<rank>\d+)\]:\s?")
 _INNER_RANK_PREFIX = re.compile(r"^\[rank\d+\]: ?")  # torch's own, inside torchrun's
 _MPI_PREFIX = re.compile(r"^\[\d+,(?P<rank>\d+)\]<(?:stdout|stderr|stddiag)>: ?")
+# Open MPI tags every write, not every line: a worker writing a line in pieces (Python's traceback
+# on unbuffered stderr) gets the tag again inside it (`    [1,2]<stderr>:main()[1,2]<stderr>:`).
+_MPI_TAG = re.compile(r"\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:")
 _SLURM_PREFIX = re.compile(r"^ *(?P<rank>\d+): ")
 _PREFIXES = (("torchrun", _TORCHRUN_PREFIX), ("mpi", _MPI_PREFIX), ("slurm", _SLURM_PREFIX))
 _MPI_FIRST = re.compile(r"^mpirun detected that one or more processes exited with non-zero status")
@@ -106,6 +109,8 @@ def split_prefix(segment: str) -> tuple[str | None, int | None, str]:
             text = segment[prefix.end() :]
             if launcher == "torchrun" and (inner := _INNER_RANK_PREFIX.match(text)):
                 text = text[inner.end() :]
+            elif launcher == "mpi":
+                text = _MPI_TAG.sub("", text)
             return launcher, int(prefix["rank"]), text
     return None, None, segment
 

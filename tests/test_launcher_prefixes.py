@@ -3,6 +3,8 @@ MPI's `--tag-output` prefix (its layout as mpirun 4.1.4 printed it here, tests/t
 and under Slurm's `--label` (tests/slurm_label.py) gives the same events, timestamps included (a
 prefix once broke the compile's timing: 0 s instead of the real span)."""
 
+from pathlib import Path
+
 import pytest
 
 from trnwatch.collectors.log_profiles import LogTranslator, profile_registry
@@ -36,3 +38,16 @@ def test_a_prefixed_log_reads_as_the_raw_log_on_the_prefixes_rank(prefix, tmp_pa
         ledger.ingest(event, RECEIVED_S)
     cold = ledger.summary(RECEIVED_S).cold_compile_s
     assert cold == pytest.approx(200.0, abs=1.0)  # timed from the lines' own timestamps
+
+
+def test_open_mpi_tags_inside_a_line_written_in_pieces_still_give_the_ranks_traceback_line():
+    # Real mpirun output (tests/fixtures/logs/openmpi_split_writes.log): the traceback's lines carry
+    # the tag again at every write, `RuntimeError[1,2]<stderr>:: [1,2]<stderr>:injected failure ...`.
+    path = Path(__file__).parent / "fixtures" / "logs" / "openmpi_split_writes.log"
+    events = events_of(path.read_text(encoding="utf-8").splitlines())
+    [failure] = [event for event in events if event.event == "error"]  # mpirun's account of it is not repeated
+    assert (failure.rank, failure.message, failure.source) == (
+        2,
+        "RuntimeError: injected failure on rank 2 at step 4",
+        "job",
+    )
