@@ -257,8 +257,9 @@ def _job_finding(ledger: "Ledger", diagnosis: JobDiagnosis | None) -> Finding | 
         return None
     severity = JOB_SEVERITY[diagnosis.verdict]
     label = diagnosis.verdict.upper()
-    if not diagnosis.suspects:
-        return Finding(severity, "job", "job", label, Site(), diagnosis.reason, "")
+    if not diagnosis.suspects:  # passive logs name no rank: the age of the silence is the story's core
+        idle = "" if diagnosis.idle_s is None else f"no progress for {diagnosis.idle_s:.0f} s"
+        return Finding(severity, "job", "job", label, Site(), diagnosis.reason, idle)
     suspect = diagnosis.suspects[0]
     host = ledger.host_named(suspect.host) if suspect.host else None
     site = Site(

@@ -452,3 +452,58 @@ def test_duration_ends_the_screen_by_itself_with_the_receipt(tmp_path):
 
     drive(app, check=wait_for_the_end)
     assert json.loads(receipt.read_text())["exit_reason"] == "duration"
+
+
+def test_footer_at_80_columns_lists_every_key_with_its_whole_label():
+    seen = drive(make_app())
+    footer = seen.screen.splitlines()[-1]
+    for part in ("q Quit", "? Help", "luhcj View", "g Fault", "/ Jump", "s Sort", "f Filter", "p Pause", "t Theme"):
+        assert part in footer, footer
+    assert footer.rstrip().endswith("e Export"), footer
+
+
+def test_help_keys_f1_and_f10_and_the_theme_key_says_which_theme():
+    def check(app, pilot):
+        assert isinstance(app.screen, HelpScreen)
+        first = screen_text(app)
+        assert "esc, q or ? closes this; q on the screen quits" in first and "q F10  quit" in first
+
+    drive(make_app(), keys=("f1",), check=check)
+    seen = drive(make_app(), keys=("f1", "f1"))  # F1 closes it too
+    assert "trnwatch keys" not in seen.screen and "ULTRASERVER" in seen.header
+    assert drive(make_app(), keys=("f10",)).app._exit
+    seen = drive(make_app(), keys=("t",))
+    assert "Theme: light (t for the next)" in seen.screen
+
+
+def test_page_keys_scroll_the_chip_view_and_another_chip_starts_at_its_top():
+    async def check(app, pilot):
+        detail = app.view.query_one(".detail", TextLines)
+        assert detail.max_scroll_y > 0  # 80x24 holds only part of a chip's detail
+        await pilot.press("pagedown")
+        await pilot.pause()
+        assert detail.scroll_y > 0
+        await pilot.press("end")
+        await pilot.pause()
+        assert detail.scroll_y == detail.max_scroll_y
+        await pilot.press("home")
+        await pilot.pause()
+        assert detail.scroll_y == 0
+        await pilot.press("end", "slash", "7", "slash", "1", "enter")
+        await pilot.pause()
+        assert app.selection.chip == 1 and detail.scroll_y == 0
+        await pilot.press("end", "right_square_bracket")
+        await pilot.pause()
+        assert app.selection.chip == 2 and detail.scroll_y == 0
+
+    drive(make_app(), keys=("slash", "7", "slash", "2", "enter"), check=check)
+
+
+def test_export_toast_names_the_folder_it_wrote_to(tmp_path):
+    async def export(app, pilot):
+        await pilot.press("e")
+        await wait_until(pilot, lambda: "Snapshot written" in screen_text(app), "the export's toast drawn")
+
+    seen = drive(make_app(snapshot_dir=tmp_path), keys=("c",), size=(120, 30), check=export)
+    toast = "".join(line.strip(" ▌▐▎") for line in seen.screen.splitlines())
+    assert "Snapshot written in" in toast and f"{tmp_path.name}:" in toast, toast

@@ -224,3 +224,14 @@ def test_a_source_that_never_started_is_on_the_fault_line_and_the_job_view_waits
         await pilot.press("q")
 
     drive(app, check=check)
+
+
+def test_a_late_job_that_names_no_rank_keeps_the_age_of_its_silence_at_80_columns():
+    # Passive logs (no heartbeats) give no suspect: the finding's short form is the silence's age.
+    from trnwatch.ledger.findings import _job_finding
+    from trnwatch.ledger.job import JobDiagnosis
+
+    reason = "no progress for 22 s (late after 5 s); 1 rank(s) at step 41 in no region reported, last step 41"
+    finding = _job_finding(Ledger("live"), JobDiagnosis("late", reason, (), 22.4, 5.0))
+    assert fault_line([finding], 80, PALETTES["dark"]).plain == " LATE · no progress for 22 s"
+    assert fault_line([finding], 200, PALETTES["dark"]).plain == f" LATE · {reason}"

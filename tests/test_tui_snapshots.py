@@ -40,6 +40,16 @@ def test_host_view_with_a_lost_host(snap_compare):
     assert snap_compare(make_app("host-loss", last_tick=50), press=("slash", "7", "enter"), terminal_size=(80, 24))
 
 
+def test_chip_view_of_a_lost_host_is_dimmed_and_says_these_are_its_last_figures(snap_compare):
+    # As `g` lands after a host loss: the chip's figures are its host's last report's.
+    press = ("slash", "7", "slash", "2", "enter")
+    assert snap_compare(make_app("host-loss", last_tick=50), press=press, terminal_size=(80, 24))
+
+
+def test_help_at_80x24_says_first_how_to_close_it_and_quit(snap_compare):
+    assert snap_compare(make_app(), press=("question_mark",), terminal_size=(80, 24))
+
+
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_cluster_view(snap_compare, size):
     """Three UltraServers (a straggler, ECC events, a stale host) and a host in none; row 2 selected."""

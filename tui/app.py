@@ -48,11 +48,11 @@ from trnwatch.tui.job_model import selected_suspect
 from trnwatch.tui.job_view import JobView
 from trnwatch.tui.navigation import NAVIGATION, settle, step
 from trnwatch.tui.scope import SCOPES, Frame, ScopeView, Selection, outside, styled
-from trnwatch.tui.screens import KEYMAP, HelpScreen, JumpScreen
+from trnwatch.tui.screens import KEYMAP, SCOPE_KEYS, HelpScreen, JumpScreen
 from trnwatch.tui.sources_model import sources_model
 from trnwatch.tui.span_updates import send_dirty_spans_only
 from trnwatch.tui.terminal import TrnwatchDriver, no_color, require_terminal
-from trnwatch.tui.text import clip
+from trnwatch.tui.text import clean, clip
 from trnwatch.tui.ultraserver_view import UltraServerView
 from trnwatch.tui.widgets import TextLines
 
@@ -82,6 +82,7 @@ SHORT_BADGES = {
     "REPLAY of LIVE": "REPLAY/LIVE",
 }
 PAUSED = "PAUSED"
+SCOPE_GROUP = Binding.Group("View", compact=True)  # l u h c j under one footer label
 NOTIFY_S = 4.0  # notifications: one short line, gone after this
 
 
@@ -91,7 +92,15 @@ class TrnwatchApp(App[None]):
     CSS_PATH = str(CSS_PATH)
     TITLE = "trnwatch"
     BINDINGS = [
-        *(Binding(keys, action, label, show=bool(label)) for keys, action, label, _ in KEYMAP if action),
+        *(
+            Binding(keys, action, label, show=bool(label), group=SCOPE_GROUP if keys in SCOPE_KEYS else None)
+            for keys, action, label, _ in KEYMAP
+            if action
+        ),
+        Binding("pageup", "page(-1)", show=False),
+        Binding("pagedown", "page(1)", show=False),
+        Binding("home", "scroll_end(0)", show=False),
+        Binding("end", "scroll_end(1)", show=False),
         Binding("ctrl+c", "interrupt", show=False, priority=True),
         Binding("up", "move(0, -1)", show=False),
         Binding("down", "move(0, 1)", show=False),
@@ -165,7 +174,7 @@ class TrnwatchApp(App[None]):
             yield HostView(id="host")
             yield ChipView(id="chip")
             yield JobView(id="job")
-        yield Footer(compact=True)
+        yield Footer(compact=True, show_command_palette=False)  # ctrl+p is in the key map (?)
 
     def on_mount(self) -> None:
         for theme in TEXTUAL_THEMES.values():
@@ -355,6 +364,11 @@ class TrnwatchApp(App[None]):
         """Drill down to one chip (from a grid cell, a host's chip line, or a jump)."""
         self.selection.host_id, self.selection.chip = host_id, chip
         self.action_scope("chip")
+        self._from_the_top()
+
+    def _from_the_top(self) -> None:
+        """Another host or chip is shown: its detail starts at its top, not where the last one's was."""
+        self.view.query_one(".detail", TextLines).scroll_home(animate=False)
 
     def open_ultraserver(self, group: str) -> None:
         """Drill down from the cluster to one UltraServer (or to the hosts in none)."""
@@ -386,6 +400,19 @@ class TrnwatchApp(App[None]):
         else:
             self.view.query_one(".detail", TextLines).scroll_relative(x=dx * 4, y=dy, animate=False)
 
+    def action_page(self, pages: int) -> None:
+        """Scroll the view's detail (the part that scrolls) by whole pages."""
+        detail = self.view.query_one(".detail", TextLines)
+        detail.scroll_relative(y=pages * max(1, detail.size.height - 1), animate=False)
+
+    def action_scroll_end(self, end: int) -> None:
+        """Scroll the view's detail to its top (0) or its end (1)."""
+        detail = self.view.query_one(".detail", TextLines)
+        if end:
+            detail.scroll_end(animate=False)
+        else:
+            detail.scroll_home(animate=False)
+
     def action_step(self, delta: int) -> None:
         """Previous / next of the current scope: UltraServer row (as drawn), UltraServer, host or chip."""
         sel = self.selection
@@ -395,6 +422,7 @@ class TrnwatchApp(App[None]):
             self.query_one(JobView).step_suspect(sel, delta)
         else:
             step(self.ledger, sel, delta)
+            self._from_the_top()
         self.render_now(selection_only=sel.scope == "cluster")
 
     def action_fault(self) -> None:
@@ -461,6 +489,7 @@ class TrnwatchApp(App[None]):
 
     def action_theme(self) -> None:
         self.set_theme(next_theme(self.theme_name))
+        self.notify(f"Theme: {self.theme_name} (t for the next)", markup=False, timeout=NOTIFY_S)
 
     def set_theme(self, name: str) -> None:
         self.theme_name = name
@@ -486,6 +515,7 @@ class TrnwatchApp(App[None]):
         self.selection.host_id, self.selection.chip = host_id, chip or 0
         self.selection.group = self.ledger.ultraserver_of(self.ledger.hosts[host_id]) or NO_GROUP
         self.action_scope("chip" if chip is not None else "host")
+        self._from_the_top()
 
     def action_export(self) -> tuple[Path, Path] | None:
         """Write an SVG of the screen as it is and a JSON snapshot of every scope. A folder that
@@ -511,7 +541,10 @@ class TrnwatchApp(App[None]):
             reason = reason if len(reason) <= 70 else "…" + reason[-69:]
             self.notify(f"Snapshot not written: {clip(reason, 70)}", severity="error", markup=False, timeout=NOTIFY_S)
             return None
-        self.notify(f"Snapshot written: {self.last_export[0].name} (+ .json)", markup=False, timeout=NOTIFY_S)
+        svg_path = self.last_export[0]
+        folder = clean(str(svg_path.parent.resolve()))
+        folder = folder if len(folder) <= 60 else "…" + folder[-59:]  # its end names it: keep the end
+        self.notify(f"Snapshot written in {folder}: {svg_path.name} (+ .json)", markup=False, timeout=NOTIFY_S)
         return self.last_export
 
     def get_system_commands(self, screen) -> list[SystemCommand]:

@@ -54,7 +54,11 @@ class ChipView(ScopeView):
             ("· 1 chip of host ", pal["text"]),
             outside(m.host.name or m.host.host_id, 28, pal["text"]),
         )
-        return Screenful(subject, self._summary(m, frame), self._detail(m, frame))
+        summary, detail = self._summary(m, frame), self._detail(m, frame)
+        if m.host.state != "fresh":  # a stale or lost host's figures are history: dimmed, as the host view says
+            for line in summary[:-1] + detail:
+                line.stylize(Style(dim=True))
+        return Screenful(subject, summary, detail)
 
     def _summary(self, m: ChipModel, frame: Frame) -> list[Text]:
         pal = frame.palette
@@ -62,7 +66,9 @@ class ChipView(ScopeView):
         state = m.host.state
         fresh = state == "fresh"
         freshness = (
-            f"host {state}, last report {units.age(m.host.age_s)} ago",
+            f"host {state}, last report {units.age(m.host.age_s)} ago"
+            if fresh
+            else f"{state.upper()} host: last report {units.age(m.host.age_s)} ago; these are its last figures",
             pal["dim"] if fresh else (pal["bad"] if state == "lost" else pal["warn"]),
         )
         ecc_style = pal["bad"] if c.ecc_events else pal["text"]

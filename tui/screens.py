@@ -10,6 +10,8 @@ from textual.widgets import Input, Static
 # The key map: shown by the help screen, the footer (where `footer` is set) and docs/tui.md.
 # (keys, action, footer label, what it does)
 KEYMAP: tuple[tuple[str, str, str, str], ...] = (
+    ("q,f10", "quit", "Quit", "quit; the receipt is written first (ctrl+c too)"),
+    ("question_mark,f1", "help", "Help", "this key map"),
     ("l", "scope('cluster')", "Cluster", "cluster view: every UltraServer as a row, Enter opens one"),
     ("u", "scope('ultraserver')", "US", "UltraServer view: every chip of the UltraServer"),
     ("h", "scope('host')", "Host", "host view: chips, CPU, memory, Neuron processes"),
@@ -24,20 +26,24 @@ KEYMAP: tuple[tuple[str, str, str, str], ...] = (
     ("K", "stack(True)", "", "the same with native frames (py-spy dump --native)"),
     ("slash", "jump", "Jump", "jump to a host or chip: 7, 7/2, id, instance name, stream"),
     ("s", "sort", "Sort", "sort: host number (UltraServer id), lowest util, fullest HBM, most ECC"),
-    # Not in the footer: it narrows the UltraServer grid only, and 80 columns hold no more labels.
-    ("f", "filter", "", "filter the UltraServer grid: all, idle, ECC, HBM >= 90%, stale or lost hosts"),
-    ("p", "pause", "", "pause / resume the refresh (collection goes on)"),
-    ("t", "theme", "", "theme: dark, light, high-contrast, colorblind, mono"),
+    ("f", "filter", "Filter", "filter the UltraServer grid: all, idle, ECC, HBM >= 90%, stale or lost hosts"),
+    ("p", "pause", "Pause", "pause / resume the refresh (collection goes on)"),
+    ("t", "theme", "Theme", "theme: dark, light, high-contrast, colorblind, mono (the new one is named)"),
     ("e", "export", "Export", "export an SVG of the screen and a JSON of every scope"),
-    ("question_mark", "help", "Help", "this key map"),
+    ("pageup,pagedown", "", "", "scroll the view's detail a page up / down"),
+    ("home,end", "", "", "scroll the view's detail to its top / end"),
     ("ctrl+p", "command_palette", "", "command palette: every action by name"),
-    ("q", "quit", "Quit", "quit; the receipt is written first (ctrl+c too)"),
 )
+# The scope keys share one footer label (80 columns hold every key's label no other way).
+SCOPE_KEYS = ("l", "u", "h", "c", "j")
 
 KEY_NAMES = {
     "left_square_bracket,right_square_bracket": "[ ]",
     "slash": "/",
-    "question_mark": "?",
+    "question_mark,f1": "? F1",
+    "q,f10": "q F10",
+    "pageup,pagedown": "PgUp PgDn",
+    "home,end": "Home End",
     "escape,backspace": "esc bksp",
     "up,down,left,right": "arrows",
 }
@@ -50,7 +56,7 @@ def key_label(keys: str) -> str:
 class HelpScreen(ModalScreen[None]):
     """The key map; any of escape, q or ? closes it."""
 
-    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
+    BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "Close")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     HelpScreen > VerticalScroll { width: 80; max-width: 100%; height: auto; max-height: 100%;
@@ -58,11 +64,12 @@ class HelpScreen(ModalScreen[None]):
     """
 
     def compose(self) -> ComposeResult:
+        # What closes it first: the first page must say so on any screen (80x24 shows ~20 lines).
         text = Text("trnwatch keys", style="bold")
+        text.append("  (esc, q or ? closes this; q on the screen quits)", style="dim")
         for keys, _action, _label, what in KEYMAP:
             text.append(f"\n{key_label(keys):>9}  ", style="bold")
             text.append(what)
-        text.append("\nesc, q or ? closes this", style="dim")
         with VerticalScroll():
             yield Static(text)
 
