@@ -1,5 +1,7 @@
 """Which hosts get watched: Slurm hostlists, hosts files, and host names that must never reach ssh."""
 
+from pathlib import Path
+
 import pytest
 
 from trnwatch.collectors.hostlist import (
@@ -12,6 +14,7 @@ from trnwatch.collectors.hostlist import (
     load_hosts_file,
     slurm_job_hosts,
 )
+from trnwatch.collectors.ultraserver_map import load_ultraserver_map
 
 HOSTILE_NAMES = [
     "-oProxyCommand=x",
@@ -162,3 +165,19 @@ def test_unreadable_hosts_file(tmp_path):
     binary.write_bytes(b"\xff\xfe\x00")
     with pytest.raises(HostlistError, match="not UTF-8"):
         load_hosts_file(binary)
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
+def test_a_device_as_hosts_file_or_map_is_refused_after_a_bounded_read(device):
+    """/dev/zero never ends and /dev/urandom never ends either: refused after 16 MiB, in words
+    (a MemoryError or a read that never returns before)."""
+    with pytest.raises(HostlistError, match=rf"{device} is over 16 MiB: not a text file trnwatch reads"):
+        load_hosts_file(Path(device))
+    with pytest.raises(ValueError, match=rf"{device} is over 16 MiB"):
+        load_ultraserver_map(Path(device))
+
+
+def test_hosts_files_with_crlf_line_ends_read_as_before(tmp_path):
+    path = tmp_path / "hosts"
+    path.write_bytes(b"trn-01 us-a\r\ntrn-02 us-a\r\n")
+    assert [e.host for e in load_hosts_file(path)] == ["trn-01", "trn-02"]
