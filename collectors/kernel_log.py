@@ -34,6 +34,7 @@ _DRIVER_LINE = re.compile(r"(?:^|\]\s*|\bkernel:\s*)(?:neuron:[A-Za-z0-9_]+:|Neu
 # A journalctl short-iso line: time, host, identifier; what follows is the message.
 _SHORT_ISO = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:[+-]\d\d:?\d\d|Z)?) \S+ kernel: ")
 _DMESG = re.compile(r"^\[\s*(\d+\.\d+)\] ")
+_CONTINUATION = re.compile(r"^[ \t]+\S")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +77,12 @@ def _index(value: str | None) -> int | None:
 
 def in_kernel_log_layout(text: str) -> bool:
     """Whether a line is one a kernel-log source writes: journalctl's short-iso (`-- ` lines
-    included, journalctl's own notes such as `-- No entries --`), dmesg's, or a bare Neuron line."""
+    included, journalctl's own notes such as `-- No entries --`), dmesg's, a continuation line of a
+    multi-line kernel record (dmesg and journalctl indent them, with no timestamp: the memory
+    summary of an out-of-memory report is one), or a bare Neuron line."""
     return bool(
-        _SHORT_ISO.match(text)
+        _CONTINUATION.match(text)
+        or _SHORT_ISO.match(text)
         or _DMESG.match(text)
         or text.startswith("-- ")
         or HW_ERR_TOKEN in text

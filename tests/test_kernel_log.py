@@ -174,3 +174,17 @@ def test_hardware_error_of_an_unknown_machine_keeps_its_own_names():
     ledger.ingest(Line("kmsg:k.log", "kernel-log", T0, DOC_ERROR))
     [f] = current_findings(ledger, T0 + 1)
     assert (f.site.host_id, f.site.host, f.site.chip, f.site.source_id) == (None, "ip-172-31-61-252", 0, "kmsg:k.log")
+
+
+def test_a_real_multi_line_kernel_record_is_read_whole():
+    """dmesg's own rendering of the kernel's out-of-memory report (tests/fixtures/kernel/README.md):
+    the memory summary's continuation lines carry no timestamp and are indented. Every line is
+    kernel-log text, read and counted; none is rejected."""
+    lines = (Path(__file__).parent / "fixtures" / "kernel" / "dmesg_oom_report.log").read_text().splitlines()
+    assert any(line[:1].isspace() for line in lines)  # the capture holds continuation lines
+    ledger = Ledger("live")
+    for n, text in enumerate(lines):
+        ledger.ingest(Line(source_id="kernel-log", kind="kernel-log", received_s=T0 + n * 0.001, text=text))
+    stats = ledger.sources["kernel-log"]
+    assert (stats.reports, sum(stats.rejected.values())) == (len(lines), 0)
+    assert all(isinstance(parse_kernel_line(text), OtherLine) for text in lines)
