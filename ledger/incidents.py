@@ -23,11 +23,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from trnwatch.collectors.stack_records import StackCapture
 from trnwatch.ledger.findings import SEVERITIES, Finding, Severity, finding_order, finding_text, kind_title
 
 MAX_INCIDENTS = 2000
 MAX_CHANGES = 32  # per incident: the first and the latest are kept, the middle ones dropped and counted
 CLEAR_AFTER_S = 10.0
+STACK_LEAD_S = 2.0  # a stack capture this long before a job incident's first sighting is its evidence
 # Job verdicts during which a job finding is held open (neither confirmed nor refuted).
 PAUSE_VERDICTS = ("checkpointing", "compiling")
 # Order of a job finding's labels, mildest first: a move right is an escalation.
@@ -63,6 +65,8 @@ class IncidentEvidence(_Frozen):
     what: str  # the story without the site
     hbm_rate_bytes_per_s: float | None = None  # hbm-leak
     hbm_time_to_full_s: float | None = None
+    # Ranks' Python stacks taken while this (job) incident was open (`with_stacks`), oldest first.
+    stacks: list[StackCapture] = []
 
 
 class IncidentChange(_Frozen):
@@ -256,6 +260,30 @@ class IncidentLog:
         """The latest finding of each open incident, most severe first: what the fault line shows
         (a finding held through a pause or a flicker stays on it)."""
         return sorted((t.finding for t in self._open.values()), key=finding_order)
+
+
+def with_stacks(incidents: list[Incident], captures: Iterable[StackCapture]) -> list[Incident]:
+    """The incidents, each job incident's evidence holding the stack captures taken while it was
+    open (from `STACK_LEAD_S` before its first sighting to its clearing): the suspect's stack and
+    the waiting ranks' taken for contrast alike. The lead: incidents are judged once a second, and
+    a replay judges at the recorded data's moments, not the live session's, so a replay may see a
+    stall first up to a tick or two after the live session captured its stacks. A capture taken
+    while no job incident was open (on demand, on a healthy job) belongs to none; the receipt's
+    `stacks` section keeps every capture either way."""
+    taken: dict[int, list[StackCapture]] = {}
+    jobs = [i for i in incidents if i.kind == "job"]
+    for capture in captures:
+        owner = next(
+            (i for i in jobs if i.first - STACK_LEAD_S <= capture.started <= (i.cleared or float("inf"))), None
+        )
+        if owner is not None:
+            taken.setdefault(owner.id, []).append(capture)
+    return [
+        i
+        if i.id not in taken
+        else i.model_copy(update={"evidence": i.evidence.model_copy(update={"stacks": taken[i.id]})})
+        for i in incidents
+    ]
 
 
 def worst_first(incidents: Iterable[Incident]) -> list[Incident]:

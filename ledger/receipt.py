@@ -20,7 +20,7 @@ from trnwatch.ledger.boundary import COMPILER_KEYS, FRAMEWORK_KEYS, one_value, p
 from trnwatch.ledger.counters import Reading
 from trnwatch.ledger.goodput import THROUGHPUT_POINTS, GoodputClock
 from trnwatch.ledger.hosts import HISTORY_SAMPLES, HostState
-from trnwatch.ledger.incidents import Incident, IncidentLog
+from trnwatch.ledger.incidents import Incident, IncidentLog, with_stacks
 from trnwatch.ledger.job import percentile
 from trnwatch.ledger.job_summary import JobSection
 from trnwatch.ledger.ledger import Evidence, Ledger
@@ -516,7 +516,7 @@ def build_receipt(
         sequence_lengths=_sequence_lengths(clock),
         timeline=_timeline(ledger, clock),
         job=job,
-        incidents=[] if incidents is None else incidents.incidents(),
+        incidents=[] if incidents is None else with_stacks(incidents.incidents(), ledger.stacks.captures),
         incidents_dropped=0 if incidents is None else incidents.dropped,
         alerts=alerts,
         output_failures=list(output_failures),

@@ -184,3 +184,36 @@ def test_the_stragglers_slow_does_not_blink_off_during_the_checkpoint():
         assert [f.label for f in log.open_findings() if f.kind == "job"] == ["SLOW"], verdicts
     assert ("checkpointing", []) in verdicts  # the finding itself did go away meanwhile
     assert [(c.change, c.label) for c in by_kind(log, "job")[0].changes] == [("opened", "SLOW")]
+
+
+def _capture(rank: int, started: float):
+    from trnwatch.collectors.stack_records import StackCapture
+
+    return StackCapture(
+        rank=rank, host="trn-00", pid=100 + rank, native=False, trigger="stall", incident=None, contrast=rank != 1,
+        via="local", started=started, seconds=0.2, outcome="ok", message="ok: 1 thread", threads=[], text="",
+        text_truncated=False, dump_files=[],
+    )  # fmt: skip
+
+
+def _job_incident(id_: int, first: float, cleared: float | None):
+    from trnwatch.ledger.incidents import Incident, IncidentEvidence, IncidentSite
+
+    return Incident(
+        id=id_, kind="job", title="job stalled", label="STALLED", severity="critical", worst_severity="critical",
+        state="open" if cleared is None else "cleared", first=first, last=cleared or first + 100, cleared=cleared,
+        site=IncidentSite(rank=1), evidence=IncidentEvidence(text="STALLED rank 1", what="stalled"), changes=[],
+    )  # fmt: skip
+
+
+def test_stacks_are_the_evidence_of_the_job_incident_open_when_they_were_taken():
+    from trnwatch.ledger.incidents import with_stacks
+
+    earlier, later = _job_incident(1, first=100.0, cleared=150.0), _job_incident(2, first=200.0, cleared=None)
+    captures = [_capture(1, 120.0), _capture(0, 121.0), _capture(1, 170.0), _capture(1, 199.0), _capture(1, 230.0)]
+    kept = with_stacks([earlier, later], captures)
+    assert [c.started for c in kept[0].evidence.stacks] == [120.0, 121.0]  # the suspect and its contrast
+    # 170 was between incidents; 199 is within STACK_LEAD_S of the later one's first sighting (a
+    # replay judging at the data's ticks sees a stall up to a tick or two after the live capture)
+    assert [c.started for c in kept[1].evidence.stacks] == [199.0, 230.0]
+    assert [i.id for i in kept] == [1, 2] and earlier.evidence.stacks == []  # the log's own objects are unchanged

@@ -120,6 +120,10 @@ def test_a_hung_rank_stack_taken_over_ssh_is_in_the_receipt_and_its_replay(tmp_p
     waiting = next(c for c in captures if c["rank"] == 0)
     assert waiting["contrast"] and waiting["incident"] == hung["incident"]
     assert HUNG_FUNCTION not in [f["function"] for t in waiting["threads"] for f in t["frames"]]
+    # The same captures are the evidence of the job incident they were taken for (issue 24).
+    [job_incident] = [i for i in json.loads(receipt.read_text())["incidents"] if i["kind"] == "job"]
+    kept = {c["rank"]: c for c in job_incident["evidence"]["stacks"]}
+    assert kept[1] == hung and kept[0] == waiting
     markdown = receipt.with_suffix(".md").read_text()
     assert f"    - {HUNG_FUNCTION} (" in markdown and "## Stacks (py-spy dump)" in markdown
 
@@ -130,4 +134,9 @@ def test_a_hung_rank_stack_taken_over_ssh_is_in_the_receipt_and_its_replay(tmp_p
         capture_output=True,
         timeout=300,
     )
-    assert json.loads(replayed.read_text())["stacks"]["captures"] == captures
+    replay = json.loads(replayed.read_text())
+    assert replay["stacks"]["captures"] == captures
+    [replayed_incident] = [i for i in replay["incidents"] if i["kind"] == "job"]
+    assert HUNG_FUNCTION in [
+        f["function"] for c in replayed_incident["evidence"]["stacks"] for t in c["threads"] for f in t["frames"]
+    ]
