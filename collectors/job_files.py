@@ -15,6 +15,11 @@ What is followed, and what is not:
   size between two polls (the first bytes of the file, or the bytes just before the read
   position, no longer match what was read there). A file replaced by rename is drained, then the
   new one is read from its start.
+- logrotate's `copytruncate` truncates the file under a writer that keeps it open: a writer with
+  O_APPEND goes on at offset 0 (the truncation above); one without it (a shell's `>`) goes on at
+  its old offset, so the file starts with a hole read as NUL bytes. NUL bytes where a line starts
+  are skipped, so the writer's next line is read whole. (What was written between logrotate's
+  copy and its truncation is in neither file: logrotate's own caveat.)
 - Any other error on a file (permission, I/O) is reported once per distinct error, as a "down"
   link event of that rank's source, and the file is tried again every poll; the follower never
   ends because of one file. Errors on the run directory itself are reported the same way.
@@ -199,7 +204,10 @@ class FileTail:
             self._head += data[: FINGERPRINT_BYTES - len(self._head)]
         self._offset += len(data)
         self._before = (self._before + data)[-FINGERPRINT_BYTES:]
-        return self._split(data), len(data) == self.chunk_bytes
+        more_waiting = len(data) == self.chunk_bytes
+        if not self._partial and not self._discarding:
+            data = data.lstrip(b"\0")  # a hole where a line starts: copytruncate under a writer without O_APPEND
+        return self._split(data), more_waiting
 
     def _split(self, data: bytes) -> list[TailLine]:
         pieces = self._split_lines(self._partial + data)
