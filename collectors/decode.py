@@ -146,7 +146,7 @@ def decode(line: Line) -> Decoded:
     """The records of one line; never raises. An oversize line is rejected as `oversize`, a
     blank one gives no record, a line of an unknown kind is rejected as `unknown-kind`."""
     if line.oversize_bytes:
-        records: list[Record] = [Rejected("oversize", f"line of {line.oversize_bytes} bytes discarded")]
+        records: list[Record] = [Rejected("oversize", f"line discarded past its bound, at {line.oversize_bytes} bytes")]
     elif not line.text.strip():
         records = []
     else:

@@ -9,8 +9,9 @@ What is followed, and what is not:
 - Only regular files. A FIFO, a folder, a device (`/dev/zero`), a socket named like a rank file
   is never opened (opening a FIFO would block the whole monitor): it is reported once, as that
   rank's source ending with the reason, and skipped.
-- A line longer than `MAX_LINE_BYTES` is discarded up to its newline and delivered once as an
-  oversize marker (the ledger counts it rejected); its bytes are never held.
+- A line longer than `MAX_LINE_BYTES` is delivered once as an oversize marker as soon as it
+  passes the bound (the ledger counts it rejected), then discarded up to its newline; its bytes
+  are never held.
 - A file truncated in place is read again from its start, also when it was rewritten past its old
   size between two polls (the first bytes of the file, or the bytes just before the read
   position, no longer match what was read there). A file replaced by rename is drained, then the
@@ -215,8 +216,7 @@ class FileTail:
         out = []
         for piece in pieces:
             if self._discarding:
-                out.append(TailLine("", self._discarding + len(piece)))
-                self._discarding = 0
+                self._discarding = 0  # the overlong line's end: it was counted when it passed the bound
             elif len(piece) > self.max_line_bytes:
                 out.append(TailLine("", len(piece)))
             else:
@@ -225,7 +225,9 @@ class FileTail:
             self._discarding += len(rest)
             rest = b""
         elif len(rest) > self.max_line_bytes:
-            self._discarding, rest = len(rest), b""  # a "line" this long is garbage: drop, count at its end
+            # A "line" this long is garbage: counted now (its newline may never come), then dropped up to it.
+            out.append(TailLine("", len(rest)))
+            self._discarding, rest = len(rest), b""
         self._partial = rest
         return out
 

@@ -2,8 +2,8 @@
 
 Each source is an async generator of `Line`s. They differ only in where the bytes come from;
 `split_lines` turns chunks into lines the same way for all of them, bounding a line's length
-(a longer line is discarded up to its newline and delivered as an `oversize` marker) and
-decoding UTF-8 with replacement so a stray byte cannot stop the stream.
+(a longer line is counted as an `oversize` marker as it passes the bound and discarded up to its
+newline; no newline at all ends the source) and decoding UTF-8 with replacement so a stray byte cannot stop the stream.
 """
 
 import asyncio
@@ -26,6 +26,9 @@ CHUNK_BYTES = 64 * 1024
 # Read size from stdin: a thread hands each read over to the loop, which costs more than the read,
 # so a file (which has everything at once) is read in big pieces; a pipe is widened to this.
 STDIN_READ_BYTES = 1024 * 1024
+# An overlong line is discarded up to its newline; past this many times the line bound without
+# one, the stream is refused (split_lines).
+RESYNC_LINES = 16
 
 # Where the Neuron tools install when they are not on PATH.
 NEURON_BIN = Path("/opt/aws/neuron/bin")
@@ -43,11 +46,15 @@ async def split_lines(
 ) -> AsyncIterator[Line]:
     """Yield complete lines from a chunk reader until it returns b"" (EOF).
 
-    A final line without a newline is delivered too (a pipe closed after the last report);
-    recordings, which can be cut mid-line by a crash, use their own reader.
+    A line past `max_line_bytes` is counted the moment it passes the bound (an `oversize` marker
+    with the bytes read by then), and the rest of it discarded up to its newline. A stream with no
+    newline in RESYNC_LINES x the bound (/dev/zero, a binary file) is no stream of lines: refused,
+    `SourceLost`. A final line without a newline is delivered too (a pipe closed after the last
+    report); recordings, which can be cut mid-line by a crash, use their own reader.
     """
     pending = bytearray()
-    discarding = 0  # bytes of an oversize line dropped so far
+    discarding = 0  # bytes of an oversize line dropped so far (it was counted when it passed the bound)
+    refuse_after = RESYNC_LINES * max_line_bytes
     while True:
         chunk = await read(CHUNK_BYTES)
         if not chunk:
@@ -59,15 +66,18 @@ async def split_lines(
                 rest = chunk[start:]
                 if discarding:
                     discarding += len(rest)
+                    if discarding > refuse_after:
+                        size = f"{refuse_after >> 20} MiB" if refuse_after >= 1 << 20 else f"{refuse_after} bytes"
+                        raise SourceLost(f"no newline in {size}: not a stream of lines")
                 else:
                     pending += rest
                     if len(pending) > max_line_bytes:
+                        yield Line(source_id, kind, time.time(), "", oversize_bytes=len(pending))
                         discarding, pending = len(pending), bytearray()
                 break
             piece = chunk[start:nl]
             start = nl + 1
             if discarding:
-                yield Line(source_id, kind, time.time(), "", oversize_bytes=discarding + len(piece))
                 discarding = 0
                 continue
             pending += piece
@@ -76,9 +86,7 @@ async def split_lines(
             else:
                 yield Line(source_id, kind, time.time(), pending.decode("utf-8", "replace"))
             pending = bytearray()
-    if discarding:
-        yield Line(source_id, kind, time.time(), "", oversize_bytes=discarding)
-    elif pending.strip():
+    if not discarding and pending.strip():
         yield Line(source_id, kind, time.time(), pending.decode("utf-8", "replace"))
 
 
@@ -125,9 +133,13 @@ def daemon_reader(fd: int) -> Callable[[int], Awaitable[bytes]]:
                 chunk = os.read(fd, STDIN_READ_BYTES)
             except OSError:
                 chunk = b""
+            put = chunks.put(chunk)
             try:
-                asyncio.run_coroutine_threadsafe(chunks.put(chunk), loop).result()
-            except (RuntimeError, concurrent.futures.CancelledError):
+                asyncio.run_coroutine_threadsafe(put, loop).result()
+            except RuntimeError:  # the session is over: the loop closed, `put` never ran
+                put.close()
+                return
+            except concurrent.futures.CancelledError:
                 return  # the session is over
             if not chunk:
                 return

@@ -4,7 +4,9 @@ import asyncio
 import os
 import threading
 
-from trnwatch.collectors.streams import neuron_monitor_config, split_lines, stdin_lines
+import pytest
+
+from trnwatch.collectors.streams import SourceLost, neuron_monitor_config, split_lines, stdin_lines
 
 
 def lines_of(chunks, max_line_bytes=16):
@@ -24,9 +26,30 @@ def test_lines_split_across_chunks_are_joined():
     assert [line.text for line in got] == ['{"a":1}', '{"b":2}', '{"c":3}']
 
 
-def test_oversize_line_is_discarded_up_to_its_newline_and_the_next_line_survives():
+def test_oversize_line_is_counted_as_it_passes_the_bound_discarded_up_to_its_newline_and_the_next_line_survives():
     got = lines_of([b"x" * 10, b"y" * 10, b"z" * 10 + b"\nok\n"])
-    assert [(line.text, line.oversize_bytes) for line in got] == [("", 30), ("ok", 0)]
+    assert [(line.text, line.oversize_bytes) for line in got] == [("", 20), ("ok", 0)]
+
+
+def test_an_overlong_line_without_newline_is_counted_before_the_stream_ends():
+    """Its newline may never come (/dev/zero): the count does not wait for it."""
+
+    async def first_line():
+        async def endless(_n):
+            return b"\0" * 10
+
+        async for line in split_lines(endless, "s", "neuron-monitor", 16):
+            return line
+
+    assert asyncio.run(first_line()).oversize_bytes == 20
+
+
+def test_a_stream_with_no_newline_in_16_times_the_bound_is_refused():
+    with pytest.raises(SourceLost, match="no newline in 256 bytes: not a stream of lines"):
+        lines_of([b"x" * 10] * 100)
+    # up to that, an overlong line is discarded and the stream resyncs at its newline
+    got = lines_of([b"x" * 10] * 25 + [b"\nok\n"])
+    assert [(line.text, line.oversize_bytes) for line in got] == [("", 20), ("ok", 0)]
 
 
 def test_oversize_line_within_one_chunk():
