@@ -51,10 +51,13 @@ from trnwatch.collectors.recording_frames import (
 
 RESYNC_CHUNK_BYTES = 1 << 20
 HEADER_LINE_MAX_BYTES = 64 << 10  # a /1 header line is a few hundred bytes
+# A /1 entry: a line of at most 4 MiB (MAX_LINE_BYTES), JSON-escaped (quotes double); longer is unreadable.
+V1_ENTRY_MAX_BYTES = 16 << 20
 
 
 class _V1File:
-    """A `trnwatch.recording/1` file: JSON lines, read whole (it has no index)."""
+    """A `trnwatch.recording/1` file: JSON lines, read from its start (it has no index), an
+    entry at a time, each bounded."""
 
     schema = SCHEMA_V1
 
@@ -62,26 +65,40 @@ class _V1File:
         self.path, self.header, self.stats = path, header, stats
         self.size_bytes = path.stat().st_size
 
+    def _lines(self) -> Iterator[bytes]:
+        """The entry lines after the header, each read up to V1_ENTRY_MAX_BYTES: a longer one
+        is passed over in bounded reads (b"" in its place, an unreadable entry), never held."""
+        with open(self.path, "rb") as f:
+            self.stats.bytes_read += len(f.readline(HEADER_LINE_MAX_BYTES))
+            while raw := f.readline(V1_ENTRY_MAX_BYTES + 1):
+                self.stats.bytes_read += len(raw)
+                if len(raw) <= V1_ENTRY_MAX_BYTES or raw.endswith(b"\n"):
+                    yield raw
+                    continue
+                while (rest := f.readline(RESYNC_CHUNK_BYTES)) and not rest.endswith(b"\n"):
+                    self.stats.bytes_read += len(rest)
+                self.stats.bytes_read += len(rest)
+                if not rest:
+                    return  # cut short by a crash: never a whole line, not counted
+                yield b"\n"
+
     def items(
         self, from_s: float | None, to_s: float | None, carrier: "JobCarrier | None" = None
     ) -> Iterator[Line | SourceEvent | ClockMark | Carried]:
-        with open(self.path, "rb") as f:
-            self.stats.bytes_read += len(f.readline())  # header
-            for raw in f:
-                self.stats.bytes_read += len(raw)
-                if not raw.endswith(b"\n"):
-                    break  # cut short by a crash: never a whole line, not counted
-                item: Line | SourceEvent
-                try:
-                    e = json.loads(raw)
-                    if "event" in e:
-                        item = SourceEvent(e["src"], e["kind"], float(e["t"]), e["event"], e.get("error"))
-                    else:
-                        item = Line(e["src"], e["kind"], float(e["t"]), e.get("line", ""), int(e.get("oversize", 0)))
-                except (ValueError, KeyError, TypeError, AttributeError):
-                    self.stats.skipped["entry"] += 1
-                    continue
-                yield from _windowed(item, from_s, to_s, carrier)
+        for raw in self._lines():
+            if not raw.endswith(b"\n"):
+                break  # cut short by a crash: never a whole line, not counted
+            item: Line | SourceEvent
+            try:
+                e = json.loads(raw)
+                if "event" in e:
+                    item = SourceEvent(e["src"], e["kind"], float(e["t"]), e["event"], e.get("error"))
+                else:
+                    item = Line(e["src"], e["kind"], float(e["t"]), e.get("line", ""), int(e.get("oversize", 0)))
+            except (ValueError, KeyError, TypeError, AttributeError):
+                self.stats.skipped["entry"] += 1
+                continue
+            yield from _windowed(item, from_s, to_s, carrier)
 
     def span(self) -> tuple[float, float] | None:
         first: float | None = None

@@ -478,3 +478,23 @@ def test_after_a_wall_clock_step_back_retention_deletes_the_stale_parts_not_this
     assert sorted(kept) == sorted(recorder.files[-3:]) and not set(kept) & set(stale.files)
     got = [i for f in recorder.files[-3:] for i in read_all(f)[0] if isinstance(i, Line)]
     assert got and got == [i for i in items if isinstance(i, Line)][-len(got) :]
+
+
+@pytest.mark.parametrize("ending", ["newline", "none"])
+def test_a_v1_recording_with_a_huge_line_is_never_read_whole(tmp_path, ending):
+    """A /1 file (JSON lines, no index) holding a 256 MiB line of NUL bytes: skipped as an unreadable
+    entry (or, with no newline, as the cut end of the file), read in bounded pieces."""
+    path = tmp_path / "old.trnrec"
+    items = list(synthetic_items(6))
+    write_v1(path, items[:4])
+    with open(path, "r+b") as f:
+        f.truncate(path.stat().st_size + (256 << 20))  # sparse: a hole reads as NUL
+    if ending == "newline":
+        tail = tmp_path / "tail.trnrec"
+        write_v1(tail, items[4:])
+        with open(path, "ab") as f:
+            f.write(b"\n" + tail.read_bytes().split(b"\n", 1)[1])  # its entries, not its header
+    got, recording, peak = read_all_traced(path)
+    assert got == (items if ending == "newline" else items[:4])
+    assert recording.stats.skipped == ({"entry": 1} if ending == "newline" else {})
+    assert peak < 64 << 20, peak
