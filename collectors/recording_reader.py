@@ -267,7 +267,8 @@ class JobCarrier:
     """The job state a replay window needs from before its start, from the recorded job lines:
     per rank its latest start, heartbeat, step, open phases and saves, and its end or error (the
     events that say where it runs, where it is and whether it progresses). Given out once, in
-    receive order, as `Carried` lines (folded as state, never as figures of the window)."""
+    the order received (the recording's sequence, not its clock), as `Carried` lines (folded as
+    state, never as figures of the window)."""
 
     def __init__(self) -> None:
         self._kept: dict[tuple, Line] = {}
@@ -285,18 +286,18 @@ class JobCarrier:
                 del self._kept[stale]
         if kind in ("phase", "checkpoint"):
             what = (kind, event.get("phase") or event.get("action"))
-            if event.get("state") == "end":
-                self._kept.pop((*key, *what), None)
-            else:
+            self._kept.pop((*key, *what), None)
+            if event.get("state") != "end":
                 self._kept[(*key, *what)] = line
         elif kind in ("run_start", "heartbeat", "step", "error", "run_end"):
+            self._kept.pop((*key, kind), None)  # the latest goes last: the dict keeps the received order
             self._kept[(*key, kind)] = line
 
     def take(self) -> Iterator[Carried]:
         if self._taken:
             return
         self._taken = True
-        for line in sorted(self._kept.values(), key=lambda line: line.received_s):
+        for line in self._kept.values():
             yield Carried(line)
         self._kept.clear()
 
@@ -460,19 +461,24 @@ async def replay_lines(
     recording: Recording, speed: float, from_s: float | None = None, to_s: float | None = None
 ) -> AsyncIterator[Line | SourceEvent | ClockMark | Carried]:
     """Yield recorded lines, source events and clock marks (a window's carried job state first)
-    with their recorded times, paced at `speed` x real time from the first line on (0 = as fast
-    as possible). A window that stops at `to_s` ends there: a last mark says the session is
+    with their recorded times, in recorded order, paced at `speed` x real time from the first
+    line on (0 = as fast as possible) by the recorded gaps: a wall clock stepped back during the
+    recording is no gap. A window that stops at `to_s` ends there: a last mark says the session is
     judged at that moment."""
     start_wall = 0.0
-    start_rec: float | None = None
+    last_rec: float | None = None
+    elapsed_rec = 0.0  # recorded time since the first line: the gaps forward, in recorded order
     items = recording.items(from_s, to_s, carry=True)
     if to_s is not None:
         items = itertools.chain(items, (ClockMark(to_s, end=True),))
     for i, item in enumerate(items):
-        if start_rec is None and isinstance(item, Line):
-            start_wall, start_rec = time.monotonic(), item.received_s
-        if speed > 0 and start_rec is not None:
-            delay = start_wall + (_time_of(item) - start_rec) / speed - time.monotonic()
+        if last_rec is None and isinstance(item, Line):
+            start_wall, last_rec = time.monotonic(), item.received_s
+        if speed > 0 and last_rec is not None:
+            t = _time_of(item)
+            elapsed_rec += max(0.0, t - last_rec)  # a clock stepped back takes no time
+            last_rec = t
+            delay = start_wall + elapsed_rec / speed - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
         elif i % 256 == 0:

@@ -198,9 +198,9 @@ class Ledger:
             return
         stats = self.source(decoded.source_id, SOURCE_KIND_OF.get(decoded.kind, decoded.kind))
         t = decoded.received_s
-        if self.first_s is None:
-            self.first_s = t
-        self.last_s = t
+        # The session's receive window: earliest and latest, so a clock stepped back never makes it negative.
+        self.first_s = t if self.first_s is None else min(self.first_s, t)
+        self.last_s = t if self.last_s is None else max(self.last_s, t)
         if stats.link is not None and stats.link != "up":
             stats.link, stats.link_since_s = "up", t
         try:
