@@ -344,6 +344,7 @@ class LogTranslator:
         self._bars = 0  # progress bars seen (every rank)
         self._unsettled: list[tuple[JobEvent, int, float]] = []  # bar steps since `settle`: (event, bar, elapsed)
         self._anchors: dict[int, float] = {}  # bar serial -> the time its clock started
+        self._line_anchors: dict[int, float] = {}  # bar serial -> latest start its rank's timestamped lines allow
         self._activate(profiles[chosen] if chosen else None)
         if chosen or not self._candidates:
             self._waiting = None
@@ -418,10 +419,16 @@ class LogTranslator:
         if launched is not None:
             self.matched += 1
             return launched
-        ts, ts_from_line = self._line_ts(text, received_s)
+        line_ts = self._line_ts(text, received_s)
         events: list[JobEvent] = []
         matched = False
         for part in self._split.split(text) if self._split else (text,):
+            # A record after another on one line (a library line after a bar's redraw) has its own time.
+            ts, ts_from_line = self._line_ts(part, received_s)
+            if not ts_from_line:
+                ts, ts_from_line = line_ts
+            if ts_from_line:
+                self._bound_bar(rank, ts)
             for compiled in self._rules:
                 match = compiled.regex.search(part)
                 if match:
@@ -488,6 +495,10 @@ class LogTranslator:
             elif emit.event == "error":
                 fields.setdefault("message", segment.strip()[:MAX_MESSAGE_CHARS])
             out.append(_build(emit.event, fields, rank, ts, self.run))
+            if not ts_from_line and state.bar is not None and state.bar.n:
+                # No time of its own, after a bar's redraw (Lightning's save and end messages):
+                # on the bar's clock, at its last redraw.
+                self._unsettled.append((out[-1], state.bar.serial, state.bar.elapsed_s))
         if rule.hold:
             self._held += [(bool(values.get("first")), event) for event in out]
             out = []
@@ -573,13 +584,23 @@ class LogTranslator:
         bar.n, bar.elapsed_s = n, max(elapsed_s, bar.elapsed_s)
         return True
 
+    def _bound_bar(self, rank: int, ts: float) -> None:
+        """A timestamped line written after a bar's redraw (NxD's library lines after NxD
+        Training's bar): the bar's clock started at most its elapsed time before that line."""
+        state = self._ranks.get(rank)
+        bar = state.bar if state is not None else None
+        if bar is not None and bar.n:
+            self._line_anchors[bar.serial] = min(self._line_anchors.get(bar.serial, math.inf), ts - bar.elapsed_s)
+
     def settle(self, events: list[JobEvent], received_s: float) -> list[JobEvent]:
         """The events of one read (every line received at `received_s`), each progress-bar step
         stamped on its bar's clock: bar start + elapsed. A bar's start is the earliest its
-        redraws allow (received minus elapsed, the smallest over the reads); in a read that holds
+        redraws allow (received minus elapsed, the smallest over the reads), or the timestamped
+        lines written after its redraws allow (`_bound_bar`); in a read that holds
         several bars (a log read after the fact), the last one ends at the receive time and each
-        earlier one ends where the next started. So after the fact a stall keeps its length, and
-        watched live the steps carry the time they were drawn."""
+        earlier one ends where the next started. So after the fact a stall keeps its length (and
+        the log's own clock when its lines have one), and watched live the steps carry the time
+        they were drawn."""
         marks, self._unsettled = self._unsettled, []
         if not marks:
             return events
@@ -590,7 +611,8 @@ class LogTranslator:
         for bars in ends.values():
             end = received_s
             for bar in sorted(bars, reverse=True):
-                self._anchors[bar] = end = min(self._anchors.get(bar, math.inf), end - bars[bar])
+                bound = self._line_anchors.get(bar, math.inf)
+                self._anchors[bar] = end = min(self._anchors.get(bar, math.inf), end - bars[bar], bound)
         stamped = {
             id(event): event.model_copy(update={"ts": self._anchors[bar] + elapsed_s})
             for event, bar, elapsed_s in marks

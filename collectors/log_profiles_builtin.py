@@ -19,6 +19,9 @@ NXD_LIBRARY = {
     "formatter), src/neuronx_distributed/trainer/checkpoint.py (CheckpointIOState begin/end/wait_save, load_checkpoint)",
     # Whatever else the log is (NxD Core, NxD Training, a script of one's own, nothing detected).
     "always": True,
+    # A progress bar writes no newline: in one file the library's line follows its last redraw
+    # (cut to the terminal's width, with no closing `]`, under a terminal).
+    "split": r"(?<=.)(?=\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [DIWECF] \S+:\d+\] )",
     "timestamps": [
         {"pattern": r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+): [DIWECF] ", "format": "%Y-%m-%d %H:%M:%S.%f"}
     ],
@@ -150,34 +153,36 @@ NXD = {
     ],
 }
 
-NXDT = {
-    "name": "nxdt",
-    "description": "NxD Training (PyTorch Lightning): the training progress bar, one `\\r` redraw per step",
-    "source": "aws-neuron/neuronx-distributed-training src/neuronx_distributed_training/lightning_modules/model/base.py "
-    "(log_metrics: reduced_train_loss, global_step, throughput on the progress bar); "
-    "Lightning-AI/pytorch-lightning src/lightning/pytorch/callbacks/progress/tqdm_progress.py (Tqdm.format_num)",
-    "detect": [r"reduced_train_loss=", r"\[NeMo [DIWE] ", r"neuronx_distributed_training"],
-    "include": ["neuron-compile"],
-    "rules": [
-        # `Epoch 0:  10%|#  | 10/100 [00:31<04:39,  3.10s/it, v_num=0, reduced_train_loss=2.340, ...,
-        # global_step=9.000, consumed_samples=2560.0, throughput=85.20, throughput_peak=86.00]`.
-        # The step is the bar's counter (steps done this run): tqdm rounds postfix numbers to three
-        # significant digits, so global_step reads 3.2e+4 for 32040. s/it is tqdm's average since
-        # the bar started (Lightning's smoothing=0); throughput is NxDT's windowed seq/s.
-        # Lightning draws the bar twice per step, the counter first (with the last step's postfix)
-        # and then the step's own postfix: `metrics` (the postfix) tells the two apart.
-        {
-            "pattern": rf"\| *(?P<step>\d+)/(?:\d+|\?) *\[[^,\]]*, *(?:(?P<s_per_it>{_NUMBER})s/it|(?P<it_per_s>{_NUMBER})it/s|\?it/s)?, *"
-            rf"(?P<metrics>[^\]]*?\breduced_train_loss=(?P<loss>{_LOSS})(?:[^\]]*?\bthroughput=(?P<seq_per_s>{_NUMBER}))?[^\]]*)\]",
-            "emit": [{"event": "step"}],
-        },
-    ],
-}
-
 # Lightning's bar, `{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_noinv_fmt}{postfix}]`:
 # `Epoch 1:  25%|██▌       | 4/16 [00:00<00:01,  8.46it/s, train_loss=0.784]`.
 _BAR = r"^Epoch (?P<epoch>\d+): +(?:\d+%)?\|[^|]*\| *(?P<step>\d+)/(?:\d+|\?) \[(?P<elapsed>\d+(?::\d\d)+)"
 _BAR_RATE = rf"<[^,\]]*, *(?:(?P<it_per_s>{_NUMBER})it/s|\?it/s)"
+
+NXDT = {
+    "name": "nxdt",
+    "description": "NxD Training: PyTorch Lightning 2.5.0's TQDM bar with NxDT's metrics on it, one `\\r` "
+    "redraw per step, read as the lightning profile reads the bar",
+    "source": "aws-neuron/neuronx-distributed-training@9169aa0 (2.26.0; requirements.txt pins pytorch-lightning "
+    "2.5.0) src/neuronx_distributed_training/lightning_modules/model/base.py (log_metrics: reduced_train_loss, lr, "
+    "parameter_norm, gradient_norm, global_step, consumed_samples, throughput, throughput_peak on the bar), "
+    "utils/exp_manager.py:246 through NVIDIA/NeMo nemo/utils/formatters/base.py (BaseNeMoFormatter); the bar as "
+    "in the lightning profile; run for real with those calls in tests/test_lightning_logs.py",
+    "detect": [r"reduced_train_loss=", r"\[NeMo [DIWE] ", r"neuronx_distributed_training"],
+    "include": ["lightning", "neuron-compile"],
+    "rules": [
+        # `Epoch 0:  62%|██████▎   | 5/8 [00:01<00:01,  2.77it/s, v_num=0, reduced_train_loss=0.272,
+        # lr=0.00015, parameter_norm=0.317, gradient_norm=0.317, global_step=4.000,
+        # consumed_samples=20.00, throughput=35.20, throughput_peak=36.00]`. The step and its time
+        # come from the bar's counter and elapsed field (the lightning profile's rules, below);
+        # this rule adds NxDT's loss and its throughput (sequences/s over NxDT's window: tokens with
+        # --seq-len, never the step time).
+        {
+            "pattern": rf"{_BAR}{_BAR_RATE}, *(?P<metrics>[^\]]*?\breduced_train_loss=(?P<loss>{_LOSS})"
+            rf"(?:[^\]]*?\bthroughput=(?P<seq_per_s>{_NUMBER}))?[^\]]*)\]",
+            "emit": [{"event": "step"}],
+        },
+    ],
+}
 
 LIGHTNING = {
     "name": "lightning",
@@ -194,9 +199,11 @@ LIGHTNING = {
     "split": r"(?<=.)(?=Epoch \d+, global step \d+: |`Trainer\.fit` stopped: )",
     "rules": [
         # A whole redraw: the postfix tells the counter redraw (last step's metrics) from the
-        # step's own (see LogTranslator._step_events); a loss named `loss` or `train_loss` is read.
+        # step's own (see LogTranslator._step_events); a loss named `loss` or `train_loss` is read
+        # (and NxD Training's `reduced_train_loss`, when the bar comes before any line of NxDT's).
         {
-            "pattern": rf"{_BAR}{_BAR_RATE}(?:, *(?P<metrics>(?:[^\]]*?\b(?:train_)?loss(?:_step)?=(?P<loss>{_LOSS}))?[^\]]*))?\]",
+            "pattern": rf"{_BAR}{_BAR_RATE}(?:, *(?P<metrics>(?:[^\]]*?\b(?:reduced_train_loss|(?:train_)?loss(?:_step)?)="
+            rf"(?P<loss>{_LOSS}))?[^\]]*))?\]",
             "emit": [{"event": "step"}],
         },
         # A redraw cut by a narrow terminal (tqdm trims the line to the width): counter and elapsed

@@ -99,7 +99,7 @@ def test_torchtitans_first_step_is_its_compile():
     "name, profile",
     [
         ("nxd_tp_pp.log", "nxd"),
-        ("nxdt_progress.log", "nxdt"),
+        ("nxdt_lightning_2.5.0_file.log", "nxdt"),
         ("torchtitan_plain.log", "torchtitan"),
         ("torchtitan_torchrun_color.log", "torchtitan"),
         ("lightning_2.5.0_file.log", "lightning"),

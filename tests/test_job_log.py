@@ -58,9 +58,11 @@ def test_follow_job_log_yields_events_counts_and_passes_invalid_event_lines_on(t
 
 
 def test_a_progress_bar_that_never_writes_a_newline_still_yields_its_steps(tmp_path):
+    # The first epoch's redraws of a real NxD Training bar (Lightning 2.5.0), its first four steps.
+    with open(FIXTURES / "nxdt_lightning_2.5.0_file.log", encoding="utf-8", newline="") as real:
+        redraws = [r for r in real.read().split("\r") if r.startswith("Epoch 0: ")][:8]  # up to 4/16's counter
     log = tmp_path / "nxdt.log"
-    bar = "Epoch 0: |  | {n}/? [00:0{n},  1.00it/s, reduced_train_loss=2.{n}00, throughput=8.0]"
-    log.write_text("".join("\r" + bar.format(n=n) for n in range(1, 5)))
+    log.write_text("".join("\r" + redraw for redraw in redraws))
     got = asyncio.run(collect(follow_job_log(str(log), PROFILES, poll_s=0.02), lambda got: got[-1].kind == "job-log"))
     assert [parse_job_line(line.text).step for line in got if line.kind == "job"] == [1, 2, 3]  # 4 is being drawn
 

@@ -1,9 +1,9 @@
 """PyTorch Lightning 2.5.0 run for real (tests/lightning_run.py, a tiny CPU model): its default TQDM
 bar and messages in a file read after the fact, and under a real pseudo-terminal of 120 and 300
-columns watched live; a stall (a sleep in one step), checkpoints every 5 steps, the end by
-max_steps across two epochs (two bars). The run records its own truth and each receipt is
-checked against it. A RichProgressBar run is recognised and the receipt says why it gives no
-steps and what to do."""
+columns watched live, plain and with NxD Training's bar metrics and saves (--nxdt); a stall (a
+sleep in one step), checkpoints every 5 steps, the end by max_steps across two epochs (two bars).
+The run records its own truth and each receipt is checked against it. A RichProgressBar run is
+recognised and the receipt says why it gives no steps and what to do."""
 
 import fcntl
 import json
@@ -93,13 +93,17 @@ def watch_after_the_fact(log: Path, receipt: Path) -> dict:
 
 
 @pytest.mark.slow
-def test_a_lightning_run_logged_to_a_file_read_after_the_fact(tmp_path):
+@pytest.mark.parametrize("flavour", [[], ["--nxdt"]], ids=["lightning", "nxdt"])
+def test_a_lightning_run_logged_to_a_file_read_after_the_fact(tmp_path, flavour):
     log, truth_path = tmp_path / "train.log", tmp_path / "truth.json"
     with open(log, "wb") as out:  # `python train.py > train.log 2>&1`
-        subprocess.run(RUN + [str(truth_path)] + ARGS, stdout=out, stderr=subprocess.STDOUT, timeout=600, check=True)
+        subprocess.run(
+            RUN + [str(truth_path)] + ARGS + flavour, stdout=out, stderr=subprocess.STDOUT, timeout=600, check=True
+        )
     truth = json.loads(truth_path.read_text())
     receipt = watch_after_the_fact(log, tmp_path / "r.json")
     check_receipt(receipt, truth)
+    assert receipt["job"]["log_profiles"] == {"joblog:train.log": "nxdt" if flavour else "lightning"}
     # Read after the fact, the steps keep their spacing on the bar's clock: the stall is there.
     ends = {int(n): step["end_s"] for n, step in truth["steps"].items()}
     assert receipt["goodput"]["window"]["seconds"] == pytest.approx(ends[STEPS] - ends[1], abs=0.05)
@@ -127,8 +131,8 @@ def run_in_pty(command: list[str], columns: int, log: Path) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("columns", [120, 300])
-def test_a_lightning_run_on_a_terminal_watched_live(tmp_path, columns):
+@pytest.mark.parametrize("columns, flavour", [(120, []), (300, []), (120, ["--nxdt"])], ids=["120", "300", "nxdt-120"])
+def test_a_lightning_run_on_a_terminal_watched_live(tmp_path, columns, flavour):
     log, truth_path, receipt = tmp_path / "train.log", tmp_path / "truth.json", tmp_path / "r.json"
     log.write_bytes(b"")
     watch = subprocess.Popen(
@@ -140,7 +144,7 @@ def test_a_lightning_run_on_a_terminal_watched_live(tmp_path, columns):
     try:
         status: list[int] = []
         runner = threading.Thread(
-            target=lambda: status.append(run_in_pty(RUN + [str(truth_path)] + ARGS, columns, log))
+            target=lambda: status.append(run_in_pty(RUN + [str(truth_path)] + ARGS + flavour, columns, log))
         )
         runner.start()
         runner.join(600)

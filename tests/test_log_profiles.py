@@ -59,7 +59,7 @@ def tp_zero1_log(tmp_path_factory) -> Path:
     "name, profile",
     [
         ("nxd_tp_pp.log", "nxd"),
-        ("nxdt_progress.log", "nxdt"),
+        ("nxdt_lightning_2.5.0_file.log", "nxdt"),
         ("torchtitan_torchrun_color.log", "torchtitan"),
         ("torchtitan_plain.log", "torchtitan"),
         ("neuron_runtime_errors.log", None),
@@ -172,26 +172,29 @@ def test_nxd_tp_pp_through_torchrun_prefix_with_synced_save_and_resume():
     assert load_end.tag == "/fsx/ckpt/step_100"  # "loading checkpoint done" names no tag: the open load's
 
 
-def test_nxdt_progress_bar_redraws_separated_by_carriage_returns_yield_every_step():
-    translator, events = translate("nxdt_progress.log")
+def test_a_real_nxdt_bar_gives_every_step_its_time_on_the_bars_clock_never_from_its_rate():
+    """Lightning 2.5.0 run for real with NxD Training's bar metrics (tests/lightning_run.py --nxdt):
+    a 1.5 s sleep in step 8, NxD's synced saves after steps 5, 10, 15, 20 (the library's lines
+    right after the bar's redraw, on the same line), the end by max_steps."""
+    truth = json.loads((FIXTURES / "nxdt_lightning_2.5.0_file.truth.json").read_text())
+    translator, events = translate("nxdt_lightning_2.5.0_file.log", seq_len=4096)
+    events = translator.settle(events, RECEIVED_S)
+    assert translator.profile_name == "nxdt"
     steps = of(events, Step)
-    # The bar's counter is the step: tqdm rounds postfix numbers (global_step=1e+3 for 1000).
-    assert [s.step for s in steps] == [1, 2, 3, 999, 1000]
-    # Without the global batch, tqdm's s/it (or 1 / it/s) is the step time.
-    assert [s.step_time_s for s in steps] == [42.0, 22.5, 16.0, 0.8, 0.8]
-    # Lightning redraws the counter before the metrics: a step's first redraw still carries the
-    # previous step's loss; the step's own loss is the one on its metrics redraw.
-    assert [s.loss for s in steps] == [11.20, 10.90, 10.70, 2.41, 2.40]
-    assert translator.lines == 19 and translator.unparsed == 8  # comments, NeMo line, the bar before step 1
-
-
-def test_nxdt_throughput_gives_step_time_and_tokens_with_the_batch_shape():
-    _, events = translate("nxdt_progress.log", global_batch=1024, seq_len=4096)
-    steps = of(events, Step)
-    assert steps[3].step_time_s == pytest.approx(1024 / 320.0)  # NxDT's windowed throughput, seq/s
-    assert steps[3].tokens == 1024 * 4096
-    saves = of(events, Checkpoint)
-    assert [(e.state, e.step, e.blocking) for e in saves] == [("begin", 3, True), ("end", 3, True)]
+    ends = {int(n): step["end_s"] for n, step in truth["steps"].items()}
+    assert [s.step for s in steps] == sorted(ends) == list(range(1, 21))
+    for step in steps[1:]:
+        assert step.step_time_s == pytest.approx(ends[step.step] - ends[step.step - 1], abs=0.02), step.step
+    # The bar's mean rate (smoothing 0) after the stall would say ~0.2 s; the step's own time is read.
+    assert steps[8].step_time_s == pytest.approx(truth["steps"]["9"]["step_time_s"], abs=0.02)
+    # NxDT's loss on the step's own redraw (the counter's redraw still shows the last step's); the
+    # first step is reported from its counter's redraw, which has no postfix yet.
+    assert steps[0].loss is None and all(s.loss is not None for s in steps[1:])
+    # Tokens from NxDT's throughput (35.2 seq/s as logged) x seq_len x the step's time.
+    assert steps[3].tokens == round(35.2 * 4096 * steps[3].step_time_s)
+    saves = [(e.step, e.state, e.blocking) for e in of(events, Checkpoint)]
+    assert saves == [(s["step"], state, True) for s in truth["saves"] for state in ("begin", "end")]
+    assert [e.status for e in events if e.event == "run_end"] == ["success"]
 
 
 @pytest.mark.parametrize("name", ["torchtitan_torchrun_color.log", "torchtitan_plain.log"])

@@ -133,9 +133,10 @@ class _Nxdt(_LogRenderer):
             self.first_step_ts = event["ts"] - event["step_time_s"]
         elapsed_s = max(event["ts"] - self.first_step_ts, 1e-9)
         rate = n / elapsed_s  # tqdm's average since the bar started (Lightning's smoothing=0)
-        rate_text = f"{1 / rate:5.2f}s/it" if rate < 1 else f"{rate:5.2f}it/s"
         elapsed = time.strftime("%M:%S", time.gmtime(elapsed_s))
-        head = f"Epoch 0: |          | {n}/? [{elapsed}, {rate_text}"
+        # Lightning's BAR_FORMAT with an unknown total, as tqdm 4.70 renders it: rate_noinv_fmt is
+        # always it/s, the remaining time 00:00.
+        head = f"Epoch 0: |          | {n}/? [{elapsed}<00:00, {rate:5.2f}it/s"
         throughput = GLOBAL_BATCH / event["step_time_s"]
         redraw_counter = head + (", " + self.postfix if self.postfix else "") + "]"
         self.postfix = (
