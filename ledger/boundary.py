@@ -1,6 +1,10 @@
 """Boundary vocabulary shared by the receipt builder and `trnwatch compare`: which fields a
 comparison requires equal, and how versions and mixed values are spelled."""
 
+from collections.abc import Mapping
+
+from trnwatch.collectors.job_events import Parallelism
+
 BOUNDARY_FIELDS = (
     "scope",
     "chips",
@@ -43,5 +47,8 @@ def version_of(versions: dict | None, keys: tuple[str, ...]) -> str | None:
     return None
 
 
-def parallel_text(parallel: dict | None) -> str | None:
-    return None if not parallel else " ".join(f"{k}{v}" for k, v in parallel.items())
+def parallel_text(parallel: Parallelism | Mapping[str, object] | None) -> str | None:
+    """ "tp8 pp4 dp2": the job's parallel degrees (typed, or as an older receipt's JSON has them)."""
+    if not parallel:
+        return None
+    return " ".join(f"{k}{v}" for k, v in (parallel.items() if isinstance(parallel, Mapping) else parallel))

@@ -33,13 +33,14 @@ the job ledger's phase timeline does) and attributes every second of the window
   session's end, is a gap like any other (`breakdown(silence_s)`).
 """
 
-import math
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from statistics import median
 
+from pydantic import BaseModel, ConfigDict
+
 from trnwatch.collectors.job_events import Checkpoint, JobEvent, Phase, RunStart, Step
-from trnwatch.ledger.job_steady import WARMUP_PROBE_STEPS, inferred_warmup
+from trnwatch.ledger.job_steady import WARMUP_PROBE_STEPS, inferred_warmup, nearest_rank
 from trnwatch.ledger.rules import DEFAULT_RULES, Rules
 
 CAUSES = ("startup", "compile", "data_loading", "checkpoint_save", "stalled", "restart", "unexplained")
@@ -50,8 +51,32 @@ SEQ_LEN_VALUES = 64  # distinct sequence lengths counted one by one; more are co
 UNEXPLAINED_PHASES = ("eval", "probe")
 
 
-def _nearest_rank(ordered: list[float], q: float) -> float:
-    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+# Badput seconds by cause (CAUSES): the receipt's `goodput.badput_s`.
+class Badput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    startup: float
+    compile: float
+    data_loading: float
+    checkpoint_save: float
+    stalled: float
+    restart: float
+    unexplained: float
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """The window [start, end] (job clock) split into productive seconds and badput by cause:
+    `productive_s` and the badput sum to `window_s`."""
+
+    from_rank: int | None  # the timeline rank
+    start: float
+    end: float
+    window_s: float
+    productive_s: float
+    goodput_pct: float | None
+    badput_s: Badput
+    late_threshold_s: float
 
 
 @dataclass
@@ -180,7 +205,7 @@ class GoodputClock:
         rules = self.rules
         if not self._recent_s:
             return rules.late_after_s
-        return max(rules.late_factor * _nearest_rank(sorted(self._recent_s), 99), rules.late_after_s)
+        return max(rules.late_factor * nearest_rank(sorted(self._recent_s), 99), rules.late_after_s)
 
     def stall_threshold_s(self) -> float:
         """Shortest gap between steps counted as stalled (the job's STALLED threshold)."""
@@ -249,7 +274,7 @@ class GoodputClock:
 
     # ---- figures -----------------------------------------------------------------------------
 
-    def breakdown(self, silence_s: float = 0.0) -> dict | None:
+    def breakdown(self, silence_s: float = 0.0) -> Breakdown | None:
         """Productive seconds and badput seconds by cause over [first event, last event +
         `silence_s`] (the silence the monitor saw after the last event, up to the session's end,
         attributed as any gap is); None before any event. The parts sum to the window;
@@ -270,11 +295,13 @@ class GoodputClock:
         badput = {cause: round(explained.get(cause, 0.0), 6) for cause in CAUSES if cause != "unexplained"}
         productive_s = round(explained["productive"], 6)
         badput["unexplained"] = round(window_s - productive_s - sum(badput.values()), 6) or 0.0  # never -0.0
-        return {
-            "from_rank": self.rank,
-            "window": {"start": self.first_ts, "end": end_ts, "seconds": round(window_s, 6)},
-            "productive_s": productive_s,
-            "goodput_pct": round(100 * productive_s / window_s, 3) if window_s > 0 else None,
-            "badput_s": badput,
-            "late_threshold_s": round(self.late_threshold_s(), 6),
-        }
+        return Breakdown(
+            from_rank=self.rank,
+            start=self.first_ts,
+            end=end_ts,
+            window_s=round(window_s, 6),
+            productive_s=productive_s,
+            goodput_pct=round(100 * productive_s / window_s, 3) if window_s > 0 else None,
+            badput_s=Badput(**badput),
+            late_threshold_s=round(self.late_threshold_s(), 6),
+        )

@@ -5,7 +5,7 @@ The rules are stated in `ledger/job.py`'s module docstring ("steady state", "lat
 """
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from statistics import median
 from typing import TypeVar
 
@@ -21,12 +21,15 @@ RECENT_STEPS = 64  # steady steps the late and stall thresholds are computed fro
 _Number = TypeVar("_Number", int, float)
 
 
+def nearest_rank(ordered: Sequence[_Number], q: float) -> _Number:
+    """Nearest-rank percentile (q in 0..100) of `ordered`: sorted and not empty."""
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
 def percentile(values: Iterable[_Number], q: float) -> _Number | None:
     """Nearest-rank percentile (q in 0..100) of `values`; None when empty."""
     ordered = sorted(values)
-    if not ordered:
-        return None
-    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+    return nearest_rank(ordered, q) if ordered else None
 
 
 def percentiles(values) -> Percentiles:
@@ -34,8 +37,7 @@ def percentiles(values) -> Percentiles:
     ordered = sorted(values)
     if not ordered:
         return Percentiles(p50=None, p90=None, p99=None)
-    at = lambda q: ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]  # noqa: E731
-    return Percentiles(p50=at(50), p90=at(90), p99=at(99))
+    return Percentiles(p50=nearest_rank(ordered, 50), p90=nearest_rank(ordered, 90), p99=nearest_rank(ordered, 99))
 
 
 def warmup_steps(rank: RankState) -> int:

@@ -10,7 +10,7 @@ comparison across boundaries, and the evidence state (live / replayed / simulate
 from collections.abc import Sequence
 from itertools import pairwise
 from statistics import median
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,11 +18,11 @@ from trnwatch import __version__
 from trnwatch.collectors.stack_records import StackCapture
 from trnwatch.ledger.boundary import COMPILER_KEYS, FRAMEWORK_KEYS, one_value, parallel_text, version_of
 from trnwatch.ledger.counters import Reading
-from trnwatch.ledger.goodput import THROUGHPUT_POINTS, GoodputClock
+from trnwatch.ledger.goodput import THROUGHPUT_POINTS, Badput, GoodputClock
 from trnwatch.ledger.hosts import HISTORY_SAMPLES, HostState
 from trnwatch.ledger.incidents import Incident, IncidentLog, with_stacks
 from trnwatch.ledger.job import percentile
-from trnwatch.ledger.job_summary import JobSection
+from trnwatch.ledger.job_summary import JobSection, Percentiles
 from trnwatch.ledger.ledger import Evidence, Ledger
 from trnwatch.ledger.rollups import known_sum, source_periods_s
 from trnwatch.ledger.sysfs_host import HostSysfs
@@ -125,12 +125,6 @@ class Ecc(_Section):
     mem_uncorrected: int | None
     sram_corrected: int | None
     sram_uncorrected: int | None
-
-
-class Percentiles(_Section):
-    p50: float | None
-    p90: float | None
-    p99: float | None
 
 
 class LatencyPercentiles(_Section):
@@ -264,16 +258,6 @@ class Segments(_Section):
     cold_compile: ColdCompile | None
     steady: SteadySegment | None
     restarts: list[RestartSegment]
-
-
-class Badput(_Section):
-    startup: float
-    compile: float
-    data_loading: float
-    checkpoint_save: float
-    stalled: float
-    restart: float
-    unexplained: float
 
 
 class Goodput(_Section):
@@ -481,10 +465,7 @@ def build_receipt(
     judged_s = ledger.latest_s()
     job = ledger.job_summary(judged_s) if judged_s is not None else None
     hosts = sorted(ledger.hosts.values(), key=lambda h: h.host_id)
-    # The derived sections read the job section as the JSON has it.
-    job_data = None if job is None else job.model_dump(mode="json")
-    precision = job_data.get("precision") if job_data else None
-    chips = [_chip_entry(h, c, precision) for h in hosts for c in h.chips]
+    chips = [_chip_entry(h, c, None if job is None else job.precision) for h in hosts for c in h.chips]
     runtimes = [_runtime_entry(h, r) for h in hosts for r in sorted(h.runtimes.values(), key=lambda r: r.order)]
     start, end = ledger.first_s, ledger.last_s
     clock = ledger.goodput
@@ -509,10 +490,10 @@ def build_receipt(
         chips=chips,
         runtimes=runtimes,
         ultraservers=_ultraserver_entries(ledger),
-        boundary=boundary_of(ledger, job_data, clock),
-        segments=None if job_data is None else _segments(job_data, clock),
+        boundary=boundary_of(ledger, job, clock),
+        segments=None if job is None else _segments(job, clock),
         goodput=goodput,
-        failure_rate=_failure_rate(job_data, goodput, runtimes),
+        failure_rate=_failure_rate(job, goodput, runtimes),
         sequence_lengths=_sequence_lengths(clock),
         timeline=_timeline(ledger, clock),
         job=job,
@@ -765,7 +746,7 @@ def _fabric(hosts: int, ultraservers: set[str], unplaced: int, device_type: str 
     return f"{switch} within each of {len(ultraservers)} UltraServers, EFA between", why
 
 
-def boundary_of(ledger: Ledger, job: dict[str, Any] | None, clock: GoodputClock | None) -> Boundary:
+def boundary_of(ledger: Ledger, job: JobSection | None, clock: GoodputClock | None) -> Boundary:
     """The receipt's boundary: the job's ranks and where they ran when job telemetry is connected,
     else every host the session saw."""
     inferred: dict[str, str] = {}
@@ -801,11 +782,10 @@ def boundary_of(ledger: Ledger, job: dict[str, Any] | None, clock: GoodputClock 
     device_type = one_value(h.device_type for h in hosts)
     fabric, inferred["fabric"] = _fabric(n_hosts, us, unplaced, device_type)
     inferred["ultraservers"] = "UltraServer ids of those hosts (configuration first, then the reports)"
-    info = job or {}
-    versions = info.get("versions")
-    model = info.get("model") or {}
-    parallel = info.get("parallel")
-    lnc = info.get("lnc")
+    versions = None if job is None else job.versions
+    model = None if job is None else job.model
+    parallel = None if job is None else job.parallel
+    lnc = None if job is None else job.lnc
     if lnc is None:
         lnc_text = one_value(h.lnc for h in hosts)
         lnc = int(lnc_text) if lnc_text and lnc_text.isdigit() else None
@@ -817,7 +797,7 @@ def boundary_of(ledger: Ledger, job: dict[str, Any] | None, clock: GoodputClock 
         chips=n_chips,
         hosts=n_hosts,
         ultraservers=len(us),
-        ranks=(info.get("ranks") or {}).get("world_size"),
+        ranks=None if job is None else job.ranks.world_size,
         fabric=fabric,
         instance_type=one_value(h.instance_type for h in hosts),
         device_type=device_type,
@@ -825,12 +805,12 @@ def boundary_of(ledger: Ledger, job: dict[str, Any] | None, clock: GoodputClock 
         compiler_version=version_of(versions, COMPILER_KEYS),
         framework_version=version_of(versions, FRAMEWORK_KEYS),
         versions=versions,
-        model=model.get("name"),
-        params=model.get("params"),
-        precision=info.get("precision"),
-        global_batch=info.get("global_batch"),
-        micro_batch=info.get("micro_batch"),
-        seq_len=info.get("seq_len"),
+        model=None if model is None else model.name,
+        params=None if model is None else model.params,
+        precision=None if job is None else job.precision,
+        global_batch=None if job is None else job.global_batch,
+        micro_batch=None if job is None else job.micro_batch,
+        seq_len=None if job is None else job.seq_len,
         sequence_lengths=None
         if seq is None
         else (f"{seq.min}" if seq.min == seq.max else f"{seq.min}-{seq.max}, p50 {seq.p50}, p90 {seq.p90}"),
@@ -840,49 +820,44 @@ def boundary_of(ledger: Ledger, job: dict[str, Any] | None, clock: GoodputClock 
     )
 
 
-def _percentiles(values) -> Percentiles:
-    values = list(values)
-    return Percentiles(p50=percentile(values, 50), p90=percentile(values, 90), p99=percentile(values, 99))
-
-
-def _segments(job: dict[str, Any], clock: GoodputClock | None) -> Segments:
-    compiles = [p for p in job.get("phases", []) if p["phase"] == "compile"]
-    ended = [p["end_ts"] for p in compiles if p["end_ts"] is not None]
+def _segments(job: JobSection, clock: GoodputClock | None) -> Segments:
+    compiles = [p for p in job.phases if p.phase == "compile"]
+    ended = [p.end_ts for p in compiles if p.end_ts is not None]
     cold = ColdCompile(
-        start=compiles[0]["begin_ts"] if compiles else None,
+        start=compiles[0].begin_ts if compiles else None,
         end=max(ended) if ended else None,
-        seconds=_r(job.get("cold_compile_s")),
-        compiles=job.get("cold_compiles", 0),
-        cache_hits=job.get("compile_cache_hits", 0),
+        seconds=_r(job.cold_compile_s),
+        compiles=job.cold_compiles,
+        cache_hits=job.compile_cache_hits,
     )
     # The job ledger's steady segment (the figures the job section and the headline quote); the
     # step-time samples for compare's noise interval are the goodput clock's steady steps.
-    t = job.get("throughput")
+    t = job.throughput
     steady = (
         None
         if t is None
         else SteadySegment(
-            start=t["begin_ts"],
-            end=t["end_ts"],
-            first_step=t["first_step"],
-            last_step=t["last_step"],
-            steps=t["steps_in_window"],
-            tokens_per_s=_r(t["tokens_per_s"]),
-            step_time_s=Percentiles(**t["step_time_s"]),
-            inferred=t["boundary"] == "inferred",
-            from_rank=t["from_rank"],
+            start=t.begin_ts,
+            end=t.end_ts,
+            first_step=t.first_step,
+            last_step=t.last_step,
+            steps=t.steps_in_window,
+            tokens_per_s=_r(t.tokens_per_s),
+            step_time_s=t.step_time_s,
+            inferred=t.boundary == "inferred",
+            from_rank=t.from_rank,
             step_time_samples_s=[round(v, 6) for v in clock.steady_samples_s] if clock is not None else [],
         )
     )
     restarts = [
         RestartSegment(
-            restart=r["restart"],
-            checkpoint_step=r["from_step"],
-            load_s=_r(r["checkpoint_load_s"]),
-            time_to_first_step_s=_r(r["restart_to_first_step_s"]),
-            steps_lost=r["steps_redone"],
+            restart=r.restart,
+            checkpoint_step=r.from_step,
+            load_s=_r(r.checkpoint_load_s),
+            time_to_first_step_s=_r(r.restart_to_first_step_s),
+            steps_lost=r.steps_redone,
         )
-        for r in job.get("restarts", [])
+        for r in job.restarts
     ]
     return Segments(cold_compile=cold if compiles or cold.cache_hits else None, steady=steady, restarts=restarts)
 
@@ -902,12 +877,12 @@ def _goodput(clock: GoodputClock | None, silence_s: float) -> Goodput | None:
     if g is None:
         return None
     return Goodput(
-        from_rank=g["from_rank"],
-        window=Window(**g["window"]),
-        productive_s=g["productive_s"],
-        goodput_pct=g["goodput_pct"],
-        badput_s=Badput(**g["badput_s"]),
-        late_threshold_s=g["late_threshold_s"],
+        from_rank=g.from_rank,
+        window=Window(start=g.start, end=g.end, seconds=g.window_s),
+        productive_s=g.productive_s,
+        goodput_pct=g.goodput_pct,
+        badput_s=g.badput_s,
+        late_threshold_s=g.late_threshold_s,
         method=GOODPUT_METHOD,
     )
 
@@ -921,12 +896,12 @@ EXECUTION_ERROR_STATUSES = (
 )
 
 
-def _failure_rate(job: dict[str, Any] | None, goodput: Goodput | None, runtimes: list[RuntimeEntry]) -> FailureRate:
+def _failure_rate(job: JobSection | None, goodput: Goodput | None, runtimes: list[RuntimeEntry]) -> FailureRate:
     hours = goodput.window.seconds / 3600 if goodput is not None and goodput.window.seconds > 0 else None
     # A rank gone silent is counted once, among the dead (the job section lists it as a silent failure too).
-    failed_ranks = {f["rank"] for f in (job or {}).get("failures", []) if f.get("kind") != "silent"}
-    rank_failures = len(failed_ranks) + (job or {}).get("ranks", {}).get("dead", 0)
-    restarts = len((job or {}).get("restarts", []))
+    failed_ranks = set() if job is None else {f.rank for f in job.failures if f.kind != "silent"}
+    rank_failures = len(failed_ranks) + (0 if job is None else job.ranks.dead)
+    restarts = 0 if job is None else len(job.restarts)
     executions = errors = 0
     known = bool(runtimes)
     for rt in runtimes:

@@ -8,9 +8,9 @@ the Markdown and is linked from it.
 
 import time
 from datetime import UTC, datetime
-from typing import Any
 
 from trnwatch.ledger.incidents import incident_words, site_words, worst_first
+from trnwatch.ledger.job_summary import Percentiles
 from trnwatch.ledger.receipt import SCHEMA, Receipt
 from trnwatch.outside import clean
 
@@ -63,11 +63,10 @@ def _day(t: float | None) -> str:
     return "n/a" if t is None else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
 
 
-def _percentiles_ms(p: dict | Any | None) -> str:
+def _percentiles_ms(p: Percentiles | None) -> str:
     if p is None:
         return "n/a"
-    values = p if isinstance(p, dict) else p.model_dump()
-    shown = [f"{k} {_ms(v)}" for k, v in values.items() if v is not None]
+    shown = [f"{k} {_ms(v)}" for k, v in p if v is not None]
     return ", ".join(shown) if shown else "n/a"
 
 
@@ -120,24 +119,19 @@ def boundary_words(r: Receipt) -> str:
     return text
 
 
-def job_json(r: Receipt) -> dict[str, Any] | None:
-    """The job section as the JSON has it (the Markdown shows the same figures)."""
-    return r.model_dump(mode="json", by_alias=True)["job"]
-
-
 def _headline(r: Receipt) -> list[str]:
-    job = job_json(r)
+    job = r.job
     lines = [f"# trnwatch receipt: {r.evidence.upper()}", ""]
     if job is None:
         lines.append("**No job telemetry was connected**: device figures only (no verdict, throughput or goodput).")
     else:
-        verdict = f"**Verdict: {str(job.get('verdict')).upper()}** ({_md_text(job.get('reason'))})"
-        suspects = job.get("suspects") or []
-        if suspects:
-            s = suspects[0]
-            where = ", ".join(f"{k} {_v(s.get(k))}" for k in ("host", "chip", "core", "region") if s.get(k) is not None)
-            verdict += f"; culprit: rank {_v(s.get('rank'))}" + (f" ({where})" if where else "")
-        elif job.get("verdict") not in ("steady", "finished"):
+        verdict = f"**Verdict: {job.verdict.upper()}** ({_md_text(job.reason)})"
+        if job.suspects:
+            s = job.suspects[0]
+            place = (("host", s.host), ("chip", s.chip), ("core", s.core), ("region", s.region))
+            where = ", ".join(f"{k} {_v(v)}" for k, v in place if v is not None)
+            verdict += f"; culprit: rank {_v(s.rank)}" + (f" ({where})" if where else "")
+        elif job.verdict not in ("steady", "finished"):
             verdict += "; culprit: no rank named"
         lines.append(f"- {verdict}")
     lines += _incident_headline(r)
@@ -153,7 +147,7 @@ def _headline(r: Receipt) -> list[str]:
         lines.append("- **Steady throughput: none**: no steady step was observed")
     if r.goodput is not None:
         g = r.goodput
-        worst = sorted(((v, k) for k, v in g.badput_s.model_dump().items() if v > 0), reverse=True)[:3]
+        worst = sorted(((v, k) for k, v in g.badput_s if v > 0), reverse=True)[:3]
         lost = ", ".join(f"{k.replace('_', ' ')} {v:.1f} s" for v, k in worst) or "none"
         lines.append(
             f"- **Goodput: {_pct(g.goodput_pct)}** of {g.window.seconds:.1f} s productive; largest badput: {lost}"
@@ -252,9 +246,7 @@ def _recording_lines(r: Receipt) -> list[str]:
 
 
 def _boundary_section(r: Receipt) -> list[str]:
-    b = r.boundary.model_dump()
-    notes = b.pop("inferred_from")
-    b.pop("versions")
+    notes = r.boundary.inferred_from
     lines = [
         "",
         "## Boundary",
@@ -264,47 +256,48 @@ def _boundary_section(r: Receipt) -> list[str]:
         "| field | value | how it is known |",
         "|---|---|---|",
     ]
-    for key, value in b.items():
+    for key, value in r.boundary:
+        if key in ("inferred_from", "versions"):
+            continue
         lines.append(f"| {key} | {_v(value)} | {_md_text(notes.get(key, BOUNDARY_SOURCES.get(key, 'reported')))} |")
     return lines
 
 
 def _job_section(r: Receipt) -> list[str]:
-    job = job_json(r)
+    job = r.job
     lines = ["", "## Job", ""]
     if job is None:
         return lines + ["No job telemetry was connected: no step, throughput or collective figures."]
-    ranks = job.get("ranks") or {}
+    ranks = job.ranks
     lines += [
-        f"Boundary: the whole job: {_v(ranks.get('seen'))} rank(s) seen of world size "
-        f"{_v(ranks.get('world_size'))}, on {_v(ranks.get('hosts'))} host(s); job figures, not chip or "
+        f"Boundary: the whole job: {_v(ranks.seen)} rank(s) seen of world size "
+        f"{_v(ranks.world_size)}, on {_v(ranks.hosts)} host(s); job figures, not chip or "
         "UltraServer figures.",
         "",
-        f"- Run {_md_text(job.get('run'))}; ranks: {_v(ranks.get('running'))} running, "
-        f"{_v(ranks.get('finished'))} finished, {_v(ranks.get('failed'))} failed, {_v(ranks.get('dead'))} dead",
+        f"- Run {_md_text(job.run)}; ranks: {_v(ranks.running)} running, "
+        f"{_v(ranks.finished)} finished, {_v(ranks.failed)} failed, {_v(ranks.dead)} dead",
     ]
-    model = job.get("model") or {}
-    parallel = job.get("parallel") or {}
+    model, parallel = job.model, job.parallel
     lines.append(
-        f"- Model {_v(model.get('name'))}, {_v(model.get('params'))} parameters, precision "
-        f"{_v(job.get('precision'))}, backend {_v(job.get('backend'))}"
+        f"- Model {_v(None if model is None else model.name)}, {_v(None if model is None else model.params)} "
+        f"parameters, precision {_v(job.precision)}, backend {_v(job.backend)}"
     )
     lines.append(
-        f"- Batch: global {_v(job.get('global_batch'))}, micro {_v(job.get('micro_batch'))}, sequence "
-        f"{_v(job.get('seq_len'))}; parallel " + (" ".join(f"{k} {v}" for k, v in parallel.items()) or UNKNOWN)
+        f"- Batch: global {_v(job.global_batch)}, micro {_v(job.micro_batch)}, sequence "
+        f"{_v(job.seq_len)}; parallel " + (UNKNOWN if parallel is None else " ".join(f"{k} {v}" for k, v in parallel))
     )
-    versions = job.get("versions") or {}
+    versions = job.versions or {}
     lines.append(
         "- Versions: "
         + (", ".join(f"{_md_text(k)} {_md_text(v)}" for k, v in sorted(versions.items())) or "none reported")
     )
-    per_device = (job.get("throughput") or {}).get("tokens_per_s_per_device")
+    per_device = None if job.throughput is None else job.throughput.tokens_per_s_per_device
     if per_device is not None:
         lines.append(
             f"- The log reports {per_device:,.0f} tokens/s per device (TorchTitan's tps, median over the "
             "steady steps): a per-device figure, not the job's rate"
         )
-    for source, profile in job.get("log_profiles", {}).items():
+    for source, profile in job.log_profiles.items():
         lines.append(f"- Passive log {_md_text(source)}: read with log profile {_md_text(profile or 'none detected')}")
     seg = r.segments
     if seg is not None and seg.cold_compile is not None:
@@ -313,12 +306,12 @@ def _job_section(r: Receipt) -> list[str]:
             f"- Cold compile: {_secs(c.seconds)} over {c.compiles} compile(s), {_clock(c.start)}-"
             f"{_clock(c.end)} UTC; {c.cache_hits} persistent-cache hit(s)"
         )
-    saves = job.get("checkpoint_saves") or {}
+    saves = job.checkpoint_saves
     lines.append(
-        f"- Checkpoint saves: {_v(saves.get('count'))}"
+        f"- Checkpoint saves: {_v(saves.count)}"
         + (
-            f", save time {', '.join(f'{k} {_secs(v)}' for k, v in saves['save_s'].items() if v is not None)}"
-            if saves.get("count")
+            f", save time {', '.join(f'{k} {_secs(v)}' for k, v in saves.save_s if v is not None)}"
+            if saves.count
             else ""
         )
     )
@@ -328,39 +321,38 @@ def _job_section(r: Receipt) -> list[str]:
             f"{_secs(rs.load_s)}, first step after {_secs(rs.time_to_first_step_s)}, {_v(rs.steps_lost)} "
             "step(s) lost"
         )
-    coll = job.get("collectives")
-    if isinstance(coll, dict):
-        for op, c in coll.items():
+    if isinstance(job.collectives, dict):
+        for op, entry in job.collectives.items():
             lines.append(
-                f"- Collective {_md_text(op)}: {c['count']:,} timed, latency {_percentiles_ms(c['latency_s'])}"
+                f"- Collective {_md_text(op)}: {entry.count:,} timed, latency {_percentiles_ms(entry.latency_s)}"
             )
     else:
-        lines.append(f"- Collectives: {_md_text(coll)}")
-    skew = job.get("wait_skew")
+        lines.append(f"- Collectives: {_md_text(job.collectives)}")
+    skew = job.wait_skew
     if skew:
         lines.append(
-            f"- Wait skew: rank {skew['least_waiting_rank']} waits least, {_ms(skew['skew_s'])} per step less "
-            f"than the others' median ({'a straggler' if skew['slow'] else 'within the straggler threshold'})"
+            f"- Wait skew: rank {skew.least_waiting_rank} waits least, {_ms(skew.skew_s)} per step less "
+            f"than the others' median ({'a straggler' if skew.slow else 'within the straggler threshold'})"
         )
     else:
         lines.append("- Wait skew: n/a (fewer than two ranks with steady wait data)")
     fr = r.failure_rate
     lines.append(
         f"- Failures: {fr.rank_failures} rank failure(s) ({_v(fr.rank_failures_per_hour)}/h), "
-        f"{fr.restarts} restart(s) ({_v(fr.restarts_per_hour)}/h); stalls: {len(job.get('stalls', []))}"
+        f"{fr.restarts} restart(s) ({_v(fr.restarts_per_hour)}/h); stalls: {len(job.stalls)}"
     )
-    for f in job.get("failures", [])[:5]:
-        what = f.get("error") or f"run ended {f.get('run_end')}"
-        lines.append(f"  - rank {f['rank']} at {_clock(f['ts'])} UTC: {_md_text(what)}")
-    warnings = job.get("warnings") or {}
-    if warnings.get("count"):
-        lines.append(f"- Warnings (non-fatal, never a failure): {warnings['count']} on {warnings['ranks']} rank(s)")
-        for w in warnings.get("latest", [])[-3:]:
-            lines.append(f"  - rank {w['rank']} at {_clock(w['ts'])} UTC: {_md_text(w['message'])}")
-    for st in job.get("stalls", [])[:5]:
-        who = ", ".join(str(s.get("rank", s) if isinstance(s, dict) else s) for s in st.get("suspects", []))
+    for f in job.failures[:5]:
+        what = f.error or f"run ended {f.run_end}"
+        lines.append(f"  - rank {f.rank} at {_clock(f.ts)} UTC: {_md_text(what)}")
+    warnings = job.warnings
+    if warnings.count:
+        lines.append(f"- Warnings (non-fatal, never a failure): {warnings.count} on {warnings.ranks} rank(s)")
+        for w in warnings.latest[-3:]:
+            lines.append(f"  - rank {w.rank} at {_clock(w.ts)} UTC: {_md_text(w.message)}")
+    for st in job.stalls[:5]:
+        who = ", ".join(str(s.rank) for s in st.suspects)
         lines.append(
-            f"  - stall from {_clock(st['begin_ts'])} UTC for {_secs(st['duration_s'])}"
+            f"  - stall from {_clock(st.begin_ts)} UTC for {_secs(st.duration_s)}"
             + (f", suspects rank {who}" if who else "")
         )
     if r.sequence_lengths is not None:
@@ -369,8 +361,7 @@ def _job_section(r: Receipt) -> list[str]:
             f"- Sequence lengths over {s.steps} step(s): min {s.min}, p50 {s.p50}, p90 {s.p90}, max {s.max}, "
             f"mean {s.mean:.1f}"
         )
-    phases = job.get("phases") or []
-    if phases:
+    if job.phases:
         lines += [
             "",
             "Phase timeline (lowest rank):",
@@ -378,9 +369,9 @@ def _job_section(r: Receipt) -> list[str]:
             "| phase | begin (UTC) | end (UTC) | duration |",
             "|---|---|---|---|",
         ]
-        for p in phases:
-            end = "open" if p["end_ts"] is None else _clock(p["end_ts"])
-            lines.append(f"| {_md_text(p['phase'])} | {_clock(p['begin_ts'])} | {end} | {_secs(p['duration_s'])} |")
+        for p in job.phases:
+            end = "open" if p.end_ts is None else _clock(p.end_ts)
+            lines.append(f"| {_md_text(p.phase)} | {_clock(p.begin_ts)} | {end} | {_secs(p.duration_s)} |")
     return lines
 
 
@@ -398,7 +389,7 @@ def _goodput_section(r: Receipt, svg_name: str | None) -> list[str]:
             "|---|---|---|",
             f"| productive step time | {g.productive_s:.1f} | {_pct(g.goodput_pct)} |",
         ]
-        for cause, seconds in g.badput_s.model_dump().items():
+        for cause, seconds in g.badput_s:
             share = 100 * seconds / g.window.seconds if g.window.seconds > 0 else None
             lines.append(f"| badput: {cause.replace('_', ' ')} | {seconds:.1f} | {_pct(share)} |")
         lines += ["", f"Method: {g.method} Late threshold at the end: {g.late_threshold_s:.1f} s."]

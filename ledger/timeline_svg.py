@@ -115,8 +115,9 @@ def render_timeline_svg(r: Receipt) -> str:
         f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">',
         f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
     ]
-    job = r.model_dump(mode="json", by_alias=True)["job"] or {}  # the section as the JSON has it
-    run = escape(str(job.get("run") or "no job"))
+    job = r.job
+    phases = job.phases if job is not None else []
+    run = escape(str((job.run if job is not None else None) or "no job"))
     out.append(
         f'<text x="{LEFT}" y="22" font-size="15" font-weight="bold">trnwatch receipt timeline: '
         f"{r.evidence.upper()}, run {run}</text>"
@@ -129,12 +130,12 @@ def render_timeline_svg(r: Receipt) -> str:
     if t1 <= t0:
         t1 = t0 + 1.0
     # phases (steady left unshaded: it is the productive state), then stalls
-    for p in job.get("phases", []):
-        fill = PHASE_FILL.get(p["phase"])
+    for p in phases:
+        fill = PHASE_FILL.get(p.phase)
         if fill is None:
             continue
-        begin = max(p["begin_ts"], t0)
-        end = min(p["end_ts"] if p["end_ts"] is not None else t1, t1)
+        begin = max(p.begin_ts, t0)
+        end = min(p.end_ts if p.end_ts is not None else t1, t1)
         if end <= begin:
             continue
         x0, x1 = _x(begin, t0, t1), _x(end, t0, t1)
@@ -143,10 +144,10 @@ def render_timeline_svg(r: Receipt) -> str:
                 f'<rect x="{x0:.1f}" y="{top}" width="{max(x1 - x0, 1):.1f}" height="{bottom - top}" '
                 f'fill="{fill}" fill-opacity="0.35"/>'
             )
-        out.append(f'<text x="{x0 + 2:.1f}" y="{TOP_PANEL[0] + 12}" font-size="10">{escape(p["phase"])}</text>')
-    for s in job.get("stalls", []):
-        begin = max(s["begin_ts"], t0)
-        end = min(s["end_ts"] if s["end_ts"] is not None else t1, t1)
+        out.append(f'<text x="{x0 + 2:.1f}" y="{TOP_PANEL[0] + 12}" font-size="10">{escape(p.phase)}</text>')
+    for s in job.stalls if job is not None else []:
+        begin = max(s.begin_ts, t0)
+        end = min(s.end_ts if s.end_ts is not None else t1, t1)
         if end <= begin:
             continue
         x0, x1 = _x(begin, t0, t1), _x(end, t0, t1)
@@ -157,7 +158,7 @@ def render_timeline_svg(r: Receipt) -> str:
         )
         out.append(
             f'<text x="{x0 + 2:.1f}" y="{BOTTOM_PANEL[1] - 4}" fill="{STALL}" font-weight="bold">stall '
-            f"{s['duration_s']:.0f} s</text>"
+            f"{s.duration_s:.0f} s</text>"
         )
     out += _incident_marks(r, t0, t1)
     # axes and grid
@@ -205,11 +206,7 @@ def render_timeline_svg(r: Receipt) -> str:
     ]
     if r.incidents:
         entries.append(("fill", SEVERITY_FILL["critical"], "incident (critical, error, warning)"))
-    entries += [
-        ("fill", colour, name)
-        for name, colour in PHASE_FILL.items()
-        if any(p["phase"] == name for p in job.get("phases", []))
-    ]
+    entries += [("fill", colour, name) for name, colour in PHASE_FILL.items() if any(p.phase == name for p in phases)]
     x = LEFT
     for kind, colour, name in entries:
         if kind in ("line", "dash"):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from trnwatch.ledger.goodput import CAUSES, GoodputClock
+from trnwatch.ledger.goodput import CAUSES, Breakdown, GoodputClock
 from tests import job_story as js
 
 
@@ -13,8 +13,8 @@ def clock_of(events: list[dict]) -> GoodputClock:
     return clock
 
 
-def parts_sum(g: dict) -> float:
-    return g["productive_s"] + sum(g["badput_s"].values())
+def parts_sum(g: Breakdown) -> float:
+    return g.productive_s + sum(seconds for _, seconds in g.badput_s)
 
 
 def test_goodput_parts_sum_to_the_window_and_name_each_cause():
@@ -29,16 +29,16 @@ def test_goodput_parts_sum_to_the_window_and_name_each_cause():
         js.step(t + 4 + 40 + 1.0, 14, 1.0),
     ]  # a 40 s hang between steps 13 and 14
     g = clock_of(events).breakdown()
-    assert g["window"]["seconds"] == pytest.approx(t + 45 - 1000.0)
-    assert parts_sum(g) == pytest.approx(g["window"]["seconds"], abs=1e-6)
-    b = g["badput_s"]
-    assert set(b) == set(CAUSES)
-    assert b["startup"] == pytest.approx(1 + 2)  # init, then two warm-up steps
-    assert b["compile"] == pytest.approx(10)
-    assert b["checkpoint_save"] == pytest.approx(3)
-    assert b["stalled"] == pytest.approx(40)
-    assert g["productive_s"] == pytest.approx(12)
-    assert g["goodput_pct"] == pytest.approx(100 * 12 / g["window"]["seconds"], abs=1e-3)
+    assert g.window_s == pytest.approx(t + 45 - 1000.0)
+    assert parts_sum(g) == pytest.approx(g.window_s, abs=1e-6)
+    b = g.badput_s
+    assert {cause for cause, _ in b} == set(CAUSES)
+    assert b.startup == pytest.approx(1 + 2)  # init, then two warm-up steps
+    assert b.compile == pytest.approx(10)
+    assert b.checkpoint_save == pytest.approx(3)
+    assert b.stalled == pytest.approx(40)
+    assert g.productive_s == pytest.approx(12)
+    assert g.goodput_pct == pytest.approx(100 * 12 / g.window_s, abs=1e-3)
 
 
 def test_background_checkpoint_costs_nothing_and_steps_stay_productive():
@@ -51,8 +51,8 @@ def test_background_checkpoint_costs_nothing_and_steps_stay_productive():
         js.event("checkpoint", t + 2, action="save", state="end", step=3, blocking=False),
     ]
     g = clock_of(events).breakdown()
-    assert g["badput_s"]["checkpoint_save"] == 0
-    assert g["productive_s"] == pytest.approx(5)
+    assert g.badput_s.checkpoint_save == 0
+    assert g.productive_s == pytest.approx(5)
 
 
 def test_short_gaps_are_data_loading_and_restart_counts_lost_steps():
@@ -71,19 +71,19 @@ def test_short_gaps_are_data_loading_and_restart_counts_lost_steps():
         js.step(t + 14, 5, 1.0),
     ]
     g = clock_of(events).breakdown()
-    b = g["badput_s"]
-    assert b["data_loading"] == pytest.approx(0.5)
+    b = g.badput_s
+    assert b.data_loading == pytest.approx(0.5)
     # 8.5 s from step 5 to the restart, 3 s to the first step after it, and steps 4 and 5 redone (2 x 1 s)
-    assert b["restart"] == pytest.approx(8.5 + 3 + 2)
-    assert g["productive_s"] == pytest.approx(5 + 1 - 2)
-    assert parts_sum(g) == pytest.approx(g["window"]["seconds"], abs=1e-6)
+    assert b.restart == pytest.approx(8.5 + 3 + 2)
+    assert g.productive_s == pytest.approx(5 + 1 - 2)
+    assert parts_sum(g) == pytest.approx(g.window_s, abs=1e-6)
 
 
 def test_a_job_without_phases_counts_steps_as_steady_from_the_first():
     events = [js.run_start(0.0, world_size=1)] + [js.step(float(n), n, 1.0) for n in range(1, 6)]
     clock = clock_of(events)
     g = clock.breakdown()
-    assert g["productive_s"] == pytest.approx(5)  # step 1 began at the run_start, 0.0
+    assert g.productive_s == pytest.approx(5)  # step 1 began at the run_start, 0.0
     assert len(clock.steady_samples_s) == 5 and not clock.phases_seen
 
 
@@ -93,7 +93,7 @@ def test_other_ranks_and_other_runs_do_not_move_the_attribution():
     clock = clock_of(events + [foreign])
     assert clock.rank == 0
     assert len(clock.steady_samples_s) == 5
-    assert clock.breakdown()["window"]["end"] == pytest.approx(1000.0 + 11 + 2 + 5)
+    assert clock.breakdown().end == pytest.approx(1000.0 + 11 + 2 + 5)
 
 
 def test_receipt_counts_a_failure_and_a_restart_with_its_segment():

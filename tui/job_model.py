@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 
 from trnwatch.ledger.job import JobDiagnosis, JobLedger
-from trnwatch.ledger.job_summary import JobSection, Suspect
+from trnwatch.ledger.job_summary import JobSection, Percentiles, Suspect
 from trnwatch.ledger.ledger import Ledger
 
 
@@ -25,7 +25,7 @@ class CollectiveLine:
     op: str
     count: int
     bytes: int
-    latency_s: dict[str, float | None]  # p50, p90, p99
+    latency_s: Percentiles
 
 
 @dataclass(frozen=True)
@@ -62,9 +62,7 @@ def job_model(job: JobLedger, ledger: Ledger, now_s: float) -> JobModel:
         diagnosis=JobDiagnosis(summary.verdict, summary.reason, tuple(summary.suspects)),
         summary=summary,
         ranks=ranks,
-        collectives=tuple(
-            CollectiveLine(op, c.count, c.bytes, c.latency_s.model_dump()) for op, c in collectives.items()
-        )
+        collectives=tuple(CollectiveLine(op, c.count, c.bytes, c.latency_s) for op, c in collectives.items())
         if isinstance(collectives, dict)
         else (),
     )

@@ -7,6 +7,7 @@ view says which source is missing and shows no job figure at all, never a zero.
 
 from rich.text import Text
 
+from trnwatch.ledger.job_summary import Percentiles
 from trnwatch.tui import units
 from trnwatch.tui.job_model import JobModel, job_model, selected_suspect
 from trnwatch.tui.scope import Frame, ScopeView, Screenful, Selection, column, outside, styled
@@ -33,14 +34,10 @@ STACKS_SHOWN = 6  # ranks whose latest stack the job view shows
 NOT_STEPPING = ("late", "stalled", "dead", "failed", "aborted")
 
 
-def _percentiles(values, unit=units.latency) -> str:
-    if values is None:
+def _percentiles(values: Percentiles | None, unit=units.latency) -> str:
+    if values is None or all(v is None for _, v in values):
         return units.NA
-    if not isinstance(values, dict):
-        values = values.model_dump()
-    if all(v is None for v in values.values()):
-        return units.NA
-    return " ".join(f"{k} {unit(v)}" for k, v in values.items())
+    return " ".join(f"{k} {unit(v)}" for k, v in values)
 
 
 def _where(suspect) -> str:
@@ -171,7 +168,7 @@ class JobView(ScopeView):
                 )
             out.append(styled(("step time ", pal["label"]), (_percentiles(t.step_time_s), pal["text"])))
         if m.collectives:
-            worst = max(m.collectives, key=lambda c: c.latency_s.get("p99") or 0.0)
+            worst = max(m.collectives, key=lambda c: c.latency_s.p99 or 0.0)
             more = f"  (slowest of {len(m.collectives)} ops)" if len(m.collectives) > 1 else ""
             out.append(
                 styled(
