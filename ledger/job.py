@@ -140,6 +140,14 @@ MAX_TS_AHEAD_S = 60.0
 # The oldest history a session folds: a log read years after its run is fine, a stamp of 0, a
 # negative one or seconds counted from boot is a bad clock or a bad line, never history.
 MAX_TS_BEHIND_S = 10 * 365.25 * 86400.0
+# A checkpoint folder keeps tags of earlier runs (and of this one's distant past): a tag saved more
+# than this before it was read is history from before the session's plausible span, counted as
+# `ckpt-tag-old` and not folded (a 30-day-old tag made the goodput window 30 days).
+MAX_CKPT_HISTORY_S = 24 * 3600.0
+CKPT_SOURCE_PREFIX = "ckpt:"
+# Saves already ended, by (action, tag), so one save told by two sources (the emitter's events in
+# the rank files and the checkpoint folder's markers) counts once; the latest this many.
+SAVE_TAGS_KEPT = 4096
 
 STARTUP_PHASES = ("init", "compile", "warmup")
 
@@ -217,6 +225,7 @@ class JobLedger:
         self.pauses_s: dict[PauseKind, deque[float]] = {kind: deque(maxlen=SAVES_KEPT) for kind in PAUSE_KINDS}
         self.checkpoint_saves = 0
         self.background_saves = 0
+        self._saves_ended: dict[tuple[str, str | None], None] = {}  # (action, tag), oldest first
         self.cold_compile_s = 0.0
         self.cold_compiles = 0
         self.compile_cache_hits = 0
@@ -253,7 +262,7 @@ class JobLedger:
         only a name the monitor gave) joins whatever run the ledger holds and never rejects nor is
         rejected for its run; the run is the first active source's (the emitter's), else the
         first passive one's."""
-        self._check(event, now_s, passive)
+        self._check(event, now_s, passive, source)
         self._folded += 1
         if not passive and self._active_run is None:
             self._active_run = self.run = event.run
@@ -362,14 +371,14 @@ class JobLedger:
         if not isinstance(event, Step):
             self.ingest(event, now_s, source, passive)
             return
-        self._check(event, now_s, passive)
+        self._check(event, now_s, passive, source)
         self._folded += 1
         self.run = self.run or event.run
         rank = self._rank_of(event)
         rank.last_step, rank.last_step_ts = event.step, event.ts
         self._note_progress(event.ts)
 
-    def _check(self, event: JobEvent, now_s: float, passive: bool) -> None:
+    def _check(self, event: JobEvent, now_s: float, passive: bool, source: str) -> None:
         if not passive and self._active_run is not None and event.run != self._active_run:
             raise JobEventRejected(
                 "job-foreign-run", f"event of run {event.run!r} in a ledger of run {self._active_run!r}"
@@ -378,6 +387,12 @@ class JobLedger:
             raise JobEventRejected("job-ts-behind", f"ts {event.ts} is more than 10 years before its receive time")
         if event.ts > now_s + MAX_TS_AHEAD_S:
             raise JobEventRejected("job-ts-ahead", f"ts {event.ts} is {event.ts - now_s:.0f} s after its receive time")
+        if source.startswith(CKPT_SOURCE_PREFIX) and event.ts < now_s - MAX_CKPT_HISTORY_S:
+            raise JobEventRejected(
+                "ckpt-tag-old",
+                f"tag {getattr(event, 'tag', None)!r} marked {(now_s - event.ts) / 86400:.1f} days before it was read "
+                f"(over {MAX_CKPT_HISTORY_S / 3600:g} h: an earlier run's)",
+            )
         if event.rank not in self.ranks:
             world = self.run_start.world_size if self.run_start is not None else None
             if world is not None and event.rank >= world:
@@ -406,6 +421,7 @@ class JobLedger:
         if on_timeline and event.restart > 0:
             self.restarts.append(Restart(event.restart, event.ts, rank.last_step))
             self.timeline.append(PhaseSpan("restart", event.ts))
+            self._saves_ended.clear()  # a restarted run that saves a tag again saves it anew
 
     def _launcher(self, event: Launcher) -> None:
         """The launcher restarted every worker (each rank's next process is generation
@@ -507,6 +523,15 @@ class JobLedger:
         rank.wait_per_step.add(event.step, event.wait_s)
 
     def _checkpoint(self, rank: RankState, event: Checkpoint, on_timeline: bool) -> None:
+        told = (event.action, event.tag)
+        if event.tag is not None and told in self._saves_ended:
+            if rank.open_checkpoint is not None and rank.open_checkpoint.tag == event.tag:
+                rank.open_checkpoint = None
+            return  # this save, told again by another source (rank files and checkpoint folder)
+        if event.state == "end" and event.tag is not None:
+            self._saves_ended[told] = None
+            if len(self._saves_ended) > SAVE_TAGS_KEPT:
+                del self._saves_ended[next(iter(self._saves_ended))]
         if event.state == "begin":
             rank.open_checkpoint = event  # a newer begin supersedes an interrupted one
             if event.blocking is not False:

@@ -88,3 +88,74 @@ def test_a_symbolic_link_loop_in_one_tag_never_ends_the_checkpoint_source(tmp_pa
     (tmp_path / "step_10" / "checkpoint").unlink()
     (tmp_path / "step_10" / "checkpoint").write_text("")
     assert [(e.tag, e.state) for e in watcher.scan()] == [("step_10", "begin")]
+
+
+def _ledger_of(lines):
+    from trnwatch.ledger.ledger import Ledger
+
+    ledger = Ledger("live")
+    for line in lines:
+        ledger.ingest(line)
+    return ledger
+
+
+def _emitter_lines(tmp_path, saves, now_s):
+    """The reference workload's own rank file (workloads/emitter.py) for a run that saved
+    checkpoints `saves` (tags), read back as the job-dir source reads it."""
+    from trnwatch.collectors.lines import Line
+    from trnwatch.workloads.emitter import JobEmitter
+
+    emitter = JobEmitter(str(tmp_path / "telemetry"), run="myrun", rank=0, heartbeat_interval_s=60)
+    for step, tag in saves:
+        emitter.checkpoint("save", "begin", step, tag=tag)
+        emitter.checkpoint("save", "end", step, tag=tag)
+    emitter.close()
+    text = (tmp_path / "telemetry" / "rank-00000.jsonl").read_text()
+    return [Line("job:rank-00000.jsonl", "job", now_s, t) for t in text.splitlines()]
+
+
+def _ckpt_lines(root, now_s):
+    from trnwatch.collectors.lines import Line
+
+    return [
+        Line(f"ckpt:{root.name}", "job", now_s, e.model_dump_json())
+        for e in CheckpointDirWatcher(str(root), run=root.name).scan()
+    ]
+
+
+def test_saves_told_by_the_rank_files_and_the_checkpoint_folder_are_counted_once(tmp_path):
+    """--job-dir and --ckpt-dir on the reference workload's own layout: each save is in the rank
+    file (the emitter's events) and in the folder (its markers); 2 saves are 2, not 4."""
+    import time
+
+    now_s = time.time()
+    saves = [(5, "step_00000005"), (10, "step_00000010")]
+    job_lines = _emitter_lines(tmp_path, saves, now_s)
+    for i, (_, tag) in enumerate(saves):
+        make_tag(tmp_path / "checkpoints", tag, now_s - 60 + i, now_s - 59.5 + i)
+    ckpt_lines = _ckpt_lines(tmp_path / "checkpoints", now_s)
+    for order in (job_lines + ckpt_lines, ckpt_lines + job_lines):
+        ledger = _ledger_of(order)
+        summary = ledger.job_summary(now_s)
+        assert summary.checkpoint_saves.count == 2
+        assert summary.sources == {"ckpt:checkpoints": {"checkpoint": 4}, "job-dir": summary.sources["job-dir"]}
+        assert all(not s.rejected for s in ledger.sources.values())
+
+
+def test_a_tag_older_than_the_checkpoint_history_bound_is_counted_not_folded(tmp_path):
+    """A 30-day-old tag (an earlier run's, kept in the folder) made the goodput window 30 days
+    (goodput 0.003 %): it is rejected as `ckpt-tag-old`, counted, and the window is the run's."""
+    import time
+
+    from trnwatch.ledger.job import MAX_CKPT_HISTORY_S
+
+    now_s = time.time()
+    root = tmp_path / "checkpoints"
+    make_tag(root, "step_00000001", now_s - 30 * 86400, now_s - 30 * 86400 + 20)
+    make_tag(root, "step_00000005", now_s - 60, now_s - 59.5)
+    make_tag(root, "step_00000009", now_s - MAX_CKPT_HISTORY_S + 60, now_s - MAX_CKPT_HISTORY_S + 61)  # within
+    ledger = _ledger_of(_ckpt_lines(root, now_s))
+    (source,) = ledger.sources.values()
+    assert dict(source.rejected) == {"ckpt-tag-old": 2}  # the old tag's begin and end
+    assert ledger.job_summary(now_s).checkpoint_saves.count == 2
+    assert ledger.goodput is not None and now_s - ledger.goodput.first_ts < MAX_CKPT_HISTORY_S

@@ -191,6 +191,7 @@ def test_one_run_read_from_its_rank_files_its_torchrun_log_and_its_checkpoints_j
     assert sources["job-dir"]["step"] >= 2 * 11 and sources["job-dir"]["run_start"] == 2
     assert sources["joblog:torchrun.log"] == {"error": 2}  # the agent's failure line and the summary
     assert sources["ckpt:checkpoints"]["checkpoint"] >= 4  # saves at steps 5 and 10, begin and end
+    assert job["checkpoint_saves"]["count"] == 2  # each told by the rank files and the folder: counted once
     assert job["verdict"] == "failed"
     cause = first(job)
     assert cause["rank"] == 1 and cause["error"].endswith("InjectedCrash: injected crash at step 12")
