@@ -65,6 +65,11 @@ WORST_STATE_FIRST: tuple[str, ...] = ("lost", "reconnecting", "stale", "connecti
 QUIET_KINDS = ("kernel-log",)
 
 
+# With MAX_HOSTS hosts kept, a new host takes the place of the one silent longest, once that one
+# has been silent this long (4 x LOST_MIN_S: lost, and not coming back); counted as forgotten.
+HOST_FORGET_AFTER_S = 120.0
+
+
 def lost_after_s(period_s: float | None) -> float:
     """How long a device stream may be silent before it (and its host) count as lost."""
     return max(LOST_PERIODS * (period_s or 1.0), LOST_MIN_S)
@@ -153,6 +158,7 @@ class Ledger:
         self.ultraserver_overrides: dict[str, str] = dict(ultraservers or {})
         self.sources: dict[str, SourceStats] = {}
         self.hosts: dict[str, HostState] = {}
+        self.hosts_forgotten = 0  # lost hosts dropped to admit new ones (HOST_FORGET_AFTER_S)
         self.first_s: float | None = None
         self.last_s: float | None = None
         # The session's clock as marked (collectors/lines.py, ClockMark): the latest tick, and
@@ -287,7 +293,7 @@ class Ledger:
         host_id = self._host_id(report, source_id)
         host = self.hosts.get(host_id)
         if host is None:
-            if len(self.hosts) >= MAX_HOSTS:
+            if len(self.hosts) >= MAX_HOSTS and not self._forget_a_lost_host(t):
                 stats.count_rejection("too-many-hosts", f"host {host_id[:80]!r} beyond the {MAX_HOSTS} kept")
                 return False
             host = self.hosts[host_id] = HostState(host_id, source_id)
@@ -301,6 +307,16 @@ class Ledger:
         host.fold(report, t)
         stats.reports += 1  # after the fold: a line whose fold failed is counted once, as `internal`
         stats.simulated = stats.simulated or host.simulated
+        return True
+
+    def _forget_a_lost_host(self, now_s: float) -> bool:
+        """Make room in a full host table: forget the host silent longest if it has been silent
+        HOST_FORGET_AFTER_S (its figures leave the receipt; `hosts_forgotten` counts it)."""
+        oldest = min(self.hosts.values(), key=lambda h: h.last_s if h.last_s is not None else float("-inf"))
+        if oldest.last_s is not None and now_s - oldest.last_s < HOST_FORGET_AFTER_S:
+            return False
+        del self.hosts[oldest.host_id]
+        self.hosts_forgotten += 1
         return True
 
     def clock_mark(self, mark: ClockMark) -> None:

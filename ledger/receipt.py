@@ -408,6 +408,8 @@ class Receipt(_Section):
     counter_rule: str
     sources: list[SourceEntry]
     hosts: list[HostEntry]
+    # Hosts lost past HOST_FORGET_AFTER_S and dropped from a full table (MAX_HOSTS) to admit new ones.
+    hosts_forgotten: int = 0
     chips: list[ChipEntry]
     runtimes: list[RuntimeEntry]
     ultraservers: list[UltraServerEntry]
@@ -487,6 +489,7 @@ def build_receipt(
             _source_entry(s, judged_s, periods) for s in sorted(ledger.sources.values(), key=lambda s: s.source_id)
         ],
         hosts=[_host_entry(ledger, h) for h in hosts],
+        hosts_forgotten=ledger.hosts_forgotten,
         chips=chips,
         runtimes=runtimes,
         ultraservers=_ultraserver_entries(ledger),

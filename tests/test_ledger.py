@@ -486,6 +486,28 @@ def test_hosts_beyond_the_limit_are_rejected_lines_not_memory(monkeypatch):
     assert ledger.sources["h0"].rejected == {"too-many-hosts": 2} and ledger.sources["h0"].reports == 4
 
 
+def test_a_full_host_table_forgets_a_host_lost_past_the_documented_age_to_admit_a_live_one(monkeypatch):
+    """Once MAX_HOSTS instance ids had been seen, a new live host was rejected for good, even with
+    every kept host long lost; now the longest silent host past HOST_FORGET_AFTER_S makes room,
+    and the forgetting is counted."""
+    from trnwatch.ledger.ledger import HOST_FORGET_AFTER_S
+    from trnwatch.ledger.receipt import build_receipt
+
+    monkeypatch.setattr("trnwatch.ledger.ledger.MAX_HOSTS", 3)
+    ledger = Ledger("live")
+    for i in range(3):
+        feed(ledger, R.report([], instance_info=R.instance(f"i-{i}")), t=1000.0 + i)
+    feed(ledger, R.report([], instance_info=R.instance("i-1")), t=1010.0)
+    feed(ledger, R.report([], instance_info=R.instance("i-new")), t=1000.0 + HOST_FORGET_AFTER_S - 1)
+    assert "i-new" not in ledger.hosts  # every kept host heard from within the age: still refused
+    t = 1002.0 + HOST_FORGET_AFTER_S + 1  # i-0 and i-2 are past it; i-0 the longest silent
+    feed(ledger, R.report([], instance_info=R.instance("i-new")), t=t)
+    feed(ledger, R.report([], instance_info=R.instance("i-newer")), t=t)
+    assert set(ledger.hosts) == {"i-1", "i-new", "i-newer"} and ledger.hosts_forgotten == 2
+    assert ledger.sources["h0"].rejected == {"too-many-hosts": 1}
+    assert build_receipt(ledger, "eof", written_at_s=t).hosts_forgotten == 2
+
+
 def test_chip_history_newest_hbm_reads_the_arrays_as_the_samples_read():
     # What the leak rule reads (ledger/findings.py `_rose_lately`): the newest samples with an
     # HBM figure up to a time, newest first, across the ring's wrap, skipping unknown figures.
