@@ -3,8 +3,9 @@ torchrun's and Open MPI's own story: attempts, restarts, each worker's failure a
 the agent stopped by a signal. Read for every log, beside the log profiles (log_profiles.py calls it).
 
 Prefixes (`split_prefix`):
-- torchrun `--tee`/`--role`: `[<role><rank>]:` (`[rank3]:`, `[default3]:`), with torch's own
-  `[rank3]: ` inside it before a worker's exception lines (torch 2.13);
+- torchrun `--tee`/`--role`: `[<role><rank>]:` (`[rank3]:`, `[default3]:`); inside any launcher's
+  prefix, torch's own `[rank3]: ` before a worker's exception lines once its process group is up
+  (torch 2.13; under mpirun too: tests/test_launchers_real.py);
 - Open MPI `mpirun --tag-output`: `[<jobid>,<rank>]<stdout>:` / `<stderr>:` (Open MPI 4.1.4, run
   here: tests/test_launchers_real.py), repeated inside a line the worker wrote in pieces;
 - Slurm `srun --label`: `<task id>: `, the id padded to the width of the largest
@@ -51,7 +52,7 @@ from trnwatch.collectors.job_events import SCHEMA_VERSION, Error, JobEvent, Laun
 
 MAX_MESSAGE_CHARS = 500
 _TORCHRUN_PREFIX = re.compile(r"^\[[A-Za-z_]+?(?P<rank>\d+)\]:\s?")
-_INNER_RANK_PREFIX = re.compile(r"^\[rank\d+\]: ?")  # torch's own, inside torchrun's
+_INNER_RANK_PREFIX = re.compile(r"^\[rank\d+\]: ?")  # torch's own, inside a launcher's
 _MPI_PREFIX = re.compile(r"^\[\d+,(?P<rank>\d+)\]<(?:stdout|stderr|stddiag)>: ?")
 # Open MPI tags every write, not every line: a worker writing a line in pieces (Python's traceback
 # on unbuffered stderr) gets the tag again inside it (`    [1,2]<stderr>:main()[1,2]<stderr>:`).
@@ -107,10 +108,10 @@ def split_prefix(segment: str) -> tuple[str | None, int | None, str]:
     for launcher, pattern in _PREFIXES:
         if prefix := pattern.match(segment):
             text = segment[prefix.end() :]
-            if launcher == "torchrun" and (inner := _INNER_RANK_PREFIX.match(text)):
-                text = text[inner.end() :]
-            elif launcher == "mpi":
+            if launcher == "mpi":
                 text = _MPI_TAG.sub("", text)
+            if inner := _INNER_RANK_PREFIX.match(text):
+                text = text[inner.end() :]
             return launcher, int(prefix["rank"]), text
     return None, None, segment
 

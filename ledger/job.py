@@ -37,7 +37,10 @@ Rules (thresholds from the one `Rules` object, ledger/rules.py; its defaults her
 - failed: a rank errored (fatally) or ended failed/aborted since its latest start. The first failure in
   time is the cause: a silent rank failed at its last event, a report at its `failed_ts` (else
   its `ts`); a rank that ended `aborted` was stopped from outside (its launcher's SIGTERM) and is
-  the cause only when nothing else is. Every later failure is listed as a consequence.
+  the cause only when nothing else is; a rank that timed out waiting in a collective is the cause
+  only when no other failure is, and when every failure of an attempt is such a wait, a running
+  rank silent since the first of them (no word of its own: a passive log under mpirun or srun) is
+  the cause (`job_blame.waited_for`). Every later failure is listed as a consequence.
 - slow (straggler): per rank, the median over its last WAIT_WINDOW_STEPS steady steps of the time
   per step spent waiting for peers. The rank that waits least is the straggler; it is reported as
   slow when the others' median wait exceeds its wait by at least `Rules.straggler_min_skew_fraction`

@@ -51,7 +51,8 @@ def failure_rows(failures: Iterable[dict], ranks: Mapping[int, RankState], dead:
             row["error"] and (COLLECTIVE_TIMEOUT.search(row["error"]) or PEER_CLOSED.search(row["error"]))
         )
     if rows:
-        for rank_id in dead:
+        silent = list(dead) + waited_for(rows, ranks, dead)
+        for rank_id in silent:
             rank = ranks[rank_id]
             rows.append(
                 {
@@ -76,6 +77,32 @@ def failure_rows(failures: Iterable[dict], ranks: Mapping[int, RankState], dead:
     for row in rows:
         row["role"] = "first" if first[row["restart"]] is row else "consequence"
     return sorted(rows, key=lambda row: (row["ts"], row["rank"]))
+
+
+def waited_for(rows: list[dict], ranks: Mapping[int, RankState], dead: Iterable[int]) -> list[int]:
+    """Ranks that went silent while their peers timed out waiting for them, with no account of
+    their own (no error, no run_end, no launcher line: a passive log under mpirun or srun, whose
+    launcher stops the rest without a word per rank): in a process generation where every
+    failure is a wait in a collective, each running rank of it that wrote nothing after the first
+    of those timeouts. A rank that never wrote anything the ledger read is not known: it cannot be
+    named."""
+    out = []
+    for generation in {row["restart"] for row in rows}:
+        failures = [row for row in rows if row["restart"] == generation]
+        if not all(row["waited"] for row in failures):
+            continue
+        first_ts = min(row["ts"] for row in failures)
+        reported = {row["rank"] for row in failures} | set(dead)
+        out += [
+            rank.rank
+            for rank in ranks.values()
+            if rank.restart == generation
+            and rank.status == "running"
+            and rank.rank not in reported
+            and rank.last_seen_ts is not None
+            and rank.last_seen_ts <= first_ts  # equal: a log read after the fact, every line at its receive time
+        ]
+    return sorted(out)
 
 
 def _blame_key(row: dict) -> tuple:

@@ -496,6 +496,42 @@ def test_failed_names_the_first_failure_in_time_and_lists_later_ones_as_conseque
     assert roles == [(2, "first"), (0, "consequence"), (0, "consequence")]
 
 
+GLOO_WAIT = (
+    "RuntimeError: [../gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 3000ms for recv operation to complete"
+)
+
+
+def passive_job(last_steps: dict[int, int]) -> list:
+    """Ranks seen only through a passive log: step lines, no heartbeats, no run_start."""
+    return [step(r, T0 + n, n) for r, last in last_steps.items() for n in range(1, last + 1)]
+
+
+def test_a_rank_silent_while_its_peers_time_out_waiting_is_the_first_failure():
+    events = passive_job({0: 3, 1: 3, 2: 3}) + [ev("error", r, T0 + 7, message=GLOO_WAIT) for r in (0, 2)]
+    ledger = fold(JobLedger(), events)
+    diagnosis = ledger.diagnose(T0 + 8)
+    assert diagnosis.verdict == "failed" and [s.rank for s in diagnosis.suspects] == [1, 0, 2]
+    assert "ranks 0, 2 timed out in a collective, waiting; rank 1 did not: it was the one they waited for" in (
+        diagnosis.reason
+    )
+    roles = [(f.rank, f.kind, f.role) for f in ledger.summary(T0 + 8).failures]
+    assert roles == [(1, "silent", "first"), (0, "error", "consequence"), (2, "error", "consequence")]
+
+
+def test_no_rank_is_named_for_silence_when_a_failure_is_not_a_wait_or_the_rank_wrote_on():
+    # Rank 2 failed on its own: the timeouts are its consequence, and rank 1's silence no evidence.
+    events = passive_job({0: 3, 1: 3, 2: 3}) + [
+        ev("error", 0, T0 + 7, message=GLOO_WAIT),
+        ev("error", 2, T0 + 6, message="RuntimeError: boom"),
+    ]
+    roles = [(f.rank, f.role) for f in fold(JobLedger(), events).summary(T0 + 8).failures]
+    assert roles == [(2, "first"), (0, "consequence")]
+    # Rank 1 stepped after the timeout: not the rank they waited for (nor anyone the log shows).
+    events = passive_job({0: 3, 1: 9, 2: 3}) + [ev("error", r, T0 + 7, message=GLOO_WAIT) for r in (0, 2)]
+    roles = [(f.rank, f.role) for f in fold(JobLedger(), events).summary(T0 + 10).failures]
+    assert roles == [(0, "first"), (2, "consequence")]
+
+
 def test_bounds_reject_ranks_beyond_the_world_size_too_many_ops_and_future_stamps():
     ledger = fold(JobLedger(max_ranks=3), [start(0, T0, world=4)])
     with pytest.raises(JobEventRejected) as rejected:

@@ -14,14 +14,16 @@ from pathlib import Path
 import pytest
 
 from tests.slurm_label import label
+from tests.sshd import free_port
 
 CASE = Path(__file__).with_name("launcher_case.py")
 TRNWATCH = [sys.executable, "-m", "trnwatch"]
 
 
-def receipt(tmp_path, log: Path) -> dict:
+def receipt(tmp_path, log: Path, *options: str) -> dict:
     path = tmp_path / "receipt.json"
     command = [*TRNWATCH, "watch", "--headless", "--duration", "2", "--receipt", str(path), "--job-log", str(log)]
+    command += options
     result = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     return json.loads(path.read_text())["job"]
@@ -34,6 +36,7 @@ def truth(tmp_path) -> dict:
 def mpirun(tmp_path, case: str, rank: int, step: int) -> tuple[Path, int]:
     log = tmp_path / "mpirun.log"
     command = ["mpirun", "--tag-output", "--allow-run-as-root", "--oversubscribe", "-np", "3"]
+    command += ["-x", f"MASTER_PORT={free_port()}"]
     command += [sys.executable, str(CASE), case, str(rank), str(step), str(tmp_path)]
     with open(log, "w") as out:
         done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path, timeout=120)
@@ -73,6 +76,41 @@ def test_open_mpi_a_rank_killed_by_a_signal_is_named_from_mpiruns_own_line(tmp_p
         -9,
         "launcher",
     )
+
+
+# The workers' `step N` lines, read through a profile of the user's own (docs/job-telemetry.md).
+STEP_PROFILE = """
+[[profile]]
+name = "steps"
+detect = ['^step \\d+$']
+[[profile.rules]]
+pattern = '^step (?P<step>\\d+)$'
+emit = [{ event = "step" }]
+"""
+
+
+@pytest.mark.slow
+@needs_mpirun
+def test_open_mpi_a_rank_that_hangs_silently_is_the_one_its_peers_waited_for(tmp_path):
+    # Rank 1 sleeps outside the all-reduce at step 4; ranks 0 and 2 time out in it (gloo, 3 s) and
+    # raise; mpirun then stops rank 1 without a word about it. The log holds no line of rank 1's
+    # after step 3: its silence, against its peers' timeouts, is the evidence.
+    log, code = mpirun(tmp_path, "hang", 1, 4)
+    known = truth(tmp_path)
+    text = log.read_text()
+    assert code != 0 and "Timed out waiting 3000ms for recv operation to complete" in text
+    assert "[1,1]<stderr>:" not in text  # rank 1 wrote no error
+    profile = tmp_path / "steps.toml"
+    profile.write_text(STEP_PROFILE)
+    job = receipt(tmp_path, log, "--log-profile-file", str(profile))
+    assert job["verdict"] == "failed"
+    assert job["reason"].startswith(f"first failure rank {known['rank']} ")
+    assert f"rank {known['rank']} did not: it was the one they waited for" in job["reason"]
+    first = [f for f in job["failures"] if f["role"] == "first"]
+    assert [(f["rank"], f["kind"]) for f in first] == [(known["rank"], "silent")]
+    waiting = {f["rank"] for f in job["failures"] if f["kind"] == "error"}
+    assert waiting == {0, 2}
+    print(json.dumps({"truth": known["rank"], "reason": job["reason"], "failures": job["failures"]}))
 
 
 @pytest.mark.slow
