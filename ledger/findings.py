@@ -18,7 +18,7 @@ median rate (the whole job allocating, as in warmup, is no leak), while the job 
 compiling or warming up, when job telemetry says so).
 """
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from itertools import pairwise
 from statistics import median
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeGuard
 
 from trnwatch.ledger.hosts import ChipState, HostState
 from trnwatch.ledger.job import JobDiagnosis
-from trnwatch.ledger.rollups import ChipEcc, Freshness, freshness_at, host_ecc, job_diagnosis_at, per_report
+from trnwatch.ledger.rollups import ChipEcc, Freshness, Kept, host_ecc
 
 if TYPE_CHECKING:
     from trnwatch.ledger.ledger import Ledger
@@ -128,11 +128,10 @@ def trend_at_s(host: HostState, now_s: float) -> float:
     return now_s if host.last_s is None else min(now_s, host.last_s)
 
 
-def _rising_trends(ledger: "Ledger", host: HostState, now_s: float) -> tuple[HbmTrend | None, ...]:
+def _rising_trends(kept: Kept, host: HostState, now_s: float) -> tuple[HbmTrend | None, ...]:
     """Per chip of `host`: its HBM trend when it rose lately (`_rose_lately`), else None."""
     at_s = trend_at_s(host, now_s)
-    return per_report(
-        ledger,
+    return kept.per_host_report(
         host,
         "hbm-rising",
         lambda h: tuple(hbm_trend(c, at_s) if _rose_lately(c, at_s) else None for c in h.chips),
@@ -140,21 +139,20 @@ def _rising_trends(ledger: "Ledger", host: HostState, now_s: float) -> tuple[Hbm
     )
 
 
-def _uncorrected(ledger: "Ledger", host: HostState) -> tuple[tuple[int, ChipEcc], ...]:
+def _uncorrected(kept: Kept, host: HostState) -> tuple[tuple[int, ChipEcc], ...]:
     """(chip index, ECC) of the host's chips with uncorrected errors (computed once per report)."""
-    return per_report(
-        ledger,
+    return kept.per_host_report(
         host,
         "ecc-uncorrected",
         lambda h: (
-            tuple((c.index, e) for c, e in zip(h.chips, host_ecc(ledger, h), strict=True) if e.uncorrected)
+            tuple((c.index, e) for c, e in zip(h.chips, host_ecc(kept, h), strict=True) if e.uncorrected)
             if h.figures.ecc_seen  # no chip's ECC counters ever read non-zero: none to read
             else ()
         ),
     )
 
 
-def _window_utils(ledger: "Ledger", host: HostState, now_s: float) -> tuple[float | None, ...]:
+def _window_utils(kept: Kept, host: HostState, now_s: float) -> tuple[float | None, ...]:
     """Per chip of `host`: its mean utilisation over the OUTLIER_WINDOW_S up to its host's latest
     report (None without a figure there); computed once per report."""
     at_s = trend_at_s(host, now_s)
@@ -171,7 +169,7 @@ def _window_utils(ledger: "Ledger", host: HostState, now_s: float) -> tuple[floa
             means.append(sum(utils) / len(utils) if utils else None)
         return tuple(means)
 
-    return per_report(ledger, host, "util-window", compute, at_s)
+    return kept.per_host_report(host, "util-window", compute, at_s)
 
 
 def corrected_ecc_burst(chip: ChipState, now_s: float) -> int:
@@ -288,12 +286,13 @@ def _job_finding(ledger: "Ledger", diagnosis: JobDiagnosis | None) -> Finding | 
 
 @dataclass(slots=True)
 class Context:
-    """What every rule reads, computed once per `current_findings` call."""
+    """What every rule reads: the ledger and the read model's figures at "now" (ledger/read_model.py)."""
 
     ledger: "Ledger"
     now_s: float
     diagnosis: JobDiagnosis | None
-    freshness: dict[str, Freshness]
+    freshness: Mapping[str, Freshness]
+    kept: Kept  # figures kept per host report
 
     def fresh_hosts(self) -> Iterable[HostState]:
         return (h for h in self.ledger.hosts.values() if self.freshness[h.host_id] == "fresh")
@@ -382,7 +381,7 @@ def _efa_errors_rule(ctx: Context) -> Iterable[Finding]:
 
 def _ecc_uncorrected_rule(ctx: Context) -> Iterable[Finding]:
     for host in ctx.fresh_hosts():
-        for index, ecc in _uncorrected(ctx.ledger, host):
+        for index, ecc in _uncorrected(ctx.kept, host):
             what = f"{ecc.uncorrected} uncorrected ECC error{'s' if ecc.uncorrected > 1 else ''}"
             site = _site_of_host(ctx.ledger, host, chip=index)
             more = f", {ecc.corrected} corrected" if ecc.corrected else ""
@@ -395,7 +394,7 @@ def _hbm_leak_rule(ctx: Context) -> Iterable[Finding]:
     rising: list[tuple[HostState, int, HbmTrend]] = []  # chips whose HBM rose lately, with their trend
     flat = 0  # the other chips of fresh hosts: flat (rate 0) among the peers
     for host in ctx.fresh_hosts():
-        trends = _rising_trends(ctx.ledger, host, ctx.now_s)
+        trends = _rising_trends(ctx.kept, host, ctx.now_s)
         flat += len(trends)
         for chip, trend in zip(host.chips, trends, strict=True):
             if trend is not None:
@@ -430,7 +429,7 @@ def _util_outlier_rule(ctx: Context) -> Iterable[Finding]:
         group = groups.setdefault(("UltraServer", us) if us else ("host", host.host_id), [])
         group.extend(
             (host, index, util)
-            for index, util in enumerate(_window_utils(ctx.ledger, host, ctx.now_s))
+            for index, util in enumerate(_window_utils(ctx.kept, host, ctx.now_s))
             if util is not None
         )
     for (scope, _), chips in groups.items():
@@ -493,9 +492,9 @@ def kind_title(f: Finding) -> str:
     return f"job {f.label.lower()}" if f.kind == "job" else RULE_OF[f.kind].title
 
 
-def current_findings(ledger: "Ledger", now_s: float) -> list[Finding]:
-    """Every current finding of every rule, most severe first (then by kind, UltraServer, host, chip)."""
-    ctx = Context(ledger, now_s, job_diagnosis_at(ledger, now_s), freshness_at(ledger, now_s))
+def current_findings(ctx: Context) -> list[Finding]:
+    """Every current finding of every rule, most severe first (then by kind, UltraServer, host,
+    chip). Read them as `Ledger.read(now_s).findings`."""
     return sorted((f for rule in RULES for f in rule.check(ctx)), key=finding_order)
 
 
@@ -601,16 +600,12 @@ class ChipToLook:
     why: str
 
 
-def chips_to_look_at(
-    ledger: "Ledger", hosts: list[HostState], now_s: float, findings: list[Finding] | tuple, limit: int
-) -> list[ChipToLook]:
-    """The fresh chips of `hosts` that most need a look, with why, in the direction the
+def chips_to_look_at(kept: Kept, fresh: list[HostState], findings: tuple[Finding, ...], limit: int) -> list[ChipToLook]:
+    """The chips of the `fresh` hosts that most need a look, with why, in the direction the
     findings point: uncorrected ECC first, then the chips the findings name (a suspect rank's
     chip, a leaking chip), then the chips furthest from their peers' median utilisation (the
     busy one when its peers wait: a straggler; an idle one among busy peers). A chip close to
     its peers is not listed: an empty list says nothing stands out."""
-    freshness = freshness_at(ledger, now_s)
-    fresh = [h for h in hosts if freshness[h.host_id] == "fresh"]
     on = {h.host_id for h in fresh}
     picked: dict[tuple[str, int], str] = {}
 
@@ -619,7 +614,7 @@ def chips_to_look_at(
             picked[(host_id, chip)] = why
 
     for host in fresh:
-        for chip, ecc in _uncorrected(ledger, host):
+        for chip, ecc in _uncorrected(kept, host):
             add(host.host_id, chip, f"{ecc.uncorrected} uncorrected ECC")
     for f in findings:
         s = f.site

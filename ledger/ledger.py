@@ -36,15 +36,8 @@ from trnwatch.ledger.hardware import KernelLogState
 from trnwatch.ledger.hosts import HostState
 from trnwatch.ledger.job import JobDiagnosis, JobEventRejected, JobLedger
 from trnwatch.ledger.job_summary import JobSection
-from trnwatch.ledger.rollups import (
-    ClusterRollup,
-    UltraServerRollup,
-    cluster_rollup,
-    reported_within,
-    source_periods_s,
-    stale_after_s,
-    ultraserver_rollup,
-)
+from trnwatch.ledger.read_model import ReadModel
+from trnwatch.ledger.rollups import Kept, reported_within, stale_after_s
 from trnwatch.ledger.rules import DEFAULT_RULES, Rules
 from trnwatch.ledger.stacks import StackLedger
 from trnwatch.ledger.sysfs_host import HostSysfs
@@ -172,10 +165,19 @@ class Ledger:
         self.kernel = KernelLogState()  # hardware errors and Neuron driver lines from kernel logs
         # sysfs samples by host id (the sample's instance id, else its source id): device health, EFA rates.
         self.sysfs: dict[str, HostSysfs] = {}
-        # Counts every change (a line, a link event, a source's end), and figures derived from
-        # the ledger's state, kept until it changes (ledger/rollups.py: per_update, per_report).
+        # Counts every change (a line, a link event, a source's end): a read model is of one.
         self.generation = 0
-        self.derived: dict[tuple[str, str], tuple] = {}
+        self._read: ReadModel | None = None  # the latest (`read`)
+
+    # --- read -----------------------------------------------------------------------------------
+
+    def read(self, now_s: float) -> ReadModel:
+        """Every figure derived from the ledger at `now_s` (ledger/read_model.py): the same
+        object for every reader until the ledger changes or "now" moves."""
+        read = self._read
+        if read is None or read.generation != self.generation or read.now_s != now_s:
+            read = self._read = ReadModel(self, now_s, self.generation, read.kept if read else Kept())
+        return read
 
     # --- ingest -------------------------------------------------------------------------------
 
@@ -257,6 +259,7 @@ class Ledger:
         """Fold a job line from before a replay window as state only (`JobLedger.carry`): where
         ranks run, their last heartbeat, progress and open phases. No source, goodput or window
         figure counts it; a line that cannot be read is left out."""
+        self.generation += 1
         for record in decoded.records:
             if isinstance(record, DecodedJobLine):
                 job = self.job if self.job is not None else JobLedger(self.rules)
@@ -348,8 +351,7 @@ class Ledger:
 
     def source_states(self, now_s: float) -> dict[str, SourceState]:
         """Every source's state now, each judged against the report period of the host(s) it feeds."""
-        periods = source_periods_s(self)
-        return {sid: s.state(now_s, periods.get(sid)) for sid, s in self.sources.items()}
+        return dict(self.read(now_s).source_states)
 
     def worst_sources(self, now_s: float) -> list[tuple[SourceStats, SourceState]]:
         """Sources in trouble, worst first: by state (WORST_STATE_FIRST), device streams before
@@ -449,14 +451,6 @@ class Ledger:
 
     def host_fresh(self, host: HostState, now_s: float) -> bool:
         return reported_within(host, now_s, stale_after_s(host.period_s))
-
-    def rollup_ultraserver(self, ultraserver: str, hosts: list[HostState], now_s: float) -> UltraServerRollup:
-        """Latest figures of one UltraServer, counting only hosts whose data is fresh (`rollups`)."""
-        return ultraserver_rollup(self, ultraserver, hosts, now_s)
-
-    def rollup_cluster(self, now_s: float) -> ClusterRollup:
-        """Every UltraServer, the hosts in none and the totals, over fresh hosts (`rollups`)."""
-        return cluster_rollup(self, now_s)
 
     @property
     def simulated(self) -> bool:

@@ -7,7 +7,7 @@ separate sections; the `boundary` says what the figures cover, so `trnwatch comp
 comparison across boundaries, and the evidence state (live / replayed / simulated) heads every file.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from itertools import pairwise
 from statistics import median
 from typing import Literal
@@ -24,7 +24,7 @@ from trnwatch.ledger.incidents import Incident, IncidentLog, with_stacks
 from trnwatch.ledger.job import percentile
 from trnwatch.ledger.job_summary import JobSection, Percentiles
 from trnwatch.ledger.ledger import Evidence, Ledger
-from trnwatch.ledger.rollups import known_sum, source_periods_s
+from trnwatch.ledger.rollups import known_sum
 from trnwatch.ledger.sysfs_host import HostSysfs
 from trnwatch.outside import json_safe
 
@@ -472,7 +472,7 @@ def build_receipt(
     start, end = ledger.first_s, ledger.last_s
     clock = ledger.goodput
     goodput = _goodput(clock, _silence_at_end_s(ledger, job, judged_s))
-    periods = source_periods_s(ledger)
+    periods = ledger.read(judged_s).source_periods_s if judged_s is not None else {}
     return Receipt(
         schema_=SCHEMA,
         tool=f"trnwatch {__version__}",
@@ -584,7 +584,7 @@ def _source_failure(s, state: str | None, end_s: float | None) -> str | None:
     return f"never connected: {why}" if s.last_s is None else why
 
 
-def _source_entry(s, end_s: float | None, periods: dict[str, float]) -> SourceEntry:
+def _source_entry(s, end_s: float | None, periods: Mapping[str, float]) -> SourceEntry:
     # A device stream lost by silence at the window's end counts that silence as a gap.
     gaps, gap_s = (s.gaps, s.gap_s) if end_s is None else s.gaps_at(end_s, periods.get(s.source_id))
     state = None if end_s is None else s.state(end_s, periods.get(s.source_id))

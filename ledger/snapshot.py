@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from trnwatch import __version__
-from trnwatch.ledger.findings import current_findings, finding_record, findings_text
+from trnwatch.ledger.findings import finding_record, findings_text
 from trnwatch.ledger.hosts import ChipState, HostState, RuntimeState
 from trnwatch.ledger.incidents import Incident
 from trnwatch.ledger.job_summary import JobSection
 from trnwatch.ledger.ledger import Evidence, Ledger
-from trnwatch.ledger.rollups import chip_ecc, hbm_fill_pct, source_periods_s
+from trnwatch.ledger.rollups import UltraServerRollup, chip_ecc, hbm_fill_pct
 from trnwatch.outside import clean, json_safe
 
 SCHEMA = "trnwatch.snapshot/1"
@@ -57,7 +57,8 @@ def build_snapshot(
     `written_at_s` is the wall clock when the snapshot is taken; `incidents` the session's open
     incidents (ledger/incidents.py), most severe first."""
     hosts = sorted(ledger.hosts.values(), key=lambda h: h.host_id)
-    period_by_source = source_periods_s(ledger)
+    read = ledger.read(now_s)
+    period_by_source = read.source_periods_s
     return {
         "schema": SCHEMA,
         "tool": f"trnwatch {__version__}",
@@ -65,7 +66,7 @@ def build_snapshot(
         "recorded_evidence": recorded_evidence,
         "now": now_s,
         "written_at": written_at_s,
-        "findings": [finding_record(f) for f in current_findings(ledger, now_s)],
+        "findings": [finding_record(f) for f in read.findings],
         "incidents": [i.model_dump(mode="json") for i in incidents],
         "sources": [
             {
@@ -82,7 +83,7 @@ def build_snapshot(
             for s in sorted(ledger.sources.values(), key=lambda s: s.source_id)
         ],
         "ultraservers": [
-            _ultraserver(ledger, us, members, now_s) for us, members in sorted(ledger.ultraservers().items())
+            _ultraserver(read.ultraserver(us, members), us) for us, members in sorted(ledger.ultraservers().items())
         ],
         "hosts": [_host(ledger, h, now_s) for h in hosts],
         "chips": [_chip(h, c, now_s) for h in hosts for c in h.chips],
@@ -92,8 +93,7 @@ def build_snapshot(
     }
 
 
-def _ultraserver(ledger: Ledger, us: str, members: list[HostState], now_s: float) -> dict[str, Any]:
-    r = ledger.rollup_ultraserver(us, members, now_s)
+def _ultraserver(r: UltraServerRollup, us: str) -> dict[str, Any]:
     return {
         "id": us,
         "boundary": {"hosts": r.hosts_total, "hosts_fresh": r.hosts_fresh, "chips_in_figures": r.chips},

@@ -12,12 +12,11 @@ import json
 import pytest
 
 from trnwatch.collectors.lines import Line
-from trnwatch.ledger.findings import Finding, Site, current_findings
+from trnwatch.ledger.findings import Finding, Site
 from trnwatch.ledger.incidents import CLEAR_AFTER_S, IncidentLog, incident_words
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.ledger.receipt import build_receipt
 from trnwatch.ledger.receipt_markdown import render_markdown
-from trnwatch.ledger.rollups import job_diagnosis_at
 from trnwatch.ledger.timeline_svg import render_timeline_svg
 from trnwatch.workloads.sim.fleet import fleet_hosts
 from trnwatch.workloads.sim.job import rank_events
@@ -60,8 +59,8 @@ def judged_scenario(scenario: str, last_tick: int, with_job: bool = True) -> tup
     for tick in range(last_tick + 1):
         fold_tick(ledger, scenario, tick, with_job)
         now_s = now_at(tick)
-        diagnosis = job_diagnosis_at(ledger, now_s)
-        log.update(current_findings(ledger, now_s), now_s, diagnosis.verdict if diagnosis else None)
+        diagnosis = ledger.read(now_s).diagnosis
+        log.update(list(ledger.read(now_s).findings), now_s, diagnosis.verdict if diagnosis else None)
     return ledger, log
 
 
@@ -177,8 +176,8 @@ def test_the_stragglers_slow_does_not_blink_off_during_the_checkpoint():
     for tick in range(CHECKPOINT_EVERY_TICKS, CHECKPOINT_EVERY_TICKS + 8):
         fold_tick(ledger, "straggler", tick)
         now_s = now_at(tick)
-        findings = current_findings(ledger, now_s)
-        verdict = job_diagnosis_at(ledger, now_s).verdict
+        findings = list(ledger.read(now_s).findings)
+        verdict = ledger.read(now_s).diagnosis.verdict
         verdicts.append((verdict, [f.label for f in findings if f.kind == "job"]))
         log.update(findings, now_s, verdict)
         assert [f.label for f in log.open_findings() if f.kind == "job"] == ["SLOW"], verdicts

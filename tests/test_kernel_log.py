@@ -14,11 +14,10 @@ import pytest
 
 from trnwatch.collectors.kernel_log import DriverLine, HardwareError, OtherLine, parse_kernel_line
 from trnwatch.collectors.lines import Line
-from trnwatch.ledger.findings import current_findings, finding_text
+from trnwatch.ledger.findings import finding_text
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.ledger.receipt import build_receipt
 from trnwatch.ledger.receipt_markdown import render_markdown
-from trnwatch.tui.host_rows import host_cells
 from trnwatch.workloads.sim.kernel_log import dmesg_line, driver_message, hw_error_message, short_iso_line
 from tests import reports
 
@@ -133,14 +132,14 @@ def _ledger_with_host_and_error(message: str) -> Ledger:
 def test_hardware_error_is_a_critical_finding_on_its_chip_naming_its_core():
     message = hw_error_message("NC_UNCORRECTABLE_ERROR", "i-0a", "trn3-a07", 2, 1, "ff", "TERMINATE_INSTANCE")
     ledger = _ledger_with_host_and_error(message)
-    top = current_findings(ledger, T0 + 2)[0]
+    top = list(ledger.read(T0 + 2).findings)[0]
     assert (top.severity, top.kind, top.site.host_id, top.site.chip) == ("critical", "hw-error", "i-0a", 2)
     assert "NEURON_HW_ERR=NC_UNCORRECTABLE_ERROR nc-id 1, action TERMINATE_INSTANCE" in finding_text(top)
-    cells = host_cells(ledger, ledger.hosts["i-0a"])
+    cells = ledger.read(T0 + 2).chips_of(ledger.hosts["i-0a"])
     assert [c.hw_errors for c in cells] == [0, 0, 1, 0]  # the grid's `#` on chip 2 only
     # The same fault repeated is one finding, with its line count.
     ledger.ingest(Line("kernel-log", "kernel-log", T0 + 3, message))
-    found = [f for f in current_findings(ledger, T0 + 4) if f.kind == "hw-error"]
+    found = [f for f in list(ledger.read(T0 + 4).findings) if f.kind == "hw-error"]
     assert len(found) == 1 and "(2 lines)" in found[0].what
 
 
@@ -172,7 +171,7 @@ def test_receipt_has_no_kernel_section_without_a_kernel_source():
 def test_hardware_error_of_an_unknown_machine_keeps_its_own_names():
     ledger = Ledger("live")
     ledger.ingest(Line("kmsg:k.log", "kernel-log", T0, DOC_ERROR))
-    [f] = current_findings(ledger, T0 + 1)
+    [f] = list(ledger.read(T0 + 1).findings)
     assert (f.site.host_id, f.site.host, f.site.chip, f.site.source_id) == (None, "ip-172-31-61-252", 0, "kmsg:k.log")
 
 

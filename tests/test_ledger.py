@@ -150,7 +150,7 @@ def test_stale_host_drops_out_of_the_ultraserver_rollup():
     feed(ledger, R.report([R.runtime(1, "r", [0], util={0: 80.0})], instance_info=R.instance("")), t=1000.0, source="a")
     feed(ledger, R.report([R.runtime(1, "r", [0], util={0: 40.0})], instance_info=R.instance("")), t=1000.0, source="b")
     feed(ledger, R.report([R.runtime(1, "r", [0], util={0: 40.0})], instance_info=R.instance("")), t=1020.0, source="b")
-    rollup = ledger.rollup_ultraserver("us1", ledger.ultraservers()["us1"], now_s=1021.0)
+    rollup = ledger.read(1021.0).ultraserver("us1", ledger.ultraservers()["us1"])
     assert (rollup.hosts_total, rollup.hosts_fresh, rollup.chips) == (2, 1, 2)
     assert rollup.hbm_capacity_bytes == 2 * 144 * R.GIB
     assert rollup.util_mean_pct == pytest.approx(5.0)  # chips of b only: (10 + 0) / 2

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from trnwatch.ledger.findings import Finding, Site, current_findings
+from trnwatch.ledger.findings import Finding, Site
 from trnwatch.metrics import MAX_INCIDENT_SERIES, MetricsError, metrics_server, parse_address, render
 from trnwatch.session import Session
 from tests.prometheus_server import MISSING as PROMETHEUS_MISSING
@@ -27,7 +27,7 @@ def hang_session() -> tuple[Session, float]:
     ledger = scenario_ledger("hang")
     now_s = now_at(SCENARIO_TICKS["hang"])
     session = Session(ledger, [])
-    session.incidents.update(current_findings(ledger, now_s), now_s)
+    session.incidents.update(list(ledger.read(now_s).findings), now_s)
     return session, now_s
 
 

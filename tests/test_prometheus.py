@@ -443,7 +443,7 @@ def test_server_answers_become_one_line_per_host_with_ecc_detail_only_where_need
     assert a.chips[1].ecc.series["mem_ecc_corrected"].last == 3
     assert a.memory_total_bytes == 10**12 and a.period_s == 5.0
     assert [(c.util_pct, c.hbm_bytes) for c in b.chips] == [(0.0, 0), (0.0, 0)]  # no runtime series: idle
-    cluster = ledger.rollup_cluster(1001.0)
+    cluster = ledger.read(1001.0).cluster
     assert (cluster.hosts_fresh, cluster.chips, cluster.hbm_used_bytes) == (2, 4, 3000)
 
 

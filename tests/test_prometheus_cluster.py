@@ -35,7 +35,7 @@ def test_cluster_rows_count_fresh_hosts_configured_members_and_unplaced_hosts():
         feed(ledger, "i-loose", t, util=10.0)
     feed(ledger, "i-a2", 10.0)  # reported long ago: stale now
     # i-a3 is configured but never reported
-    cluster = ledger.rollup_cluster(101.5)
+    cluster = ledger.read(101.5).cluster
     a, b = cluster.ultraservers
     assert (a.ultraserver, a.hosts_total, a.hosts_fresh, a.chips) == ("us-a", 3, 1, 2)
     assert (b.ultraserver, b.hosts_total, b.hosts_fresh, b.chips, b.chips_with_ecc) == ("us-b", 1, 1, 2, 1)
@@ -51,7 +51,7 @@ def test_cluster_rows_count_fresh_hosts_configured_members_and_unplaced_hosts():
 
 def test_ultraserver_with_no_host_reporting_still_has_a_row():
     ledger = Ledger("live", ultraservers={"trn3-001": "us-down", "trn3-002": "us-down"})
-    cluster = ledger.rollup_cluster(0.0)
+    cluster = ledger.read(0.0).cluster
     (row,) = cluster.ultraservers
     assert (row.ultraserver, row.hosts_total, row.hosts_fresh, row.chips, row.util_mean_pct) == (
         "us-down",
@@ -67,7 +67,7 @@ def test_reported_ultraserver_ids_form_rows_without_configuration():
     ledger = Ledger("live")
     report = R.report([], hardware=R.hardware_trn3(chips=4), instance_info=R.instance("i-1", ultraserver_id="us-0abc"))
     ledger.ingest(Line("h1", "neuron-monitor", 5.0, R.line(report)))
-    (row,) = ledger.rollup_cluster(5.0).ultraservers
+    (row,) = ledger.read(5.0).cluster.ultraservers
     assert (row.ultraserver, row.hosts_fresh, row.chips, row.util_mean_pct, row.hbm_used_bytes) == (
         "us-0abc",
         1,
@@ -81,7 +81,7 @@ def test_an_ultraserver_rollup_counts_its_configured_members_that_never_reported
     ledger = Ledger("live", ultraservers={"i-a1": "us-a", "i-a2": "us-a", "i-a3": "us-a"})
     feed(ledger, "i-a1", 100.0)
     members = ledger.ultraservers()["us-a"]
-    alone = ledger.rollup_ultraserver("us-a", members, 100.5)
-    (row,) = ledger.rollup_cluster(100.5).ultraservers
+    alone = ledger.read(100.5).ultraserver("us-a", members)
+    (row,) = ledger.read(100.5).cluster.ultraservers
     assert (alone.hosts_total, alone.hosts_silent, alone.hosts_fresh) == (3, 2, 1)
     assert alone == row

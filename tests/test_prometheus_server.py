@@ -83,7 +83,7 @@ def test_server_mode_reports_the_same_chip_figures_as_the_hosts_own_streams(prom
                 assert g.ecc.series[event].last == w.ecc.series[event].last
         assert got.memory_used_bytes == want.memory_used_bytes
     assert any(c.ecc.series["mem_ecc_corrected"].last == 2 for h in ledger.hosts.values() for c in h.chips)
-    (row,) = ledger.rollup_cluster(ledger.last_s).ultraservers
+    (row,) = ledger.read(ledger.last_s).cluster.ultraservers
     want_hbm = sum(c.hbm_bytes for h in direct.hosts.values() for c in h.chips)
     assert (row.ultraserver, row.hosts_total, row.hosts_fresh, row.chips) == ("us-sim", 4, 4, 16)
     assert row.hbm_used_bytes == want_hbm

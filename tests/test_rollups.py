@@ -6,13 +6,13 @@ import pytest
 
 from trnwatch.ledger.counters import CounterFamily
 from trnwatch.ledger.ledger import Ledger
-from trnwatch.ledger.rollups import Rollup, chip_ecc, freshness_at
+from trnwatch.ledger.rollups import Rollup, chip_ecc
 from tests.tui_fleet import CLUSTER_LAST_TICK, cluster_hosts, cluster_ledger, cluster_line, now_at
 
 
 def chip_by_chip(ledger: Ledger, hosts, now_s: float) -> dict:
     """The rollup's chip figures by their definition: over every chip of the fresh hosts."""
-    freshness = freshness_at(ledger, now_s)
+    freshness = ledger.read(now_s).freshness
     chips = [c for h in hosts if freshness[h.host_id] == "fresh" for c in h.chips]
     utils = [c.util_pct for c in chips if c.util_pct is not None]
     capacities = [c.hbm_capacity_bytes for c in chips]
@@ -38,7 +38,7 @@ def figures(rollup: Rollup) -> dict:
 def test_cluster_rollup_from_host_figures_equals_the_chip_by_chip_definition(later_s):
     ledger = cluster_ledger()
     now_s = now_at(CLUSTER_LAST_TICK) + later_s  # 30 s later every host is stale: empty figures
-    cluster = ledger.rollup_cluster(now_s)
+    cluster = ledger.read(now_s).cluster
     placed = ledger.ultraservers()
     for row in cluster.ultraservers:
         assert figures(row) == chip_by_chip(ledger, placed[row.ultraserver], now_s), row.ultraserver
@@ -76,14 +76,14 @@ def test_kept_rows_follow_a_host_that_reports_and_hosts_that_go_stale():
     or not) and the totals still equal the definition; later, as hosts go stale, they all do."""
     ledger = cluster_ledger()
     now_s = now_at(CLUSTER_LAST_TICK)
-    before = {r.ultraserver: r for r in ledger.rollup_cluster(now_s).ultraservers}
+    before = {r.ultraserver: r for r in ledger.read(now_s).cluster.ultraservers}
     host = next(h for h in cluster_hosts() if h.alive(CLUSTER_LAST_TICK + 1))
     ledger.ingest(cluster_line(host, CLUSTER_LAST_TICK + 1))
     reported = ledger.ultraserver_of(ledger.hosts[host.report(0)["instance_info"]["instance_id"]])
     placed = ledger.ultraservers()
     # 5.5 s: the earlier reports are stale, the new one is not; 30 s: the silent hosts are lost
     for later_s in (0.5, 3.0, 5.5, 30.0):
-        cluster = ledger.rollup_cluster(now_s + later_s)
+        cluster = ledger.read(now_s + later_s).cluster
         for row in cluster.ultraservers:
             assert figures(row) == chip_by_chip(ledger, placed[row.ultraserver], now_s + later_s), row.ultraserver
             if later_s == 0.5:  # the same object where nothing changed, a new one where a host reported

@@ -9,7 +9,7 @@ import pytest
 from trnwatch.collectors.lines import Line
 from trnwatch.collectors.sysfs import sample_sysfs
 from trnwatch.collectors.sysfs_sample import decode_sysfs, parse_power
-from trnwatch.ledger.findings import current_findings, finding_text
+from trnwatch.ledger.findings import finding_text
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.ledger.receipt import build_receipt
 from trnwatch.workloads.sim.sysfs_tree import write_host_tree
@@ -86,11 +86,11 @@ def test_efa_rates_and_findings_name_the_outlier_host_and_the_unhealthy_device(t
     ledger = _fleet(tmp_path, bad_host=2)
     assert ledger.sysfs["i-2"].efa_rates_per_s["tx_bytes"] == 2 * (1 << 30)
     assert ledger.sysfs["i-2"].efa_error_rate_per_s == 500.0 and ledger.sysfs["i-1"].efa_error_rate_per_s == 0.0
-    found = {(f.kind, f.site.host_id, f.site.chip) for f in current_findings(ledger, T0 + 3)}
+    found = {(f.kind, f.site.host_id, f.site.chip) for f in list(ledger.read(T0 + 3).findings)}
     assert ("efa-errors", "i-2", None) in found
     assert ("device-unhealthy", "i-0", 0) in found
     assert not {k for k in found if k[0] == "efa-errors" and k[1] != "i-2"}
-    text = [finding_text(f) for f in current_findings(ledger, T0 + 3) if f.kind == "device-unhealthy"]
+    text = [finding_text(f) for f in list(ledger.read(T0 + 3).findings) if f.kind == "device-unhealthy"]
     assert text == ["UNHEALTHY host-0/0 · unhealthy_components: hbm (sysfs)"]  # named by its stream label
 
 
@@ -169,9 +169,9 @@ def test_host_view_shows_efa_rates_and_device_health_with_unavailable_figures_sa
     # A third sample without the impaired counter: its rate is unavailable, not zero.
     write_host_tree(tmp_path / "h0-2", "i-0", {0: POWER}, {0: "hbm"}, {"rdmap0": {"tx_bytes": 8 << 30, "rx_drops": 0}})
     ledger.ingest(Line("sysfs-0", "sysfs", T0 + 4, sample_sysfs(tmp_path / "h0-2")))
-    model = host_model(ledger, T0 + 4, "i-0")
+    model = host_model(ledger.read(T0 + 4), "i-0")
     assert model is not None
-    frame = Frame(ledger, None, T0 + 4, PALETTES["dark"], Selection(scope="host", host_id="i-0"), 120)
+    frame = Frame(ledger.read(T0 + 4), None, PALETTES["dark"], Selection(scope="host", host_id="i-0"), 120)
     text = "\n".join(line.plain for line in HostView()._detail(model, frame))
     # 4 GiB more in 2 s: 2 GiB/s = 17.18 Gb/s
     assert "EFA (between UltraServers) tx 17.18 Gb/s  rx n/a  drops 0/s  retrans n/a" in text

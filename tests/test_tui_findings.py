@@ -10,8 +10,6 @@ import pytest
 
 from trnwatch.ledger.findings import (
     LEAK_MIN_BYTES_PER_S,
-    chips_to_look_at,
-    current_findings,
     finding_text,
     hbm_trend,
 )
@@ -69,7 +67,7 @@ def test_hang_names_the_dataloader_rank_and_where_its_peers_wait():
 
 
 def test_at_80_columns_the_story_gives_way_before_any_part_of_the_site():
-    findings = current_findings(scenario_ledger("hang"), now_at(SCENARIO_TICKS["hang"]))
+    findings = list(scenario_ledger("hang").read(now_at(SCENARIO_TICKS["hang"])).findings)
     pal = PALETTES["dark"]
     for width in (40, 60, 80, 120, 200):
         line = fault_line(findings, width, pal).plain
@@ -96,24 +94,16 @@ def test_chips_to_look_at_are_the_outliers_in_the_direction_of_the_fault():
     ledger = scenario_ledger("straggler")
     now_s = now_at(SCENARIO_TICKS["straggler"])
     hosts = list(ledger.hosts.values())
-    top = chips_to_look_at(ledger, hosts, now_s, [], 5)  # without findings: by utilisation alone
+    top = ledger.read(now_s).chips_to_look_at(hosts, (), 5)  # without findings: by utilisation alone
     assert len(top) == 1 and ledger.hosts[top[0].host_id].instance_name == FAULT_SITE and top[0].chip == 2
     assert top[0].why.startswith("busiest: 99% while peers' median is 6")
-    assert (
-        chips_to_look_at(
-            scenario_ledger("healthy"),
-            list(scenario_ledger("healthy").hosts.values()),
-            now_at(SCENARIO_TICKS["healthy"]),
-            [],
-            5,
-        )
-        == []
-    )
+    healthy = scenario_ledger("healthy")
+    assert healthy.read(now_at(SCENARIO_TICKS["healthy"])).chips_to_look_at(list(healthy.hosts.values()), (), 5) == []
 
 
 def test_hbm_leak_is_a_finding_with_its_rate_and_time_to_full_and_the_chip_view_scales_its_sparkline():
     ledger = scenario_ledger("hbm-leak")
-    (leak,) = [f for f in current_findings(ledger, now_at(SCENARIO_TICKS["hbm-leak"])) if f.kind == "hbm-leak"]
+    (leak,) = [f for f in list(ledger.read(now_at(SCENARIO_TICKS["hbm-leak"])).findings) if f.kind == "hbm-leak"]
     assert leak.trend.rate_bytes_per_s == pytest.approx(64 << 20) and leak.trend.time_to_full_s > 0
     assert "+64 MiB/s" in finding_text(leak) and "full in" in finding_text(leak)
     text = drive(make_scenario_app("hbm-leak"), keys=("g",), size=(100, 60)).text
@@ -137,7 +127,7 @@ def test_hbm_that_grows_on_every_chip_alike_is_no_leak():
     assert hbm_trend(chip(0.0), 19.5).time_to_full_s is None
     # warmup: every chip allocates as fast: the ledger's rule needs a chip to outgrow its peers
     warm = scenario_ledger("healthy", 18)
-    assert not [f for f in current_findings(warm, now_at(18)) if f.kind == "hbm-leak"]
+    assert not [f for f in list(warm.read(now_at(18)).findings) if f.kind == "hbm-leak"]
 
 
 def test_header_fields_keep_their_places_paused_and_simulated_both_show():
@@ -181,13 +171,13 @@ def test_snapshot_text_lists_the_same_findings():
 
 
 def test_the_job_finding_follows_the_clock_with_no_new_data():
-    # The diagnosis is kept per ledger change and "now" (`rollups.job_diagnosis_at`): with nothing
+    # The diagnosis is kept per ledger change and "now" (`Ledger.read(now_s)`): with nothing
     # folded, a later clock must still cross the late and dead thresholds, and an earlier one undo them.
     ledger = scenario_ledger("hang", 31)  # the hang began at tick 30
     generation = ledger.generation
 
     def job_labels(dt_s: float) -> list[str]:
-        return [f.label for f in current_findings(ledger, now_at(31) + dt_s) if f.kind == "job"]
+        return [f.label for f in list(ledger.read(now_at(31) + dt_s).findings) if f.kind == "job"]
 
     assert job_labels(0) == []
     assert job_labels(4) == ["LATE"]

@@ -7,11 +7,12 @@ from rich.style import Style
 from rich.text import Text
 
 from trnwatch.ledger.ledger import Ledger
+from trnwatch.ledger.read_model import chip_summary
 from trnwatch.ledger.rollups import chip_ecc
 from trnwatch.ledger.snapshot import build_snapshot, render_text, session_now_s
 from trnwatch.themes import THEME_NAMES, default_theme, next_theme
 from trnwatch.themes.palettes import PALETTES, ROLES, TEXTUAL_THEMES
-from trnwatch.tui.host_rows import chip_cell, host_rows, resolve_target, sort_and_filter
+from trnwatch.tui.host_rows import resolve_target, sort_and_filter
 from trnwatch.tui.job_model import job_model
 from trnwatch.tui.scope import styled
 from trnwatch.tui.sources_model import sources_model
@@ -78,7 +79,7 @@ def test_themes_default_to_mono_under_no_color_and_cycle_through_all():
 
 def test_ultraserver_model_states_its_boundary_and_finds_the_straggler():
     ledger = fleet_ledger("straggler")
-    m = ultraserver_model(ledger, now_at(LAST_TICK), None)
+    m = ultraserver_model(ledger.read(now_at(LAST_TICK)), None)
     assert (m.rollup.hosts_total, m.rollup.chips_total, m.rollup.hosts_fresh, m.rollup.chips) == (36, 144, 36, 144)
     assert m.rollup.hbm_capacity_bytes == 144 * 144 * 2**30
     host, chip = STRAGGLER
@@ -90,7 +91,7 @@ def test_ultraserver_model_states_its_boundary_and_finds_the_straggler():
 
 def test_lost_host_is_stale_and_left_out_of_the_rollup_with_its_age():
     ledger = fleet_ledger("host-loss", last_tick=50)  # host 7 silent from tick 45
-    m = ultraserver_model(ledger, now_at(50), None, filter_="not-fresh")
+    m = ultraserver_model(ledger.read(now_at(50)), None, filter_="not-fresh")
     assert [r.number for r in m.rows] == [7]
     assert m.rows[0].state == "stale" and round(m.rows[0].age_s) == 6
     assert (m.rollup.hosts_fresh, m.rollup.chips, m.rollup.hosts_stale) == (35, 140, 1)
@@ -98,11 +99,11 @@ def test_lost_host_is_stale_and_left_out_of_the_rollup_with_its_age():
 
 def test_sort_and_filter_by_ecc_and_hbm():
     ledger = fleet_ledger("ecc", last_tick=52)
-    m = ultraserver_model(ledger, now_at(52), None, sort="ecc", filter_="ecc")
+    m = ultraserver_model(ledger.read(now_at(52)), None, sort="ecc", filter_="ecc")
     assert [r.number for r in m.rows] == [7]
     chip = m.rows[0].chips[2]
     assert (chip.ecc_events, chip.ecc_uncorrected) == (2 * 12 + 1, 1)  # ticks 41-52: 2 corrected each, 1 uncorrected
-    rows = host_rows(ledger, list(ledger.hosts.values()), now_at(52))
+    rows = ledger.read(now_at(52)).hosts(list(ledger.hosts.values()))
     by_hbm = sort_and_filter(rows, "hbm", "all")
     fullest = max(c.hbm_pct for r in rows for c in r.chips)
     assert max(c.hbm_pct for c in by_hbm[0].chips) == fullest
@@ -110,21 +111,22 @@ def test_sort_and_filter_by_ecc_and_hbm():
 
 def test_jump_targets_resolve_by_number_name_id_and_stream():
     ledger = fleet_ledger("straggler")
-    group = ultraserver_model(ledger, now_at(LAST_TICK), None).group
+    read = ledger.read(now_at(LAST_TICK))
+    group = ultraserver_model(read, None).group
     host = next(h for h in ledger.hosts.values() if h.instance_name == "sim-trn3-gen2-us-07")
-    assert resolve_target(ledger, group, "7/2") == (host.host_id, 2)
-    assert resolve_target(ledger, group, "7") == (host.host_id, None)
-    assert resolve_target(ledger, group, host.host_id) == (host.host_id, None)
-    assert resolve_target(ledger, group, "sim-host-07/3") == (host.host_id, 3)
-    assert resolve_target(ledger, group, "sim-trn3-gen2-us-07 / 1") == (host.host_id, 1)
-    assert resolve_target(ledger, group, "7/9") is None  # no such chip
-    assert resolve_target(ledger, group, "nonsense") is None
+    assert resolve_target(read, group, "7/2") == (host.host_id, 2)
+    assert resolve_target(read, group, "7") == (host.host_id, None)
+    assert resolve_target(read, group, host.host_id) == (host.host_id, None)
+    assert resolve_target(read, group, "sim-host-07/3") == (host.host_id, 3)
+    assert resolve_target(read, group, "sim-trn3-gen2-us-07 / 1") == (host.host_id, 1)
+    assert resolve_target(read, group, "7/9") is None  # no such chip
+    assert resolve_target(read, group, "nonsense") is None
 
 
 def test_source_states_count_lost_and_stale_sources():
     ledger = new_fleet_ledger("healthy", last_tick=22)
     ledger.end_source("sim-host-03", received_s(22, 3), "ssh: connection reset")
-    m = sources_model(ledger, now_at(22) + 10)  # ten seconds on, nobody reported
+    m = sources_model(ledger.read(now_at(22) + 10))  # ten seconds on, nobody reported
     assert m.count("lost") == 1 and m.count("stale") == 35
     assert m.first_in("lost").error == "ssh: connection reset"
     assert m.total == 36 and len(m.notable) == 36  # every source stale or lost: each may be named
@@ -141,7 +143,7 @@ def test_replay_clock_is_the_latest_line_not_the_wall_clock():
 
 def test_job_model_places_ranks_and_gives_device_evidence_for_the_straggler():
     ledger = fleet_ledger("straggler", with_job=True)
-    m = job_model(ledger.job, ledger, now_at(LAST_TICK))
+    m = job_model(ledger.job, ledger.read(now_at(LAST_TICK)))
     assert m.diagnosis.verdict == "slow"
     suspect = m.diagnosis.suspects[0]
     assert (suspect.rank, suspect.host, suspect.chip) == (30, "sim-trn3-gen2-us-07", 2)
@@ -165,14 +167,14 @@ def test_snapshot_holds_every_scope_whatever_is_on_screen():
 def test_a_hosts_chip_cells_are_kept_until_it_reports_then_show_its_new_figures():
     ledger = new_fleet_ledger("ecc", last_tick=49)  # host 7 chip 2's uncorrected error comes at tick 50
     hosts = list(ledger.hosts.values())
-    before = {r.host_id: r.chips for r in host_rows(ledger, hosts, now_at(49))}
+    before = {r.host_id: r.chips for r in ledger.read(now_at(49)).hosts(hosts)}
     # Nothing folded since: the very same cells (kept per report), at a later "now" too.
-    assert all(r.chips is before[r.host_id] for r in host_rows(ledger, hosts, now_at(49) + 0.4))
+    assert all(r.chips is before[r.host_id] for r in ledger.read(now_at(49) + 0.4).hosts(hosts))
     for line in report_lines("ecc", 50, 50):
         ledger.ingest(line)
-    after = {r.host_id: r for r in host_rows(ledger, hosts, now_at(50))}
+    after = {r.host_id: r for r in ledger.read(now_at(50)).hosts(hosts)}
     for host in hosts:  # every host reported: its cells are its chips' figures now
-        assert after[host.host_id].chips == tuple(chip_cell(host, chip, chip_ecc(chip)) for chip in host.chips)
+        assert after[host.host_id].chips == tuple(chip_summary(host, chip, chip_ecc(chip)) for chip in host.chips)
         assert after[host.host_id].chips is not before[host.host_id]
     row_7 = next(r for r in after.values() if r.number == 7)
     assert row_7.chips[2].ecc_uncorrected and not next(c for c in before[row_7.host_id] if c.index == 2).ecc_uncorrected

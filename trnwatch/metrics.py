@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 from trnwatch.ledger.findings import KIND_ORDER, SEVERITIES
 from trnwatch.ledger.job_summary import Verdict
-from trnwatch.ledger.rollups import freshness_at, job_diagnosis_at
 from trnwatch.outside import clean
 
 if TYPE_CHECKING:
@@ -61,6 +60,7 @@ def _labels(**labels: object) -> str:
 def render(session: "Session", now_s: float) -> str:
     """The OpenMetrics exposition of `session` at `now_s`."""
     ledger = session.ledger
+    read = ledger.read(now_s)
     out: list[str] = []
 
     def family(name: str, kind: str, help_text: str, samples: list[tuple[str, object]]) -> None:
@@ -74,7 +74,7 @@ def render(session: "Session", now_s: float) -> str:
         "1 for what the figures are: live, simulated or replayed.",
         [(_labels(evidence=ledger.evidence), 1)],
     )
-    diagnosis = job_diagnosis_at(ledger, now_s)
+    diagnosis = read.diagnosis
     if diagnosis is not None:
         family(
             "trnwatch_job_verdict",
@@ -145,7 +145,7 @@ def render(session: "Session", now_s: float) -> str:
             "Steady step time percentiles (a gauge: `quantile` is a summary's label).",
             [(_labels(percentile=name), v) for name, v in shown],
         )
-    states = Counter(freshness_at(ledger, now_s).values())
+    states = Counter(read.freshness.values())
     family(
         "trnwatch_hosts",
         "gauge",

@@ -24,7 +24,7 @@ from trnwatch.collectors.lines import Carried, ClockMark, Line, LineKind, Source
 from trnwatch.collectors.recording import FLUSH_EVERY_S, Recorder
 from trnwatch.collectors.streams import SourceLost
 from trnwatch.intake import FOLD_SLICE_S, Intake
-from trnwatch.ledger.findings import Finding, current_findings
+from trnwatch.ledger.findings import Finding
 from trnwatch.ledger.incidents import Incident, IncidentLog
 from trnwatch.ledger.ledger import Ledger, SourceState
 from trnwatch.ledger.receipt import (
@@ -37,7 +37,6 @@ from trnwatch.ledger.receipt import (
     build_receipt,
 )
 from trnwatch.ledger.receipt_markdown import render_markdown
-from trnwatch.ledger.rollups import job_diagnosis_at
 from trnwatch.ledger.snapshot import session_now_s
 from trnwatch.ledger.timeline_svg import render_timeline_svg
 from trnwatch.output import OutputError, default_receipt_name, receipt_places, rewrite_own, write_new
@@ -145,8 +144,8 @@ class Session:
     def observe(self, now_s: float) -> list[Finding]:
         """Judge the findings at `now_s` into the incident log, tell `on_incidents` what changed,
         and return what the fault line shows: the open incidents' latest findings."""
-        findings = current_findings(self.ledger, now_s)
-        diagnosis = job_diagnosis_at(self.ledger, now_s)
+        read = self.ledger.read(now_s)
+        findings, diagnosis = list(read.findings), read.diagnosis
         verdict = diagnosis.verdict if diagnosis else None
         changed = self.incidents.update(findings, now_s, verdict)
         self._observed_s = now_s

@@ -27,9 +27,10 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import ContentSwitcher, Footer
 
-from trnwatch.ledger.findings import Finding, current_findings
+from trnwatch.ledger.findings import Finding
 from trnwatch.ledger.job import JobLedger
 from trnwatch.ledger.ledger import Evidence, Ledger
+from trnwatch.ledger.read_model import NO_GROUP
 from trnwatch.ledger.receipt import ExitReason
 from trnwatch.ledger.snapshot import build_snapshot, session_now_s
 from trnwatch.output import OutputError
@@ -42,12 +43,12 @@ from trnwatch.tui.chip_view import ChipView
 from trnwatch.tui.cluster_view import ClusterView
 from trnwatch.tui.export import DEFAULT_SNAPSHOT_DIR, write_snapshot
 from trnwatch.tui.fault_line import fault_line
-from trnwatch.tui.host_rows import FILTERS, NO_GROUP, SORTS, groups, resolve_target
+from trnwatch.tui.host_rows import FILTERS, SORTS, resolve_target
 from trnwatch.tui.host_view import HostView
 from trnwatch.tui.job_model import selected_suspect
 from trnwatch.tui.job_view import JobView
 from trnwatch.tui.navigation import NAVIGATION, settle, step
-from trnwatch.tui.scope import SCOPES, Frame, ScopeView, Selection, outside, styled
+from trnwatch.tui.scope import SCOPES, Frame, OpenChip, OpenUltraServer, ScopeView, Selection, outside, styled
 from trnwatch.tui.screens import KEYMAP, SCOPE_KEYS, HelpScreen, JumpScreen
 from trnwatch.tui.sources_model import sources_model
 from trnwatch.tui.span_updates import send_dirty_spans_only
@@ -214,16 +215,15 @@ class TrnwatchApp(App[None]):
         if not self.is_running:
             return
         now_s = self.now_s()
-        settle(self.ledger, self.selection, now_s)
+        read = self.ledger.read(now_s)
+        settle(read, self.selection)
         if not selection_only:
             # With a session, its incidents: a finding held through a pause stays on the fault line.
-            findings = current_findings(self.ledger, now_s) if self.session is None else self.session.observe(now_s)
-            self.findings = tuple(findings)
+            self.findings = read.findings if self.session is None else tuple(self.session.observe(now_s))
         view = self.view
         frame = Frame(
-            self.ledger,
+            read,
             self.job,
-            now_s,
             PALETTES[self.theme_name],
             self.selection,
             view.size.width or self.size.width,
@@ -277,7 +277,7 @@ class TrnwatchApp(App[None]):
 
     def _status(self, frame: Frame) -> Text:
         pal = frame.palette
-        m = sources_model(self.ledger, frame.now_s)
+        m = sources_model(frame.read)
         n = m.total
         parts: list = [
             (f" {n} source{'s' if n != 1 else ''}: ", pal["label"]),
@@ -366,13 +366,19 @@ class TrnwatchApp(App[None]):
         self.action_scope("chip")
         self._from_the_top()
 
+    def on_open_chip(self, message: OpenChip) -> None:
+        self.open_chip(message.host_id, message.chip)
+
+    def on_open_ultra_server(self, message: OpenUltraServer) -> None:
+        self.open_ultraserver(message.group)
+
     def _from_the_top(self) -> None:
         """Another host or chip is shown: its detail starts at its top, not where the last one's was."""
         self.view.query_one(".detail", TextLines).scroll_home(animate=False)
 
     def open_ultraserver(self, group: str) -> None:
         """Drill down from the cluster to one UltraServer (or to the hosts in none)."""
-        if group not in groups(self.ledger):
+        if group not in self.ledger.read(self.now_s()).groups:
             self.notify(
                 f"No host of {clip(group, 40)} has reported yet.", severity="warning", markup=False, timeout=NOTIFY_S
             )
@@ -421,7 +427,7 @@ class TrnwatchApp(App[None]):
         elif sel.scope == "job":
             self.query_one(JobView).step_suspect(sel, delta)
         else:
-            step(self.ledger, sel, delta)
+            step(self.ledger.read(self.now_s()), sel, delta)
             self._from_the_top()
         self.render_now(selection_only=sel.scope == "cluster")
 
@@ -505,7 +511,7 @@ class TrnwatchApp(App[None]):
     def _jump_to(self, text: str | None) -> None:
         if not text:
             return
-        target = resolve_target(self.ledger, self.selection.group, text)
+        target = resolve_target(self.ledger.read(self.now_s()), self.selection.group, text)
         if target is None:
             self.notify(
                 f"No host or chip matches {clip(text, 40)!r}.", severity="warning", markup=False, timeout=NOTIFY_S

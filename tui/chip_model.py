@@ -4,9 +4,8 @@ from dataclasses import dataclass
 
 from trnwatch.ledger.findings import HbmTrend, hbm_trend, trend_at_s
 from trnwatch.ledger.hosts import ChipState
-from trnwatch.ledger.ledger import Ledger
+from trnwatch.ledger.read_model import ChipSummary, HostSummary, ReadModel
 from trnwatch.tui.host_model import RuntimeLine, host_model
-from trnwatch.tui.host_rows import ChipCell, HostRow
 
 # Display names of the per-core HBM categories neuron-monitor reports; others keep their own name.
 HBM_CATEGORIES = {
@@ -29,8 +28,8 @@ class CoreLine:
 
 @dataclass(frozen=True)
 class ChipModel:
-    host: HostRow
-    cell: ChipCell
+    host: HostSummary
+    cell: ChipSummary
     util_mean_pct: float | None
     util_max_pct: float | None
     hbm_peak_bytes: int | None
@@ -59,12 +58,13 @@ def _categories(chip: ChipState) -> tuple[tuple[str, int], ...]:
     return tuple(known + other)
 
 
-def chip_model(ledger: Ledger, now_s: float, host_id: str, index: int) -> ChipModel | None:
-    host = ledger.hosts.get(host_id)
+def chip_model(read: ReadModel, host_id: str, index: int) -> ChipModel | None:
+    now_s = read.now_s
+    host = read.ledger.hosts.get(host_id)
     if host is None or not 0 <= index < len(host.chips):
         return None
     chip = host.chips[index]
-    host_m = host_model(ledger, now_s, host_id)
+    host_m = host_model(read, host_id)
     if host_m is None:  # the host was found above; host_model says None only for an unknown id
         return None
     per = host.cores_per_chip or 0

@@ -40,7 +40,7 @@ class ChipView(ScopeView):
     def lines(self, frame: Frame) -> Screenful:
         sel = frame.selection
         pal = frame.palette
-        m = chip_model(frame.ledger, frame.now_s, sel.host_id, sel.chip) if sel.host_id else None
+        m = chip_model(frame.read, sel.host_id, sel.chip) if sel.host_id else None
         self.model = m
         if m is None:
             return Screenful(

@@ -3,9 +3,8 @@
 from dataclasses import dataclass
 
 from trnwatch.ledger.job import JobDiagnosis
-from trnwatch.ledger.ledger import Ledger
-from trnwatch.ledger.rollups import ClusterRollup, UltraServerRollup, job_diagnosis_at, suspects_by_ultraserver
-from trnwatch.tui.host_rows import NO_GROUP
+from trnwatch.ledger.read_model import NO_GROUP, ReadModel
+from trnwatch.ledger.rollups import ClusterRollup, UltraServerRollup
 
 # What `s` sorts the cluster's UltraServer rows by (the same keys as the host grid's).
 CLUSTER_SORT_HELP = {
@@ -54,12 +53,12 @@ def _cluster_sort_key(sort: str):
     return lambda row: (key(row), row.group == NO_GROUP, row.group)
 
 
-def cluster_model(ledger: Ledger, now_s: float, sort: str = "host") -> ClusterModel:
-    """The cluster view's figures: `Ledger.rollup_cluster` rows, sorted, with the job's suspect
+def cluster_model(read: ReadModel, sort: str = "host") -> ClusterModel:
+    """The cluster view's rows: the read model's cluster rollup, sorted, with the job's suspect
     ranks placed on their UltraServer when job telemetry is connected."""
-    cluster = ledger.rollup_cluster(now_s)
-    diagnosis = job_diagnosis_at(ledger, now_s)
-    placed, unseen = suspects_by_ultraserver(ledger, diagnosis)
+    cluster = read.cluster
+    diagnosis = read.diagnosis
+    placed, unseen = read.suspects_by_ultraserver
     rows = [UltraServerLine(r.ultraserver, r, tuple(sorted(placed.get(r.ultraserver, ())))) for r in cluster.rows]
     return ClusterModel(
         rollup=cluster,

@@ -2,7 +2,7 @@
 
 The summary (five lines that fit 80 columns and never scroll) is the cluster's totals over its
 fresh hosts with that boundary in words, the job's verdict, the sort, and the column heads. Below
-it one row per UltraServer (and one for the hosts in none), from `Ledger.rollup_cluster`: hosts
+it one row per UltraServer (and one for the hosts in none), from `Ledger.read(now_s).cluster`: hosts
 up / total, chips counted, HBM used / capacity and fill, mean and minimum utilisation, idle chips,
 chips with ECC events, and "stalls": the job's verdict on the UltraServer(s) holding its suspect
 ranks. Only job telemetry can say a job stalls, so without it that column stays empty.
@@ -19,13 +19,13 @@ from rich.text import Text
 from textual import events
 from textual.geometry import Region
 
+from trnwatch.ledger.read_model import NO_GROUP
 from trnwatch.ledger.rollups import hbm_high
 from trnwatch.tui import units
 from trnwatch.tui.cluster_model import CLUSTER_SORT_HELP, ClusterModel, UltraServerLine, cluster_model
-from trnwatch.tui.host_rows import NO_GROUP
 from trnwatch.tui.job_view import VERDICT_ROLE
 from trnwatch.tui.rollup_lines import rollup_lines
-from trnwatch.tui.scope import Frame, ScopeView, Screenful, Selection, no_host_yet, styled
+from trnwatch.tui.scope import Frame, OpenUltraServer, ScopeView, Screenful, Selection, no_host_yet, styled
 from trnwatch.tui.text import clip
 from trnwatch.tui.widgets import TextLines
 
@@ -88,7 +88,7 @@ class ClusterView(ScopeView):
         pal = frame.palette
         m = self.model
         if m is None or not frame.selection_only or m.sort != sel.sort:
-            m = self.model = cluster_model(frame.ledger, frame.now_s, sel.sort)
+            m = self.model = cluster_model(frame.read, sel.sort)
         self.row_groups = [row.group for row in m.rows]
         if not m.rows:
             return Screenful(styled(("CLUSTER", pal["scope"])), [no_host_yet(frame)], [])
@@ -210,4 +210,4 @@ class ClusterView(ScopeView):
             return
         y = event.screen_y - region.y + detail.scroll_offset.y
         if 0 <= y < len(self.row_groups):
-            self.app.open_ultraserver(self.row_groups[y])  # type: ignore[attr-defined]  # TrnwatchApp
+            self.post_message(OpenUltraServer(self.row_groups[y]))

@@ -3,8 +3,7 @@
 from dataclasses import dataclass
 
 from trnwatch.ledger.hosts import HostState, RuntimeState
-from trnwatch.ledger.ledger import Ledger
-from trnwatch.tui.host_rows import NO_GROUP, HostRow, group_hosts, host_rows
+from trnwatch.ledger.read_model import NO_GROUP, HostSummary, ReadModel
 
 
 @dataclass(frozen=True)
@@ -23,7 +22,7 @@ class RuntimeLine:
 
 @dataclass(frozen=True)
 class HostModel:
-    row: HostRow
+    row: HostSummary
     group: str | None
     instance_type: str | None
     device_type: str | None
@@ -64,14 +63,15 @@ def _runtime_line(host: HostState, rt: RuntimeState) -> RuntimeLine:
     )
 
 
-def host_model(ledger: Ledger, now_s: float, host_id: str) -> HostModel | None:
+def host_model(read: ReadModel, host_id: str) -> HostModel | None:
+    ledger = read.ledger
     host = ledger.hosts.get(host_id)
     if host is None:
         return None
     group = ledger.ultraserver_of(host)
     source = ledger.sources.get(host.source_id)
     sysfs = ledger.sysfs.get(host.host_id)
-    row = next(r for r in host_rows(ledger, group_hosts(ledger, group or NO_GROUP), now_s) if r.host_id == host_id)
+    row = next(r for r in read.hosts(read.group_hosts(group or NO_GROUP)) if r.host_id == host_id)
     runtimes = sorted(
         host.runtimes.values(), key=lambda r: (r.last_seen_s != host.last_s, min(r.cores, default=1 << 30), r.order)
     )

@@ -8,7 +8,7 @@ from textual import events
 
 from trnwatch.tui import units
 from trnwatch.tui.host_model import HostModel, host_model
-from trnwatch.tui.scope import Frame, ScopeView, Screenful, Selection, column, outside, styled
+from trnwatch.tui.scope import Frame, OpenChip, ScopeView, Screenful, Selection, column, outside, styled
 from trnwatch.tui.text import clean
 from trnwatch.tui.widgets import TextLines, hbm_glyph, level, sparkline, util_glyph
 
@@ -68,7 +68,7 @@ class HostView(ScopeView):
     def lines(self, frame: Frame) -> Screenful:
         sel = frame.selection
         pal = frame.palette
-        m = host_model(frame.ledger, frame.now_s, sel.host_id) if sel.host_id else None
+        m = host_model(frame.read, sel.host_id) if sel.host_id else None
         self.model = m
         if m is None:
             return Screenful(
@@ -219,4 +219,4 @@ class HostView(ScopeView):
             return
         chip = self._chip_y.get(event.screen_y - region.y + detail.scroll_offset.y)
         if chip is not None:
-            self.app.open_chip(self.model.row.host_id, chip)  # type: ignore[attr-defined]  # TrnwatchApp
+            self.post_message(OpenChip(self.model.row.host_id, chip))

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 from trnwatch.ledger.job import JobDiagnosis, JobLedger
 from trnwatch.ledger.job_summary import JobSection, Percentiles, Suspect
-from trnwatch.ledger.ledger import Ledger
+from trnwatch.ledger.read_model import ReadModel
 
 
 @dataclass(frozen=True)
@@ -38,9 +38,10 @@ class JobModel:
     collectives: tuple[CollectiveLine, ...]  # empty: no collective timings in the telemetry
 
 
-def job_model(job: JobLedger, ledger: Ledger, now_s: float) -> JobModel:
+def job_model(job: JobLedger, read: ReadModel) -> JobModel:
     """The job view's figures; the diagnosis is `Ledger.job_diagnosis` (each suspect's chip
     utilisation from the device ledger, fresh hosts only), the join the receipt uses too."""
+    ledger, now_s = read.ledger, read.now_s
     dead = set(job.dead_ranks(now_s))  # the job ledger's own rule, not a second copy of it
     ranks = tuple(
         RankLine(

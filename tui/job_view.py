@@ -93,7 +93,7 @@ class JobView(ScopeView):
                 ],
                 [],
             )
-        m = self.model = job_model(frame.job, frame.ledger, frame.now_s)
+        m = self.model = job_model(frame.job, frame.read)
         return Screenful(self._subject(m, frame), self._summary(m, frame), self._detail(m, frame))
 
     def _subject(self, m: JobModel, frame: Frame) -> Text:

@@ -10,30 +10,30 @@ views render: views only read the selection.
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from trnwatch.ledger.ledger import Ledger
-from trnwatch.tui.host_rows import NO_GROUP, group_hosts, groups, host_rows, sort_and_filter
+from trnwatch.ledger.read_model import NO_GROUP, ReadModel
+from trnwatch.tui.host_rows import sort_and_filter
 from trnwatch.tui.scope import Selection
 
 Place = tuple  # what one step of `[` / `]` lands on, in a scope's own terms
 
 
-def _hosts_in_order(ledger: Ledger, sel: Selection) -> list[str]:
+def _hosts_in_order(read: ReadModel, sel: Selection) -> list[str]:
     """Host ids of the selected host's UltraServer (else the selected group), by host number."""
-    host = ledger.hosts.get(sel.host_id) if sel.host_id else None
-    group = (ledger.ultraserver_of(host) or NO_GROUP) if host else (sel.group or NO_GROUP)
-    return [r.host_id for r in host_rows(ledger, group_hosts(ledger, group), 0.0)]
+    host = read.ledger.hosts.get(sel.host_id) if sel.host_id else None
+    group = (read.ledger.ultraserver_of(host) or NO_GROUP) if host else (sel.group or NO_GROUP)
+    return [r.host_id for r in read.hosts(read.group_hosts(group))]
 
 
-def _group_places(ledger: Ledger, sel: Selection) -> list[Place]:
-    return [(g,) for g in groups(ledger)]
+def _group_places(read: ReadModel, sel: Selection) -> list[Place]:
+    return [(g,) for g in read.groups]
 
 
-def _host_places(ledger: Ledger, sel: Selection) -> list[Place]:
-    return [(h,) for h in _hosts_in_order(ledger, sel)]
+def _host_places(read: ReadModel, sel: Selection) -> list[Place]:
+    return [(h,) for h in _hosts_in_order(read, sel)]
 
 
-def _chip_places(ledger: Ledger, sel: Selection) -> list[Place]:
-    return [(h, c) for h in _hosts_in_order(ledger, sel) for c in range(len(ledger.hosts[h].chips))]
+def _chip_places(read: ReadModel, sel: Selection) -> list[Place]:
+    return [(h, c) for h in _hosts_in_order(read, sel) for c in range(len(read.ledger.hosts[h].chips))]
 
 
 def _put_group(sel: Selection, place: Place) -> None:
@@ -52,7 +52,7 @@ def _put_chip(sel: Selection, place: Place) -> None:
 class ScopeNav:
     parent: str | None  # where Escape goes
     child: str | None  # what Enter opens (when something is selected)
-    places: Callable[[Ledger, Selection], list[Place]] | None  # what `[` / `]` step through
+    places: Callable[[ReadModel, Selection], list[Place]] | None  # what `[` / `]` step through
     here: Callable[[Selection], Place] | None
     put: Callable[[Selection, Place], None] | None
 
@@ -67,12 +67,12 @@ NAVIGATION: dict[str, ScopeNav] = {
 }
 
 
-def step(ledger: Ledger, sel: Selection, delta: int) -> None:
+def step(read: ReadModel, sel: Selection, delta: int) -> None:
     """The previous (delta -1) or next (+1) place of the scope shown, wrapping around."""
     nav = NAVIGATION[sel.scope]
     if nav.places is None or nav.here is None or nav.put is None:
         return
-    places = nav.places(ledger, sel)
+    places = nav.places(read, sel)
     if not places:
         return
     here = nav.here(sel)
@@ -80,19 +80,20 @@ def step(ledger: Ledger, sel: Selection, delta: int) -> None:
     nav.put(sel, places[i % len(places)])
 
 
-def settle(ledger: Ledger, sel: Selection, now_s: float) -> None:
+def settle(read: ReadModel, sel: Selection) -> None:
     """Point the selection at things that exist: an UltraServer group that has hosts, a host
     of it (the first shown under the sort and filter when the selected one is not), a chip of
     that host. Called before a refresh, never by a view."""
-    ids = groups(ledger)
+    ledger = read.ledger
+    ids = read.groups
     if not ids:
         return
     if sel.group not in ids:
         sel.group = ids[0]
     if sel.scope in ("ultraserver", "cluster") or sel.host_id not in ledger.hosts:
-        in_group = group_hosts(ledger, sel.group)
+        in_group = read.group_hosts(sel.group)
         if sel.host_id not in {h.host_id for h in in_group}:
-            rows = sort_and_filter(host_rows(ledger, in_group, now_s), sel.sort, sel.filter)
+            rows = sort_and_filter(read.hosts(in_group), sel.sort, sel.filter)
             sel.host_id, sel.chip = (rows[0].host_id, 0) if rows else (sel.host_id, sel.chip)
     host = ledger.hosts.get(sel.host_id) if sel.host_id else None
     if host is not None and host.chips and not 0 <= sel.chip < len(host.chips):

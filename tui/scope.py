@@ -3,7 +3,8 @@
 A view is a summary (fixed at the top, never scrolls: the figures someone at 80x24 needs first)
 above a detail area (scrolls when it does not fit). Both are `TextLines`, so a refresh repaints
 only what changed. Views are given a `Frame` and lay text out; they never read a source and
-never change the selection (`tui.navigation.settle` points it at something that exists first).
+never change the selection (`tui.navigation.settle` points it at something that exists first):
+a click posts a message (`OpenChip`, `OpenUltraServer`) up to the app, which acts on it.
 """
 
 from dataclasses import dataclass, field
@@ -14,10 +15,12 @@ from rich.style import Style
 from rich.text import Span, Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.message import Message
 
 from trnwatch.ledger.findings import Finding
 from trnwatch.ledger.job import JobLedger
 from trnwatch.ledger.ledger import Ledger
+from trnwatch.ledger.read_model import ReadModel
 from trnwatch.themes.palettes import Palette
 from trnwatch.tui.text import clip
 from trnwatch.tui.widgets import TextLines
@@ -42,21 +45,28 @@ class Selection:
 
 @dataclass(frozen=True)
 class Frame:
-    """Inputs of one refresh."""
+    """Inputs of one refresh: the ledger's read model at its "now", and the screen's state."""
 
-    ledger: Ledger
+    read: ReadModel  # `Ledger.read(now_s)`
     job: JobLedger | None  # None: no job telemetry connected
-    now_s: float
     palette: Palette
     selection: Selection
     width: int  # cells available to the view
     # Only the selection moved since the last refresh: a view whose figures are costly (the
     # cluster's rollup over every host) may lay out its last model again instead of rebuilding it.
     selection_only: bool = False
-    findings: tuple[Finding, ...] = ()  # `ledger.findings.current_findings`, most severe first
+    findings: tuple[Finding, ...] = ()  # the fault line's: `ReadModel.findings` or the open incidents'
     job_only: bool = False  # the session has job sources only: the device scopes stay empty
     job_sources: tuple[str, ...] = ()  # the session's job sources (--job-dir, --job-log, --ckpt-dir)
     stacks_pending: frozenset[int] = frozenset()  # ranks whose stack capture is running
+
+    @property
+    def ledger(self) -> Ledger:
+        return self.read.ledger
+
+    @property
+    def now_s(self) -> float:
+        return self.read.now_s
 
 
 NO_DEVICE_SOURCE = (
@@ -111,6 +121,23 @@ def column(value: object, width: int, style: Style | None = None) -> tuple[str, 
     """An outside string in a fixed-width column: cleaned, clipped to leave one space, padded."""
     text = clip(value, width - 1)
     return text + " " * (width - cell_len(text)), style
+
+
+class OpenChip(Message):
+    """A view asks for one chip to be shown (a grid cell or a host's chip line was clicked)."""
+
+    def __init__(self, host_id: str, chip: int) -> None:
+        super().__init__()
+        self.host_id = host_id
+        self.chip = chip
+
+
+class OpenUltraServer(Message):
+    """A view asks for one UltraServer (or the hosts in none: NO_GROUP) to be shown (a cluster row was clicked)."""
+
+    def __init__(self, group: str) -> None:
+        super().__init__()
+        self.group = group
 
 
 class ScopeView(Vertical):

@@ -9,8 +9,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from trnwatch.ledger.ledger import Ledger
-from trnwatch.ledger.rollups import source_periods_s
+from trnwatch.ledger.read_model import ReadModel
 
 
 class SourceLine(NamedTuple):
@@ -44,10 +43,11 @@ class SourcesModel:
         return next((s for s in self.notable if s.state == state), None)
 
 
-def sources_model(ledger: Ledger, now_s: float) -> SourcesModel:
-    period_by_source = source_periods_s(ledger)
-    sources = list(ledger.sources.values())
-    each_state = [s.state(now_s, period_by_source.get(s.source_id)) for s in sources]
+def sources_model(read: ReadModel) -> SourcesModel:
+    now_s = read.now_s
+    sources = list(read.ledger.sources.values())
+    states = read.source_states
+    each_state = [states[s.source_id] for s in sources]
     rejected = 0
     notable = []
     for s, state in zip(sources, each_state, strict=True):

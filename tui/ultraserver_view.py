@@ -12,11 +12,11 @@ from rich.style import Style
 from rich.text import Text
 from textual import events
 
-from trnwatch.ledger.findings import chips_to_look_at
+from trnwatch.ledger.read_model import NO_GROUP, ChipSummary, HostSummary
 from trnwatch.tui import units
-from trnwatch.tui.host_rows import FILTER_HELP, NO_GROUP, ChipCell, HostRow
+from trnwatch.tui.host_rows import FILTER_HELP
 from trnwatch.tui.rollup_lines import rollup_lines
-from trnwatch.tui.scope import Frame, ScopeView, Screenful, Selection, column, no_host_yet, outside, styled
+from trnwatch.tui.scope import Frame, OpenChip, ScopeView, Screenful, Selection, column, no_host_yet, outside, styled
 from trnwatch.tui.ultraserver_model import UltraServerModel, ultraserver_model
 from trnwatch.tui.widgets import BARS, SHADES, TextLines, hbm_glyph, level, util_glyph
 
@@ -37,7 +37,7 @@ UTIL_DEADBAND_PCT = 4.0
 
 
 def _cell(
-    chip: ChipCell, row: HostRow, frame: Frame, selected: bool, u: float | None
+    chip: ChipSummary, row: HostSummary, frame: Frame, selected: bool, u: float | None
 ) -> list[tuple[str, Style | None]]:
     """One chip's three cells; `u` is the utilisation to draw (`UltraServerView._drawn_util`)."""
     pal = frame.palette
@@ -65,15 +65,24 @@ def _cell(
     ]
 
 
-def _cell_key(row: HostRow, chip: ChipCell, selected: bool, u: float | None) -> tuple:
+def _cell_key(row: HostSummary, chip: ChipSummary, selected: bool, u: float | None) -> tuple:
     """What `_cell` draws for a chip, as a value: equal keys draw equal cells (the bar's glyph
     is its level: eight bars, as eight heat levels; HBM and ECC are the cell's `marks`)."""
     if row.state != "fresh":
         return row.state, selected
-    return util_glyph(u), chip.marks, selected
+    return util_glyph(u), _marks(chip), selected
 
 
-def _ecc_count(chip: ChipCell) -> str:
+def _marks(chip: ChipSummary) -> tuple[int | None, bool, bool]:
+    """What a grid cell draws of the chip besides its utilisation bar, as a value (equal marks,
+    equal cells): its HBM fill in eighths (None: no figure), uncorrected ECC or a kernel-log
+    hardware error, and ECC events or an undecided counter."""
+    fill = chip.hbm_pct
+    eighth = None if fill is None else level(fill, 100.0, 8)
+    return eighth, chip.ecc_uncorrected > 0 or chip.hw_errors > 0, chip.ecc_events > 0 or chip.ecc_undecided
+
+
+def _ecc_count(chip: ChipSummary) -> str:
     return f"{chip.ecc_events}" + (f" ({chip.ecc_uncorrected} uncorr.)" if chip.ecc_uncorrected else "")
 
 
@@ -99,14 +108,14 @@ class UltraServerView(ScopeView):
         # Each cell's parts by what it draws (palette, `_cell_key`): a few hundred kinds at most.
         self._cell_parts: dict[tuple, list[tuple[str, Style | None]]] = {}
 
-    def _drawn_util(self, row: HostRow, chip: ChipCell) -> float | None:
+    def _drawn_util(self, row: HostSummary, chip: ChipSummary) -> float | None:
         key = (row.host_id, chip.index)
         u, drawn = chip.util_pct, self._drawn.get(key)
         if u is None or drawn is None or (u == 0.0) != (drawn == 0.0) or abs(u - drawn) >= UTIL_DEADBAND_PCT:
             self._drawn[key] = drawn = u
         return drawn
 
-    def _row_cells(self, row: HostRow, sel) -> list[tuple]:
+    def _row_cells(self, row: HostSummary, sel) -> list[tuple]:
         """(row, chip, selected, drawn utilisation, `_cell_key`) of each chip of `row`."""
         cells = []
         for chip in row.chips:
@@ -128,7 +137,7 @@ class UltraServerView(ScopeView):
 
     def lines(self, frame: Frame) -> Screenful:
         sel = frame.selection
-        model = ultraserver_model(frame.ledger, frame.now_s, sel.group, sel.sort, sel.filter)
+        model = ultraserver_model(frame.read, sel.group, sel.sort, sel.filter)
         self.model = model
         if model is None:
             self._grid, self._cell_x = [], {}
@@ -291,7 +300,7 @@ class UltraServerView(ScopeView):
         return out
 
     def _table_line(
-        self, row: HostRow, cells: list, number_cols: int, name_cols: int, id_cols: int, frame: Frame
+        self, row: HostSummary, cells: list, number_cols: int, name_cols: int, id_cols: int, frame: Frame
     ) -> Text:
         """One host of the wide layout; `cells`: (row, chip, selected, drawn utilisation, cell key) per chip."""
         pal = frame.palette
@@ -315,7 +324,7 @@ class UltraServerView(ScopeView):
         return styled(*parts)
 
     def _attention(self, m: UltraServerModel, frame: Frame, rows: int) -> list[Text]:
-        """The fresh chips that most need a look, with why (`findings.chips_to_look_at`), or by
+        """The fresh chips that most need a look, with why (`ReadModel.chips_to_look_at`), or by
         the sort chosen with `s`; then the hosts left out of the figures (stale or lost)."""
         pal = frame.palette
         by_id = {row.host_id: row for row in m.rows}
@@ -325,7 +334,7 @@ class UltraServerView(ScopeView):
             hosts = [frame.ledger.hosts[r.host_id] for r in m.rows]
             picked = [
                 (by_id[c.host_id], cells[(c.host_id, c.chip)], c.why)
-                for c in chips_to_look_at(frame.ledger, hosts, frame.now_s, frame.findings, rows)
+                for c in frame.read.chips_to_look_at(hosts, frame.findings, rows)
             ]
         else:
             fresh = [(row, chip) for row in m.rows if row.state == "fresh" for chip in row.chips]
@@ -409,4 +418,4 @@ class UltraServerView(ScopeView):
             event.screen_x - region.x + detail.scroll_offset.x, event.screen_y - region.y + detail.scroll_offset.y
         )
         if cell is not None:
-            self.app.open_chip(*cell)  # type: ignore[attr-defined]  # TrnwatchApp (Textual types it App)
+            self.post_message(OpenChip(*cell))

@@ -12,7 +12,7 @@ Prometheus holds every host, then measures trnwatch's server-mode refresh in thi
 - split: answers -> one "promql" line per host (on the event loop, in 5 ms slices);
 - fold: `Ledger.ingest` of those lines on the event loop; beside it, side by side in the same
   run, the fold of the same hosts' own neuron-monitor report lines (the SSH / local path);
-- rollup: `Ledger.rollup_cluster` over all hosts;
+- rollup: `Ledger.read(now_s).cluster` over all hosts;
 - CPU per refresh (process CPU time, all threads) and resident memory after the refreshes;
 - scrape mode: ingest of one Gen2 host's exporter body as an exporter serves it (~85 KB with the
   process series), process CPU time, of which trnwatch's text reader, side by side with
@@ -125,7 +125,7 @@ async def one_refresh(url: str, ledger: Ledger, interval_s: float) -> dict:
     for text in lines:
         ledger.ingest(Line(url, "promql", received, text))
     t3 = time.perf_counter()
-    cluster = ledger.rollup_cluster(received)
+    cluster = ledger.read(received).cluster
     t4 = time.perf_counter()
     cpu_s = time.process_time() - cpu0 - (t1b - t1)  # the extra decode above is not the source's work
     return {
@@ -413,7 +413,7 @@ def rollup_beside_a_thread_ms(ledger: Ledger, texts: list[str]) -> tuple[float, 
     def rollup_ms() -> float:
         now_s = time.time() + next(nows) * 1e-3  # a new "now" each time: the rollup is kept per "now"
         start = time.perf_counter()
-        ledger.rollup_cluster(now_s)
+        _ = ledger.read(now_s).cluster
         return (time.perf_counter() - start) * 1000
 
     alone = statistics.median(rollup_ms() for _ in range(5))
@@ -467,7 +467,7 @@ async def loop_stall_ms(
             due = time.perf_counter()
 
             def answer(due=due):
-                ledger.rollup_cluster(time.time())
+                _ = ledger.read(time.time()).cluster
                 keys_ms.append((time.perf_counter() - due) * 1000)
 
             loop.call_soon(answer)
