@@ -87,7 +87,7 @@ from trnwatch.collectors.job_events import (
     RunStart,
     Step,
 )
-from trnwatch.ledger.job_blame import dead_ranks, failure_rows, failure_words, waited_words
+from trnwatch.ledger.job_blame import JobFailure, dead_ranks, failure_rows, failure_words, waited_words
 from trnwatch.ledger.job_pauses import PAUSE_OF_PHASE, Pause, bootstrap_pauses, one_sided, pause_words, rank_pause
 from trnwatch.ledger.job_ranks import CHECKPOINT_REGION, RankState, RankStatus, StepKind, StepSample
 from trnwatch.ledger.job_ranks import STEP_WINDOW as STEP_WINDOW  # bounds named with the ledger
@@ -217,7 +217,7 @@ class JobLedger:
         self.ranks: dict[int, RankState] = {}
         self.timeline: deque[PhaseSpan] = deque(maxlen=TIMELINE_SPANS)
         self.restarts: deque[Restart] = deque(maxlen=RESTARTS_KEPT)
-        self.failures: deque[dict] = deque(maxlen=FAILURES_KEPT)
+        self.failures: deque[JobFailure] = deque(maxlen=FAILURES_KEPT)
         self.warnings = 0
         self.warning_ranks: set[int] = set()
         self.latest_warnings: deque[WarningEntry] = deque(maxlen=WARNINGS_KEPT)
@@ -325,18 +325,17 @@ class JobLedger:
             rank.error = rank.error or event.message
             self._fail(rank, "failed", failed_ts)
             self.failures.append(
-                {
-                    "rank": event.rank,
-                    "ts": failed_ts,
-                    "kind": "error",
-                    "error": event.message,
-                    "run_end": None,
-                    "source": event.source,
-                    "exit_code": event.exit_code,
-                    "signal": event.signal,
-                    "restart": rank.restart,
-                    "root_cause": bool(event.root_cause),
-                }
+                JobFailure(
+                    rank=event.rank,
+                    ts=failed_ts,
+                    kind="error",
+                    restart=rank.restart,
+                    error=event.message,
+                    source=event.source,
+                    exit_code=event.exit_code,
+                    signal=event.signal,
+                    root_cause=bool(event.root_cause),
+                )
             )
         elif isinstance(event, RunEnd):
             if event.status == "success":
@@ -344,18 +343,7 @@ class JobLedger:
             else:
                 self._fail(rank, event.status, event.ts)
                 self.failures.append(
-                    {
-                        "rank": event.rank,
-                        "ts": event.ts,
-                        "kind": "run_end",
-                        "error": None,
-                        "run_end": event.status,
-                        "source": None,
-                        "exit_code": None,
-                        "signal": None,
-                        "restart": rank.restart,
-                        "root_cause": False,
-                    }
+                    JobFailure(rank=event.rank, ts=event.ts, kind="run_end", restart=rank.restart, run_end=event.status)
                 )
 
     def _rank_of(self, event: JobEvent) -> RankState:
@@ -705,14 +693,24 @@ class JobLedger:
             unknown=max(0, world - len(self.ranks)) if world is not None else 0,
         )
 
-    def _failure_rows(self, now_s: float) -> list[dict]:
+    def _failure_rows(self, now_s: float) -> list[JobFailure]:
         """Failure reports kept, plus ranks gone without a word, each with its role (`job_blame`)."""
         return failure_rows(self.failures, self.ranks, self.dead_ranks(now_s))
 
     def failure_reports(self, now_s: float) -> list[Failure]:
         """Every failure kept (and ranks gone without a word), in time order, cause first in role."""
         return [
-            Failure(**{k: v for k, v in row.items() if k not in ("restart", "root_cause", "waited")})
+            Failure(
+                rank=row.rank,
+                ts=row.ts,
+                role=row.role,
+                kind=row.kind,
+                error=row.error,
+                run_end=row.run_end,
+                source=row.source,
+                exit_code=row.exit_code,
+                signal=row.signal,
+            )
             for row in self._failure_rows(now_s)
         ]
 
@@ -835,16 +833,16 @@ class JobLedger:
     def _failed(self, now_s: float, chip_util_pct: ChipUtilisation | None) -> JobDiagnosis:
         """Name the rank that failed first in this generation of processes, then the others."""
         generation = max(rank.restart for rank in self.ranks.values() if rank.status in ("failed", "aborted"))
-        rows = [row for row in self._failure_rows(now_s) if row["restart"] == generation]
-        first = next(row for row in rows if row["role"] == "first")
-        order = [first["rank"]] + [rank for rank in dict.fromkeys(row["rank"] for row in rows) if rank != first["rank"]]
-        errors = {row["rank"]: row["error"] for row in reversed(rows) if row["error"]}
+        rows = [row for row in self._failure_rows(now_s) if row.restart == generation]
+        first = next(row for row in rows if row.role == "first")
+        order = [first.rank] + [rank for rank in dict.fromkeys(row.rank for row in rows) if rank != first.rank]
+        errors = {row.rank: row.error for row in reversed(rows) if row.error}
         words = failure_words(first)
         if hang := waited_words(rows, first):
             words = f"{words}; {hang}"
         suspects = tuple(
             suspect(
-                self.ranks[rank], words if rank == first["rank"] else "failed after the first", now_s, errors.get(rank)
+                self.ranks[rank], words if rank == first.rank else "failed after the first", now_s, errors.get(rank)
             )
             for rank in order
         )
