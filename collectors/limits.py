@@ -19,6 +19,11 @@ MAX_VCPUS_PER_HOST = 4096  # usage_data entries, and a vCPU index is below it; 1
 # Runtimes (Neuron processes) and what each one carries.
 MAX_RUNTIMES_PER_REPORT = 512  # neuron_runtime_data entries; at most one per core (128) in practice
 MAX_RUNTIMES_PER_HOST = 1024  # runtimes kept per host; the least recently seen beyond it are evicted
+# Runtimes kept across all hosts of a session: 32 a host at MAX_HOSTS (a Trn3 Gen2 host at LNC=2
+# runs 16, one per logical core). Past it a host's new runtimes are not kept (counted per host as
+# `runtimes-over-budget`), so a stream of fresh instance ids and pids cannot grow memory by host
+# count x runtimes (about 2 KB each: 256 MiB at most; tests/benchmarks/bench_memory.py).
+MAX_RUNTIMES_TOTAL = 131_072
 # A runtime missing from this many consecutive report periods (and at least RUNTIME_EVICT_MIN_S) is
 # evicted from the host: a restarted job comes back under new pids, so old ones would pile up.
 RUNTIME_EVICT_PERIODS = 60

@@ -66,8 +66,9 @@ class HostState:
     exporter_gauges: ExporterGauges | None = None  # hosts read through a Prometheus exporter
     figures: ChipFigures = NO_CHIPS  # the chips' latest figures added up, after each report
 
-    def fold(self, report: Report, received_s: float) -> None:
-        """Fold one validated report received at `received_s` into this host's state.
+    def fold(self, report: Report, received_s: float, runtime_room: int) -> None:
+        """Fold one validated report received at `received_s` into this host's state, adding at
+        most `runtime_room` runtimes (the ledger's budget across hosts).
 
         `report.declared_counters`: the source declared its counts running totals (Prometheus
         counters), so no reading has to be inferred (see ledger/counters.py)."""
@@ -82,7 +83,7 @@ class HostState:
         self.last_s = received_s
         self.simulated = self.simulated or report.trnwatch_simulator is not None
         self._fold_identity(report)
-        self._fold_runtimes(report, received_s, declared_counters)
+        self._fold_runtimes(report, received_s, declared_counters, runtime_room)
         self._fold_system(report, declared_counters, received_s)
         if self.exporter_gauges is not None:
             mark_stale_cores(self.chips, self.cores_per_chip, self.exporter_gauges.stale_cores)
@@ -107,12 +108,12 @@ class HostState:
         for chip in self.chips:
             chip.hbm_capacity_bytes = hw.neuron_device_memory_size
 
-    def _fold_runtimes(self, report: Report, t_s: float, declared_counters: bool) -> None:
+    def _fold_runtimes(self, report: Report, t_s: float, declared_counters: bool, room: int) -> None:
         entries = report.neuron_runtime_data
         if entries is None:
             return  # runtime groups not reported at all: no sample, not a zero
         frame = ChipFrame(len(self.chips), self.cores_per_chip, self.anomalies)
-        seen = fold_runtime_entries(self.runtimes, entries, frame, t_s, declared_counters)
+        seen = fold_runtime_entries(self.runtimes, entries, frame, t_s, declared_counters, room, self.anomalies)
         self.runtimes_evicted += retire_runtimes(self.runtimes, seen, t_s, self.period_s, self.anomalies)
         fold_chip_samples(self.chips, frame, t_s, no_runtime=not entries)
 

@@ -26,7 +26,7 @@ from trnwatch.collectors.decode import (
 )
 from trnwatch.collectors.job_events import PASSIVE_SOURCE_PREFIXES, DecodedJobLine, JobLogStats
 from trnwatch.collectors.kernel_log import DriverLine, HardwareError, OtherLine
-from trnwatch.collectors.limits import MAX_HOSTS
+from trnwatch.collectors.limits import MAX_HOSTS, MAX_RUNTIMES_TOTAL
 from trnwatch.collectors.lines import ClockMark, Line, SourceEvent
 from trnwatch.collectors.neuron_monitor import FieldRejection, Report
 from trnwatch.collectors.stack_records import StackCapture
@@ -152,6 +152,7 @@ class Ledger:
         self.sources: dict[str, SourceStats] = {}
         self.hosts: dict[str, HostState] = {}
         self.hosts_forgotten = 0  # lost hosts dropped to admit new ones (HOST_FORGET_AFTER_S)
+        self._runtimes_kept = 0  # across hosts, at most MAX_RUNTIMES_TOTAL
         self.first_s: float | None = None
         self.last_s: float | None = None
         # The session's clock as marked (collectors/lines.py, ClockMark): the latest tick, and
@@ -307,7 +308,9 @@ class Ledger:
         if stats.first_s is None:
             stats.first_s = t
         stats.last_s = t
-        host.fold(report, t)
+        runtimes_before = len(host.runtimes)
+        host.fold(report, t, MAX_RUNTIMES_TOTAL - self._runtimes_kept)
+        self._runtimes_kept += len(host.runtimes) - runtimes_before
         stats.reports += 1  # after the fold: a line whose fold failed is counted once, as `internal`
         stats.simulated = stats.simulated or host.simulated
         return True
@@ -319,6 +322,7 @@ class Ledger:
         if oldest.last_s is not None and now_s - oldest.last_s < HOST_FORGET_AFTER_S:
             return False
         del self.hosts[oldest.host_id]
+        self._runtimes_kept -= len(oldest.runtimes)
         self.hosts_forgotten += 1
         return True
 

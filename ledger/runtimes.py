@@ -20,7 +20,7 @@ from trnwatch.collectors.neuron_monitor import (
 )
 from trnwatch.ledger.chips import ChipFrame, CoreState
 from trnwatch.ledger.counters import CounterFamily
-from trnwatch.ledger.report_groups import group_ok
+from trnwatch.ledger.report_groups import group_ok, kept_error
 
 RuntimeKey = tuple[int | None, str]  # (pid, tag)
 
@@ -62,19 +62,27 @@ def fold_runtime_entries(
     frame: ChipFrame,
     t_s: float,
     declared_counters: bool,
+    room: int,
+    anomalies: Counter,
 ) -> set[RuntimeKey]:
     """Fold one report's runtime entries received at `t_s`; returns the keys the report listed.
+    At most `room` runtimes not kept yet are added (the ledger's budget across hosts); an entry
+    past it is not folded and is counted as the anomaly `runtimes-over-budget`.
 
     `declared_counters`: the source declared its counts running totals (ledger/counters.py)."""
     seen: set[RuntimeKey] = set()
     for entry in entries:
         key = (entry.pid, entry.neuron_runtime_tag or "")
-        seen.add(key)
         runtime = runtimes.get(key)
         if runtime is None:
+            if room <= 0:
+                anomalies["runtimes-over-budget"] += 1
+                continue
+            room -= 1
             runtime = runtimes[key] = RuntimeState(entry.pid, key[1], t_s)
+        seen.add(key)
         runtime.last_seen_s = t_s
-        runtime.error = entry.error or ""
+        runtime.error = kept_error(entry.error or "")
         rep = entry.report
         if rep is None:
             continue

@@ -381,10 +381,10 @@ def test_an_unexpected_fold_error_costs_one_line_counted_as_internal(monkeypatch
     ledger = Ledger("live")
     real_fold = HostState.fold
 
-    def fold_that_fails_once(self, report, received_s):
+    def fold_that_fails_once(self, report, received_s, runtime_room):
         if received_s == 1000.0:
             raise ZeroDivisionError("a defect in the fold")
-        real_fold(self, report, received_s)
+        real_fold(self, report, received_s, runtime_room)
 
     monkeypatch.setattr(HostState, "fold", fold_that_fails_once)
     feed(ledger, R.report([]), t=1000.0)
@@ -506,6 +506,31 @@ def test_a_full_host_table_forgets_a_host_lost_past_the_documented_age_to_admit_
     assert set(ledger.hosts) == {"i-1", "i-new", "i-newer"} and ledger.hosts_forgotten == 2
     assert ledger.sources["h0"].rejected == {"too-many-hosts": 1}
     assert build_receipt(ledger, "eof", written_at_s=t).hosts_forgotten == 2
+
+
+def test_runtimes_are_bounded_across_hosts_and_the_ones_past_the_budget_counted(monkeypatch):
+    """A stream with a new instance id and fresh pids in every report grew 2.8 MiB per host up to
+    4,096 hosts; the runtimes kept across all hosts are bounded (MAX_RUNTIMES_TOTAL), the ones
+    past the budget counted per host as `runtimes-over-budget`, and kept error strings are cut."""
+    from trnwatch.ledger.report_groups import MAX_KEPT_ERROR_CHARS
+
+    monkeypatch.setattr("trnwatch.ledger.ledger.MAX_RUNTIMES_TOTAL", 10)
+    ledger = Ledger("live")
+    for host in range(4):
+        runtimes = [R.runtime(100 * host + i, "t", [0], util={0: 50.0}) for i in range(4)]
+        for entry in runtimes:
+            entry["error"] = "x" * 4096
+        feed(ledger, R.report(runtimes, instance_info=R.instance(f"i-{host}")), t=1000.0 + host)
+    kept = {h: len(s.runtimes) for h, s in ledger.hosts.items()}
+    assert kept == {"i-0": 4, "i-1": 4, "i-2": 2, "i-3": 0}
+    assert {h: s.anomalies["runtimes-over-budget"] for h, s in ledger.hosts.items()} == {
+        "i-0": 0,
+        "i-1": 0,
+        "i-2": 2,
+        "i-3": 4,
+    }
+    error = next(iter(ledger.hosts["i-1"].runtimes.values())).error
+    assert error.startswith("x" * MAX_KEPT_ERROR_CHARS + "...") and len(error) < MAX_KEPT_ERROR_CHARS + 40
 
 
 def test_chip_history_newest_hbm_reads_the_arrays_as_the_samples_read():
