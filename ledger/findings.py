@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from itertools import pairwise
 from statistics import median
-from typing import TYPE_CHECKING, Any, Literal, TypeGuard
+from typing import TYPE_CHECKING, Literal, TypeGuard
 
 from trnwatch.ledger.hosts import ChipState, HostState
 from trnwatch.ledger.job import JobDiagnosis
@@ -559,32 +559,6 @@ def finding_text(f: Finding) -> str:
     """One finding as one plain line, culprit first: "LATE rank 30 us-07/2 dataloader · 143 ranks in …"."""
     head = f"{f.label} {site_text(f.site)}".rstrip()
     return f"{head} · {f.what}" if f.what else head
-
-
-def finding_record(f: Finding) -> dict:
-    """A finding as JSON-ready data (snapshots, receipts): severity, kind, scope, site, text."""
-    site = {k: getattr(f.site, k) for k in Site.__slots__ if getattr(f.site, k) is not None}
-    record: dict[str, Any] = {
-        "severity": f.severity,
-        "kind": f.kind,
-        "scope": f.scope,
-        "label": f.label,
-        "site": site,
-        "what": f.what,
-        "text": finding_text(f),
-    }
-    if f.trend is not None:
-        record["hbm_rate_bytes_per_s"] = round(f.trend.rate_bytes_per_s, 1)
-        record["hbm_time_to_full_s"] = None if f.trend.time_to_full_s is None else round(f.trend.time_to_full_s, 1)
-    return record
-
-
-def findings_text(records: list[dict]) -> list[str]:
-    """The findings (as `finding_record`s) for a snapshot's text or a receipt's headline, one
-    line each, most severe first; one line saying so when there is none."""
-    if not records:
-        return ["none: no stall, leak, uncorrected ECC, lost or stale host, or rejected input"]
-    return [f"{r['severity']}: {r['text']}" for r in records]
 
 
 # --- chips to look at first ----------------------------------------------------------------------

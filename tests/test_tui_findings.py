@@ -165,7 +165,7 @@ def test_snapshot_text_lists_the_same_findings():
 
     ledger = scenario_ledger("ecc")
     snap = build_snapshot(ledger, now_at(SCENARIO_TICKS["ecc"]), None, written_at_s=0.0)
-    assert snap["findings"][0]["kind"] == "ecc-uncorrected" and snap["findings"][0]["site"]["chip"] == 2
+    assert snap.findings[0].kind == "ecc-uncorrected" and snap.findings[0].site["chip"] == 2
     text = render_text(snap)
     assert f"critical: ECC {FAULT_SITE}/2 · 1 uncorrected ECC error" in text
 

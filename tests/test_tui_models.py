@@ -9,7 +9,7 @@ from rich.text import Text
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.ledger.read_model import chip_summary
 from trnwatch.ledger.rollups import chip_ecc
-from trnwatch.ledger.snapshot import build_snapshot, render_text, session_now_s
+from trnwatch.ledger.snapshot import Snapshot, build_snapshot, render_text, session_now_s, snapshot_json
 from trnwatch.themes import THEME_NAMES, default_theme, next_theme
 from trnwatch.themes.palettes import PALETTES, ROLES, TEXTUAL_THEMES
 from trnwatch.tui.host_rows import resolve_target, sort_and_filter
@@ -154,11 +154,12 @@ def test_job_model_places_ranks_and_gives_device_evidence_for_the_straggler():
 def test_snapshot_holds_every_scope_whatever_is_on_screen():
     ledger = fleet_ledger("ecc", last_tick=52)
     snap = build_snapshot(ledger, now_at(52), None, written_at_s=now_at(52))
-    assert snap["schema"] == "trnwatch.snapshot/1" and snap["evidence"] == "simulated"
-    assert len(snap["hosts"]) == 36 and len(snap["chips"]) == 144 and len(snap["sources"]) == 36
-    assert snap["ultraservers"][0]["boundary"] == {"hosts": 36, "hosts_fresh": 36, "chips_in_figures": 144}
-    assert snap["job"]["connected"] is False
-    json.dumps(snap)  # JSON-ready as it is
+    data = json.loads(snapshot_json(snap))
+    assert data["schema"] == "trnwatch.snapshot/1" and data["evidence"] == "simulated"
+    assert len(data["hosts"]) == 36 and len(data["chips"]) == 144 and len(data["sources"]) == 36
+    assert data["ultraservers"][0]["boundary"] == {"hosts": 36, "hosts_fresh": 36, "chips_in_figures": 144}
+    assert data["job"]["connected"] is False
+    assert Snapshot.model_validate(data) == snap  # the JSON reads back as the same typed snapshot
     text = render_text(snap)
     assert "chips with ECC events:" in text and "sim-trn3-gen2-us-07 chip 2" in text
     assert "no job telemetry connected" in text

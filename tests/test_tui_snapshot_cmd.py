@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+from trnwatch.ledger.snapshot import Snapshot, snapshot_json_schema
+
 pytestmark = pytest.mark.slow
 
 TRNWATCH = [sys.executable, "-m", "trnwatch"]
@@ -23,6 +25,15 @@ def test_snapshot_of_the_demo_prints_every_scope_as_json():
     assert len(snap["chips"]) == 144 and len(snap["hosts"]) == 36 and len(snap["ultraservers"]) == 1
     assert snap["job"]["run"] == "sim-trn3-gen2-us-seed0-healthy"  # the demo's simulated job
     assert snap["job"]["verdict"] == "compiling"  # two seconds in: the simulated compile phase
+    assert Snapshot.model_validate_json(out.stdout).job.run == snap["job"]["run"]  # the JSON honours its model
+
+
+def test_schema_command_prints_the_snapshot_schema():
+    out = run(["schema", "snapshot"])
+    assert out.returncode == 0, out.stderr
+    schema = json.loads(out.stdout)
+    assert schema == snapshot_json_schema() and schema["properties"]["schema"]["const"] == "trnwatch.snapshot/1"
+    assert {"findings", "incidents", "sources", "ultraservers", "hosts", "chips", "job"} <= set(schema["required"])
 
 
 def test_snapshot_of_a_recording_is_judged_at_the_replay_clock(tmp_path):

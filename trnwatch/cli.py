@@ -287,8 +287,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     schema.add_argument(
         "contract",
-        choices=["receipt", "job", "neuron-monitor"],
-        help="receipt: trnwatch.receipt/1; job: trnwatch.job/1; neuron-monitor: a report as trnwatch reads it",
+        choices=["receipt", "snapshot", "job", "neuron-monitor"],
+        help="receipt: trnwatch.receipt/1; snapshot: trnwatch.snapshot/1; job: trnwatch.job/1; "
+        "neuron-monitor: a report as trnwatch reads it",
     )
     return parser
 
@@ -376,6 +377,10 @@ def _print_schema(contract: str) -> int:
         from trnwatch.ledger.receipt import receipt_json_schema
 
         schema = receipt_json_schema()
+    elif contract == "snapshot":
+        from trnwatch.ledger.snapshot import snapshot_json_schema
+
+        schema = snapshot_json_schema()
     elif contract == "job":
         from trnwatch.collectors.job_events import job_event_json_schema
 

@@ -4,7 +4,7 @@ import os
 import time
 from pathlib import Path
 
-from trnwatch.ledger.snapshot import snapshot_json
+from trnwatch.ledger.snapshot import Snapshot, snapshot_json
 from trnwatch.output import write_new
 
 DEFAULT_SNAPSHOT_DIR = Path("snapshots")
@@ -23,7 +23,7 @@ def snapshot_paths(folder: Path, now_s: float, scope: str) -> tuple[Path, Path]:
         n += 1
 
 
-def write_snapshot(folder: Path, now_s: float, scope: str, svg: str, snapshot: dict) -> tuple[Path, Path]:
+def write_snapshot(folder: Path, now_s: float, scope: str, svg: str, snapshot: Snapshot) -> tuple[Path, Path]:
     """Write both files (trnwatch/output.py's rule); return their paths. Raises `OutputError`."""
     svg_path, json_path = snapshot_paths(folder, now_s, scope)
     write_new(svg_path, svg)
