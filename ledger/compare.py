@@ -47,6 +47,9 @@ BOOTSTRAP_RESAMPLES = 1000
 # interval, never a narrower one.
 BOOTSTRAP_MAX_SAMPLES = 2000
 MIN_SAMPLES = 5
+# A receipt of 4,096 Trn3 hosts (16,384 chips, their runtimes, 32,768 ranks) is about 30 MB; a
+# file past this is no receipt trnwatch wrote, and parsing it whole costs about 8 x its size.
+MAX_RECEIPT_BYTES = 64 << 20
 RECEIPT_SCHEMA = "trnwatch.receipt/1"  # the only receipt schema there is; compare reads no other
 CONFIDENCE = 0.95
 NOISE_METHOD = (

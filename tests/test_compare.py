@@ -242,3 +242,19 @@ def test_incidents_are_counted_by_kind(tmp_path, capsys, base):
     assert "| ecc-uncorrected | 0 | 1 |" in out and "| host-lost | 0 | 1 |" in out
     code, out, _ = run_cli(tmp_path, capsys, base, base, "--json")
     assert json.loads(out)["incidents"] == []
+
+
+def test_a_receipt_over_the_size_bound_is_refused_before_it_is_parsed(tmp_path, capsys, base):
+    """400,000 chips took 1.3 GB to compare: a receipt over MAX_RECEIPT_BYTES (a 4,096-host Trn3
+    receipt is about 30 MB) is refused in words, read no further than the bound."""
+    from trnwatch.ledger.compare import MAX_RECEIPT_BYTES
+
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    text = json.dumps(base)
+    with open(a, "w") as f:  # a valid receipt, padded past the bound with JSON whitespace
+        f.write(text[:-1] + " " * (MAX_RECEIPT_BYTES + 1) + "}")
+    b.write_text(text)
+    code = cli.main(["compare", str(a), str(b)])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{a} is over 64 MiB: larger than any receipt trnwatch writes" in err
+    assert "Traceback" not in err

@@ -400,7 +400,12 @@ def _run_compare(args) -> int:
     receipts = []
     for path in (args.baseline, args.candidate):
         try:
-            text = path.read_text(encoding="utf-8")
+            with open(path, "rb") as f:
+                data = f.read(compare.MAX_RECEIPT_BYTES + 1)
+            if len(data) > compare.MAX_RECEIPT_BYTES:
+                _warn(f"{path} is over {compare.MAX_RECEIPT_BYTES >> 20} MiB: larger than any receipt trnwatch writes")
+                return 2
+            text = data.decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             _warn(f"cannot read receipt {path}: {exc}")
             return 2
