@@ -25,6 +25,7 @@ from trnwatch.ledger.job import percentile
 from trnwatch.ledger.job_summary import JobSection, Percentiles
 from trnwatch.ledger.ledger import Evidence, Ledger
 from trnwatch.ledger.rollups import known_sum
+from trnwatch.ledger.runtimes import EXECUTION_ERROR_STATUSES
 from trnwatch.ledger.sysfs_host import HostSysfs
 from trnwatch.outside import json_safe
 
@@ -888,15 +889,6 @@ def _goodput(clock: GoodputClock | None, silence_s: float) -> Goodput | None:
         late_threshold_s=g.late_threshold_s,
         method=GOODPUT_METHOD,
     )
-
-
-EXECUTION_ERROR_STATUSES = (
-    "completed_with_err",
-    "completed_with_num_err",
-    "timed_out",
-    "incorrect_input",
-    "failed_to_queue",
-)
 
 
 def _failure_rate(job: JobSection | None, goodput: Goodput | None, runtimes: list[RuntimeEntry]) -> FailureRate:

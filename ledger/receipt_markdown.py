@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from trnwatch.ledger.incidents import incident_words, site_words, worst_first
 from trnwatch.ledger.job_summary import Percentiles
 from trnwatch.ledger.receipt import SCHEMA, Receipt
+from trnwatch.ledger.runtimes import is_execution_error
 from trnwatch.outside import clean
 
 UNKNOWN = "unknown"
@@ -567,10 +568,10 @@ def _runtimes_section(r: Receipt) -> list[str]:
     troubled = [
         rt
         for rt in r.runtimes
-        if rt.group_errors or any(v for k, v in rt.executions.totals.items() if k.startswith("error.") and v)
+        if rt.group_errors or any(v for k, v in rt.executions.totals.items() if is_execution_error(k) and v)
     ]
     for rt in troubled:
-        errors = {k: v for k, v in rt.executions.totals.items() if k.startswith("error.") and v}
+        errors = {k: v for k, v in rt.executions.totals.items() if is_execution_error(k) and v}
         text = ", ".join(f"{k} {v}" for k, v in errors.items())
         text += "; ".join(f"{_md_text(k)}: {_md_text(v)}" for k, v in rt.group_errors.items())
         lines.append(f"- {_md_text(rt.host)} pid {_v(rt.pid)} tag {_md_text(rt.tag)}: {text}")

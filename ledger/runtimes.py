@@ -24,6 +24,23 @@ from trnwatch.ledger.report_groups import group_ok, kept_error
 
 RuntimeKey = tuple[int | None, str]  # (pid, tag)
 
+# Execution outcomes that are errors (neuron-monitor's execution_summary): the receipt's error rate
+# counts these among all outcomes; the chip view and the receipt's runtimes list them.
+EXECUTION_ERROR_STATUSES = (
+    "completed_with_err",
+    "completed_with_num_err",
+    "timed_out",
+    "incorrect_input",
+    "failed_to_queue",
+)
+
+
+def is_execution_error(counter: str) -> bool:
+    """Whether a runtime's execution counter (`error.<kind>` from error_summary, `status.<outcome>`
+    from execution_summary, as `_fold_executions` names them) counts errors."""
+    group, _, name = counter.partition(".")
+    return group == "error" or (group == "status" and name in EXECUTION_ERROR_STATUSES)
+
 
 @dataclass(slots=True)
 class LoadedModelState:

@@ -82,7 +82,7 @@ def runtime(
     return {"pid": pid, "neuron_runtime_tag": tag, "error": "", "report": report}
 
 
-def executions(generic=0, completed=3, hardware=0, error="", latency=True):
+def executions(generic=0, completed=3, hardware=0, error="", latency=True, timed_out=0):
     lat = {"p0": 0.0121, "p1": 0.0121, "p25": 0.0124, "p50": 0.3411, "p75": 0.6032, "p99": 0.604, "p100": 0.604}
     return {
         "period": 1.000402,
@@ -98,7 +98,7 @@ def executions(generic=0, completed=3, hardware=0, error="", latency=True):
             "completed": completed,
             "completed_with_err": 0,
             "completed_with_num_err": 0,
-            "timed_out": 0,
+            "timed_out": timed_out,
             "incorrect_input": 0,
             "failed_to_queue": 0,
         },

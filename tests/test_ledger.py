@@ -542,3 +542,24 @@ def test_chip_history_newest_hbm_reads_the_arrays_as_the_samples_read():
     by_samples = [(s.t_s, s.hbm_bytes) for s in reversed(history) if s.t_s <= 8.0 and s.hbm_bytes is not None]
     assert history.newest_hbm(3, 8.0) == by_samples[:3] == [(8.0, 8000), (7.0, 7000), (5.0, 5000)]
     assert history.newest_hbm(10, 8.0) == by_samples  # fewer than asked for: all there are
+
+
+def test_executions_that_timed_out_are_errors_in_the_rate_the_runtimes_list_and_the_chip_view():
+    """One rule says which execution counters are errors (ledger/runtimes.py): the receipt's error
+    rate, its Markdown's troubled runtimes and the chip view agree. Before it, a runtime whose
+    executions timed out (error_summary all zero) was counted in the rate but listed by neither."""
+    from trnwatch.ledger.receipt import build_receipt
+    from trnwatch.ledger.receipt_markdown import render_markdown
+    from trnwatch.tui.chip_model import chip_model
+
+    ledger = Ledger("live")
+    for t, timed_out in ((1000.0, 2), (1001.0, 0), (1002.0, 1)):  # a decrease: per-period counts
+        executions = R.executions(completed=3, timed_out=timed_out)
+        feed(ledger, R.report([R.runtime(7, "rank0", [0, 1], util={0: 90.0}, executions=executions)]), t)
+    receipt = build_receipt(ledger, "eof", written_at_s=2000.0)
+    assert (receipt.failure_rate.executions, receipt.failure_rate.execution_errors) == (12, 3)
+    runtimes = render_markdown(receipt).split("## Runtimes")[1].split("## Chips")[0]
+    host_id = only_host(ledger).host_id
+    assert f"- {host_id} pid 7 tag rank0: status.timed_out 3" in runtimes
+    chip = chip_model(ledger.read(1002.5), host_id, 0)
+    assert chip is not None and ("status.timed_out", 3) in chip.execution_errors

@@ -29,7 +29,7 @@ from textual.widgets import ContentSwitcher, Footer
 
 from trnwatch.ledger.findings import Finding
 from trnwatch.ledger.job import JobLedger
-from trnwatch.ledger.ledger import Evidence, Ledger
+from trnwatch.ledger.ledger import WORST_STATE_FIRST, Evidence, Ledger
 from trnwatch.ledger.read_model import NO_GROUP
 from trnwatch.ledger.receipt import ExitReason
 from trnwatch.ledger.snapshot import build_snapshot, session_now_s
@@ -57,8 +57,8 @@ from trnwatch.tui.text import clean, clip
 from trnwatch.tui.ultraserver_view import UltraServerView
 from trnwatch.tui.widgets import TextLines
 
-# Source states other than connected, with the style the status line counts them in, and the
-# order in which one source's trouble is named beside the counts.
+# Source states other than connected, with the style the status line counts them in; one source's
+# trouble is named beside the counts in the ledger's order (WORST_STATE_FIRST).
 STATE_ROLES = (
     ("stale", "warn"),
     ("lost", "bad"),
@@ -67,7 +67,6 @@ STATE_ROLES = (
     ("waiting", "dim"),
     ("ended", "dim"),
 )
-WORST_FIRST = ("lost", "reconnecting", "stale", "connecting", "waiting")
 BADGES = {
     "live": ("LIVE", "badge-live"),
     "simulated": ("SIMULATED", "badge-sim"),
@@ -288,7 +287,7 @@ class TrnwatchApp(App[None]):
             if count or state in ("stale", "lost"):
                 parts.append((f" · {count} {state}", pal[role] if count else pal["text"]))
         parts.append((f" · {m.rejected} rejected", pal["warn"] if m.rejected else pal["text"]))
-        worst = next((s for state in WORST_FIRST if (s := m.first_in(state)) is not None), None)
+        worst = next((s for state in WORST_STATE_FIRST if (s := m.first_in(state)) is not None), None)
         if worst is not None:
             detail = (
                 worst.error

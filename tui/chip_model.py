@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from trnwatch.ledger.findings import HbmTrend, hbm_trend, trend_at_s
 from trnwatch.ledger.hosts import ChipState
 from trnwatch.ledger.read_model import ChipSummary, HostSummary, ReadModel
+from trnwatch.ledger.runtimes import is_execution_error
 from trnwatch.tui.host_model import RuntimeLine, host_model
 
 # Display names of the per-core HBM categories neuron-monitor reports; others keep their own name.
@@ -85,7 +86,7 @@ def chip_model(read: ReadModel, host_id: str, index: int) -> ChipModel | None:
     errors: dict[str, int | None] = {}
     for rt in rt_states:
         for name, value in rt.executions.totals().items():
-            if name.startswith("error.") or name in ("status.completed_with_err", "status.timed_out"):
+            if is_execution_error(name):
                 prior = errors.get(name, 0)
                 errors[name] = None if value is None or prior is None else prior + value
     models: dict[str, list[int]] = {}
