@@ -41,6 +41,10 @@ def fault_text(app) -> str:
     return app.query_one("#fault-line", TextLines).lines[0]
 
 
+def fault_lines_of(app) -> list[str]:
+    return app.query_one("#fault-line", TextLines).lines
+
+
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("scenario", list(EXPECTED))
 def test_every_view_names_the_fault_and_its_site_first(scenario, size):
@@ -225,3 +229,60 @@ def test_a_late_job_that_names_no_rank_keeps_the_age_of_its_silence_at_80_column
     finding = _job_finding(Ledger("live"), JobDiagnosis("late", reason, (), 22.4, 5.0))
     assert fault_line([finding], 80, PALETTES["dark"]).plain == " LATE · no progress for 22 s"
     assert fault_line([finding], 200, PALETTES["dark"]).plain == f" LATE · {reason}"
+
+
+def test_at_40x10_the_fault_line_takes_a_second_line_rather_than_cut_the_region():
+    lines = []
+    seen = drive(make_scenario_app("hang"), size=(40, 10), check=lambda app, _: lines.extend(fault_lines_of(app)))
+    assert lines == [f" LATE rank 120 {FAULT_SITE}/2", "  dataloader"]
+    assert f"LATE rank 120 {FAULT_SITE}/2" in seen.screen and "  dataloader" in seen.screen
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_the_job_view_at_80x24_shows_the_whole_reason_and_evidence_wrapped_never_cut():
+    now_s = now_at(SCENARIO_TICKS["hang"])
+    diagnosis = scenario_ledger("hang").job_diagnosis(now_s)
+    suspect = diagnosis.suspects[0]
+    seen = drive(make_scenario_app("hang"), keys=("j",))
+    on_screen = _words(seen.screen)
+    evidence = f"{suspect.evidence.why}; chip util 0.0% vs peers' median 0.0%"
+    assert len(diagnosis.reason) > 80 and len(evidence) > 80  # neither fits one line
+    assert _words(diagnosis.reason) in on_screen
+    assert _words(evidence) in on_screen
+    assert "…" not in seen.text
+    assert all(len(line) <= 80 for line in seen.screen.splitlines())
+
+
+def test_the_ranks_table_keeps_each_region_whole_and_scrolls_sideways_to_it():
+    async def check(app, pilot):
+        for key in ("j", "end", "right", "right", "right"):
+            await pilot.press(key)
+            await pilot.pause()
+
+    seen = drive(make_scenario_app("hang"), check=check)
+    assert "; ← → scroll sideways)" in seen.text
+    assert seen.text.rstrip().endswith("collective:all_reduce")  # the last rank's row, whole
+    last_row = seen.screen.rstrip().splitlines()[-2]  # above the footer, scrolled 12 cells right
+    assert last_row.rstrip().endswith("collective:all_reduce"), last_row
+
+
+def test_wrapped_keeps_every_character_and_style_breaks_at_spaces_and_keeps_a_figure_with_its_unit():
+    from rich.style import Style
+
+    from trnwatch.tui.scope import styled, wrapped
+
+    red = Style(color="red")
+    line = styled(("no progress for 12 s (late after 5 s)", red), " in ", ("x" * 30, None))
+    lines = wrapped(line, 24, indent=2)
+    assert [text.plain for text in lines] == [
+        "no progress for 12 s",
+        "  (late after 5 s) in",
+        "  " + "x" * 22,
+        "  " + "x" * 8,
+    ]
+    assert all(text.cell_len <= 24 for text in lines)
+    assert [span.style for span in lines[1].spans if span.start <= 3 < span.end] == [red]  # styles follow
+    assert wrapped(line, 200) == [line]

@@ -61,3 +61,11 @@ def test_cluster_view(snap_compare, size):
 def test_ultraserver_view_names_the_fault(snap_compare, scenario, size):
     """Every demo scenario at the tick its fault must be named by (healthy: nothing to name)."""
     assert snap_compare(make_scenario_app(scenario), terminal_size=size)
+
+
+def test_job_view_of_the_hang_wraps_the_reason_and_evidence_at_80x24(snap_compare):
+    assert snap_compare(make_scenario_app("hang"), press=("j",), terminal_size=(80, 24))
+
+
+def test_the_fault_line_at_40x10_takes_two_lines_rather_than_cut_the_region(snap_compare):
+    assert snap_compare(make_scenario_app("hang"), terminal_size=(40, 10))

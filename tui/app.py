@@ -42,7 +42,7 @@ from trnwatch.tui import units
 from trnwatch.tui.chip_view import ChipView
 from trnwatch.tui.cluster_view import ClusterView
 from trnwatch.tui.export import DEFAULT_SNAPSHOT_DIR, write_snapshot
-from trnwatch.tui.fault_line import fault_line
+from trnwatch.tui.fault_line import fault_lines
 from trnwatch.tui.host_rows import FILTERS, SORTS, resolve_target
 from trnwatch.tui.host_view import HostView
 from trnwatch.tui.job_model import selected_suspect
@@ -238,7 +238,7 @@ class TrnwatchApp(App[None]):
             self.query_one("#clock-line", TextLines).set_lines([clock])
             self.query_one("#scope-line", TextLines).set_lines([self._scope_line(frame, subject, clock.cell_len)])
             self.query_one("#fault-line", TextLines).set_lines(
-                [fault_line(frame.findings, self.size.width, frame.palette)]
+                fault_lines(frame.findings, self.size.width, frame.palette)
             )
             self.query_one("#status", TextLines).set_lines([self._status(frame)])
 
@@ -403,7 +403,8 @@ class TrnwatchApp(App[None]):
         if self.view.move(sel, dx, dy):
             self.render_now(selection_only=sel.scope == "cluster")
         else:
-            self.view.query_one(".detail", TextLines).scroll_relative(x=dx * 4, y=dy, animate=False)
+            # Sideways too: a line wider than the screen (the job's ranks table) is read by scrolling.
+            self.view.query_one(".detail", TextLines).scroll_relative(x=dx * 4, y=dy, animate=False, force=True)
 
     def action_page(self, pages: int) -> None:
         """Scroll the view's detail (the part that scrolls) by whole pages."""

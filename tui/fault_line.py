@@ -4,8 +4,9 @@
 
 Nothing that names the culprit (the label, rank, host/chip, region) is ever cut: to fit a
 narrow screen the other parts give way whole, in this order: the count of further findings,
-the core, the story's long form (for its short form), the story. Strings from outside (host
-names, regions, errors) are cleaned first.
+the core, the story's long form (for its short form), the story; a screen too narrow even for
+the culprit's names gets them on two lines (`fault_lines`). Strings from outside (host names,
+regions, errors) are cleaned first.
 """
 
 from rich.style import Style
@@ -13,7 +14,7 @@ from rich.text import Text
 
 from trnwatch.ledger.findings import Finding, Site
 from trnwatch.themes.palettes import Palette
-from trnwatch.tui.scope import styled
+from trnwatch.tui.scope import styled, wrapped
 from trnwatch.tui.text import clean
 
 SEVERITY_ROLE = {"critical": "bad", "error": "bad", "warning": "warn"}
@@ -68,3 +69,8 @@ def fault_line(findings: tuple[Finding, ...] | list[Finding], width: int, pal: P
     line.append(optional["what"][chosen["what"]], pal["text"])
     line.append(optional["more"][chosen["more"]], pal["dim"])
     return line
+
+
+def fault_lines(findings: tuple[Finding, ...] | list[Finding], width: int, pal: Palette) -> list[Text]:
+    """`fault_line`, broken at a space onto a second line when even the culprit's names do not fit."""
+    return wrapped(fault_line(findings, width, pal), width, indent=2)

@@ -5,12 +5,13 @@ and collective latency: neuron-monitor reports nothing about them. Without job t
 view says which source is missing and shows no job figure at all, never a zero.
 """
 
+from rich.cells import cell_len
 from rich.text import Text
 
 from trnwatch.ledger.job_summary import Percentiles
 from trnwatch.tui import units
 from trnwatch.tui.job_model import JobModel, job_model, selected_suspect
-from trnwatch.tui.scope import Frame, ScopeView, Screenful, Selection, column, outside, styled
+from trnwatch.tui.scope import Frame, ScopeView, Screenful, Selection, column, outside, styled, wrapped
 from trnwatch.tui.text import clean
 
 JOB_SOURCE_HINT = (
@@ -32,6 +33,22 @@ VERDICT_ROLE = {
 STACKS_SHOWN = 6  # ranks whose latest stack the job view shows
 # Verdicts under which the job is not stepping: throughput is history, said as such.
 NOT_STEPPING = ("late", "stalled", "dead", "failed", "aborted")
+
+
+# Reasons, evidence, errors and warnings are wrapped onto further lines, never cut at the
+# screen's edge; an outside string is bounded here only so that a runaway line cannot fill the view.
+REASON_CHARS = 400
+OUTSIDE_COLUMN = 48  # cells of a host or region shown in the ranks table
+
+
+def summary_room(frame: Frame) -> int:
+    """Cells for a line of the summary (inside its left padding)."""
+    return frame.width - 1
+
+
+def detail_room(frame: Frame) -> int:
+    """Cells for a line of the detail (inside its left padding and scroll bar)."""
+    return frame.width - 2
 
 
 def _percentiles(values: Percentiles | None, unit=units.latency) -> str:
@@ -129,14 +146,11 @@ class JobView(ScopeView):
                     (_where(first), pal["text"]),
                 )
             )
-            out.append(styled(outside(d.reason, max(20, frame.width - 2), pal["text"])))
+            out += wrapped(styled(outside(d.reason, REASON_CHARS, pal["text"])), summary_room(frame))
         else:
-            out.append(
-                styled(
-                    (d.verdict.upper(), role),
-                    ("  ", None),
-                    outside(d.reason, max(20, frame.width - len(d.verdict) - 4), pal["text"]),
-                )
+            out += wrapped(
+                styled((d.verdict.upper(), role), ("  ", None), outside(d.reason, REASON_CHARS, pal["text"])),
+                summary_room(frame),
             )
         t = s.throughput
         if t is None:
@@ -227,15 +241,22 @@ class JobView(ScopeView):
                         f"; chip util {units.pct(ev.chip_util_pct)} vs peers' median "
                         f"{units.pct(ev.peer_chip_util_median_pct)}"
                     )
-                out.append(styled("    ", outside(ev.why, 60, pal["warn"]), (evidence, pal["dim"])))
+                room = detail_room(frame)
+                out += wrapped(
+                    styled("    ", outside(ev.why, REASON_CHARS, pal["warn"]), (evidence, pal["dim"])), room, 6
+                )
                 if ev.error:
-                    out.append(styled(("    error ", pal["label"]), outside(ev.error, 60, pal["bad"])))
+                    out += wrapped(
+                        styled(("    error ", pal["label"]), outside(ev.error, REASON_CHARS, pal["bad"])), room, 6
+                    )
                 if ev.last_warning:
-                    out.append(
+                    out += wrapped(
                         styled(
                             (f"    warnings {ev.warnings}, latest ", pal["label"]),
-                            outside(ev.last_warning, 50, pal["warn"]),
-                        )
+                            outside(ev.last_warning, REASON_CHARS, pal["warn"]),
+                        ),
+                        room,
+                        6,
                     )
         out += stack_lines(frame)
 
@@ -312,30 +333,39 @@ class JobView(ScopeView):
                     )
                 )
 
-        out += [Text(), styled(("Ranks", title), (" (where they run, as the job reports it)", pal["dim"]))]
-        out.append(
-            styled(
-                (
-                    f"  {'rank':<6}{'host':<22}{'chip':>4}{'core':>5}  {'status':<8}{'step':>7}"
-                    f"{'heartbeat':>11}  region",
-                    pal["dim"],
-                )
-            )
-        )
+        # Hosts and regions whole (to OUTSIDE_COLUMN cells): a row wider than the screen scrolls sideways.
+        host_w = 1 + max((cell_len(clean(r.host or "?")) for r in m.ranks), default=4)
+        host_w = min(max(host_w, 5), OUTSIDE_COLUMN + 1)
+        rows = []
         for r in m.ranks:
             status_style = pal["bad"] if r.dead or r.status in ("failed", "aborted") else pal["text"]
             heartbeat = "none" if r.heartbeat_age_s is None else units.age(r.heartbeat_age_s) + " ago"
             known = r.host is not None and frame.ledger.host_named(r.host) is not None
-            out.append(
+            rows.append(
                 styled(
                     (f"  {r.rank:<6}", pal["label"]),
-                    column(r.host or "?", 22, pal["text"] if known else pal["dim"]),
+                    column(r.host or "?", host_w, pal["text"] if known else pal["dim"]),
                     (f"{'?' if r.chip is None else r.chip:>4}{'?' if r.core is None else r.core:>5}  ", pal["text"]),
                     (f"{'dead' if r.dead else r.status:<8}", status_style),
                     (f"{'-' if r.last_step is None else r.last_step:>7}{heartbeat:>11}  ", pal["text"]),
-                    outside(r.region or "", 16, pal["dim"]),
+                    outside(r.region or "", OUTSIDE_COLUMN, pal["dim"]),
                 )
             )
+        sideways = (
+            "; ← → scroll sideways" if max((row.cell_len for row in rows), default=0) > detail_room(frame) else ""
+        )
+        out += [
+            Text(),
+            styled(("Ranks", title), (f" (where they run, as the job reports it{sideways})", pal["dim"])),
+            styled(
+                (
+                    f"  {'rank':<6}{'host':<{host_w}}{'chip':>4}{'core':>5}  {'status':<8}{'step':>7}"
+                    f"{'heartbeat':>11}  region",
+                    pal["dim"],
+                )
+            ),
+            *rows,
+        ]
         return out
 
 

@@ -7,6 +7,7 @@ never change the selection (`tui.navigation.settle` points it at something that 
 a click posts a message (`OpenChip`, `OpenUltraServer`) up to the app, which acts on it.
 """
 
+import re
 from dataclasses import dataclass, field
 
 from rich.cells import cell_len
@@ -110,6 +111,40 @@ def styled(*parts: str | tuple[str, Style | None]) -> Text:
             texts.append(text)
             at = end
     return Text("".join(texts), no_wrap=True, overflow="crop", spans=spans)
+
+
+UNIT_AFTER_FIGURE = re.compile(r"\d [A-Za-z]{1,3}(?![\w-])")
+
+
+def _break_at(plain: str, room: int) -> int:
+    """Where a line of at most `room` cells ends: after the last space that fits (so a word or
+    a figure is never split), but not between a figure and its unit (`5 s`, `64 MiB`); else at
+    `room` cells (a word longer than a whole line)."""
+    cells = 0
+    last_space = 0
+    for i, ch in enumerate(plain):
+        cells += cell_len(ch)
+        if cells > room:
+            return last_space or max(i, 1)
+        if ch == " " and not UNIT_AFTER_FIGURE.match(plain, max(0, i - 1)):
+            last_space = i + 1
+    return len(plain)
+
+
+def wrapped(line: Text, width: int, indent: int = 4) -> list[Text]:
+    """`line` on as many lines of at most `width` cells as it needs, broken at spaces, the
+    further lines indented by `indent` cells: what does not fit goes on, never cut."""
+    out: list[Text] = []
+    room = max(width, 1)
+    while line.cell_len > room:
+        cut = _break_at(line.plain, room)
+        head, line = line[:cut], line[cut:]
+        head.rstrip()
+        out.append(head)
+        line = line[len(line.plain) - len(line.plain.lstrip(" ")) :]
+        room = max(width - indent, 8)  # the further lines start at the indent
+    out.append(line)
+    return [out[0], *(styled(" " * indent) + part for part in out[1:])]
 
 
 def outside(value: object, width: int, style: Style | None = None) -> tuple[str, Style | None]:
