@@ -286,6 +286,7 @@ class JobLogStats(BaseModel):
     lines: int
     unparsed: int
     note: str | None = None  # the profile's word on a log that gives no steps (LogProfile.no_steps)
+    error_files: dict[str, int] = {}  # torchrun `@record` error files: "read", or why not (launcher_log)
 
 
 def parse_job_log_stats(text: str) -> JobLogStats:

@@ -88,7 +88,11 @@ class _FollowedLog:
             yield Line(source_id=self.source_id, kind="job", received_s=received_s, text=text)
         note = translator.profile.no_steps if translator.profile is not None and translator.profile.no_steps else None
         stats = JobLogStats(
-            profile=translator.profile_name, lines=translator.lines, unparsed=translator.unparsed, note=note
+            profile=translator.profile_name,
+            lines=translator.lines,
+            unparsed=translator.unparsed,
+            note=note,
+            error_files=translator.error_files,
         )
         if stats != self.reported:
             self.reported = stats

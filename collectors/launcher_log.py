@@ -43,14 +43,22 @@ The failure of an attempt is held until what follows it says which case it is (a
 another failure line, the summary, the agent's death); nothing else is held.
 """
 
+import json
+import os
 import re
 import signal as signal_module
+import stat
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from trnwatch.collectors.job_events import SCHEMA_VERSION, Error, JobEvent, Launcher
 
 MAX_MESSAGE_CHARS = 500
+# A worker's `@record` error file (torch/distributed/elastic/multiprocessing/errors/error_handler.py
+# `record_exception`: `{"message": {"message": "<Type>: <text>", "extraInfo": {"py_callstack": ...,
+# "timestamp": ...}}}`): a message and a Python traceback, a few KiB. Read up to this many bytes.
+MAX_ERROR_FILE_BYTES = 256 * 1024
 _TORCHRUN_PREFIX = re.compile(r"^\[[A-Za-z_]+?(?P<rank>\d+)\]:\s?")
 _INNER_RANK_PREFIX = re.compile(r"^\[rank\d+\]: ?")  # torch's own, inside a launcher's
 _MPI_PREFIX = re.compile(r"^\[\d+,(?P<rank>\d+)\]<(?:stdout|stderr|stddiag)>: ?")
@@ -92,6 +100,7 @@ class _Failure:
     root_cause: bool = False
     message: str | None = None  # the launcher's own text, when it is more than boilerplate
     failed_ts: float | None = None
+    error_file: str | None = None  # the summary's `error_file:` (the worker's `@record` file)
 
 
 @dataclass
@@ -139,6 +148,7 @@ class LauncherLog:
         self._lowest_rank: int | None = None
         self._mpi: _Failure | None = None  # Open MPI's "first process to do so" block being read
         self._reported: set[int] = set()  # ranks whose traceback was reported (Open MPI, Slurm)
+        self.error_files: Counter[str] = Counter()  # `@record` error files: "read", or why not
 
     def feed(self, text: str, rank: int, launcher: str | None, received_s: float) -> list[JobEvent] | None:
         """Events of one line (`text` without its prefix); None when it is no launcher's line nor a
@@ -267,6 +277,8 @@ class LauncherLog:
             record.exit_code, record.pid = int(exit_code["exit"]), int(exit_code["pid"])
         elif key == "traceback" and value and value != _TRACEBACK:
             record.message = value[:MAX_MESSAGE_CHARS]
+        elif key == "error_file" and value and value != "<N/A>":
+            record.error_file = value
         return []
 
     def _summary_events(self, summary: _Summary) -> list[JobEvent]:
@@ -276,6 +288,8 @@ class LauncherLog:
         records = sorted(summary.records, key=lambda record: not record.root_cause)
         events: list[JobEvent] = []
         for record in records:
+            if record.error_file is not None:
+                record.message = self._error_file_message(record.error_file) or record.message
             if held is not None and record.pid == held.pid:
                 held.message = held.message or record.message
                 held.failed_ts = held.ts
@@ -286,6 +300,13 @@ class LauncherLog:
         if held is not None:
             events.insert(0, self._error(held))
         return events
+
+    def _error_file_message(self, path: str) -> str | None:
+        """The message of a worker's `@record` error file, or None (counted by why: missing,
+        not a regular file, a symbolic link, larger than MAX_ERROR_FILE_BYTES, not the layout)."""
+        outcome, message = read_error_file(path)
+        self.error_files[outcome] += 1
+        return message
 
     def _error(self, failure: _Failure) -> Error:
         """One failure as an error event; its message: the launcher's text unless that is only
@@ -341,3 +362,31 @@ def _agent_ts(month_day: str, hms: str, received_s: float) -> float:
         if ts <= received_s + 86400:
             return ts
     return ts
+
+
+def read_error_file(path: str) -> tuple[str, str | None]:
+    """(outcome, message) of a `@record` error file: ("read", its message's first line) or a
+    refusal and None. Opened without following a symbolic link or blocking on a FIFO, checked to be
+    a regular file of at most MAX_ERROR_FILE_BYTES, read no further than that."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return "missing", None
+    except OSError as exc:
+        return ("symlink" if os.path.islink(path) else f"unreadable: {exc.strerror or exc}"), None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return "not a regular file", None
+        if info.st_size > MAX_ERROR_FILE_BYTES:
+            return f"larger than {MAX_ERROR_FILE_BYTES} bytes", None
+        data = handle.read(MAX_ERROR_FILE_BYTES + 1)
+    if len(data) > MAX_ERROR_FILE_BYTES:
+        return f"larger than {MAX_ERROR_FILE_BYTES} bytes", None
+    try:
+        message = json.loads(data)["message"]["message"]
+    except (ValueError, KeyError, TypeError):
+        return "not an error file", None
+    if not isinstance(message, str) or not message.strip():
+        return "not an error file", None
+    return "read", message.strip().splitlines()[0][:MAX_MESSAGE_CHARS]

@@ -444,6 +444,11 @@ class LogTranslator:
         return []
 
     @property
+    def error_files(self) -> dict[str, int]:
+        """torchrun's `@record` error files this log pointed to: how many were read, and why not."""
+        return dict(sorted(self._launcher.error_files.items()))
+
+    @property
     def unparsed(self) -> int:
         """Line segments that matched no rule (held ones included until they do)."""
         return self.lines - self.matched

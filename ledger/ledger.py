@@ -98,6 +98,7 @@ class SourceStats:
     # Passive job logs: the log profile in use (None: none detected yet) and lines no rule matched.
     log_profile: str | None = None
     unparsed_lines: int = 0
+    error_files: dict[str, int] = field(default_factory=dict)  # torchrun @record files: "read", or why not
 
     def count_rejection(self, reason: str, detail: str) -> None:
         """One more line rejected for `reason`; the detail of the latest is kept for people."""
@@ -286,7 +287,7 @@ class Ledger:
         stats.reports += 1
 
     def _fold_job_log(self, stats: SourceStats, counts: JobLogStats) -> None:
-        stats.log_profile, stats.unparsed_lines = counts.profile, counts.unparsed
+        stats.log_profile, stats.unparsed_lines, stats.error_files = counts.profile, counts.unparsed, counts.error_files
         if self.job is None:
             self.job = JobLedger(self.rules)
         self.job.log_profiles[stats.source_id] = counts.profile

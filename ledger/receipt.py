@@ -92,6 +92,7 @@ class SourceEntry(_Section):
     # Passive job logs only: the log profile reading it, and lines no rule matched (not errors).
     log_profile: str | None = None
     unparsed_lines: int = 0
+    error_files: dict[str, int] = {}  # torchrun `@record` error files it pointed to: "read", or why not
     # Its state at judged_at (connected, stale, lost, ended, connecting, ...), and why it failed:
     # null unless it ended on an error, was lost (down, or silent past the lost threshold), or
     # never delivered a line ("never connected: ...").
@@ -605,6 +606,7 @@ def _source_entry(s, end_s: float | None, periods: Mapping[str, float]) -> Sourc
         simulated=s.simulated,
         log_profile=s.log_profile,
         unparsed_lines=s.unparsed_lines,
+        error_files=dict(s.error_files),
         state=state,
         failed=_source_failure(s, state, end_s),
     )

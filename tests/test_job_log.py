@@ -54,7 +54,13 @@ def test_follow_job_log_yields_events_counts_and_passes_invalid_event_lines_on(t
     step, raw, counts = got
     assert parse_job_line(step.text).step == 21 and parse_job_line(step.text).run == "train"
     assert raw.kind == "job" and raw.text.startswith("step 22")  # to be rejected and counted by the ledger
-    assert parse_job_log_stats(counts.text).model_dump() == {"profile": "nxd", "lines": 3, "unparsed": 1, "note": None}
+    assert parse_job_log_stats(counts.text).model_dump() == {
+        "profile": "nxd",
+        "lines": 3,
+        "unparsed": 1,
+        "note": None,
+        "error_files": {},
+    }
 
 
 def test_a_progress_bar_that_never_writes_a_newline_still_yields_its_steps(tmp_path):

@@ -4,6 +4,7 @@ console log after the fact and its receipt is checked against that truth."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -57,6 +58,14 @@ def receipt(tmp_path, *job: str) -> dict:
     return json.loads(path.read_text())["job"]
 
 
+def receipt_and_sources(tmp_path, *job: str) -> tuple[dict, dict]:
+    for old in tmp_path.glob("receipt.*"):  # a second read of the same log
+        old.unlink()
+    receipt(tmp_path, *job)
+    whole = json.loads((tmp_path / "receipt.json").read_text())
+    return whole["job"], {source["id"]: source for source in whole["sources"]}
+
+
 def first(job: dict) -> dict:
     [cause] = [failure for failure in job["failures"] if failure["role"] == "first"]
     return cause
@@ -93,10 +102,25 @@ def test_a_record_decorated_main_gives_its_error_files_message(tmp_path):
     log, code = launch(tmp_path, ["record", "0", "4"])
     truth = read_truth(tmp_path, 0)
     assert "error_file: /" in log.read_text()
-    job = receipt(tmp_path, "--job-log", str(log))
+    job, sources = receipt_and_sources(tmp_path, "--job-log", str(log))
     cause = first(job)
     assert code == 1 and (cause["rank"], cause["exit_code"]) == (truth["rank"], 1)
     assert cause["error"] == truth["message"]
+    # Each record's error file (the JSON the worker's @record wrote) was opened and read.
+    assert sources["joblog:torchrun.log"]["error_files"] == {"read": 3}
+    # An error file that is a symbolic link (here to a sparse 1 GiB file) or too large is not read,
+    # and said so; the message then comes from the summary's copy of the traceback.
+    paths = re.findall(r"error_file: (/\S+)", log.read_text())
+    big = tmp_path / "big.json"
+    with open(big, "wb") as out:
+        out.truncate(1 << 30)
+    os.replace(paths[0], paths[0] + ".orig")
+    os.symlink(big, paths[0])
+    os.replace(paths[1], paths[1] + ".orig")
+    os.link(big, paths[1])
+    job, sources = receipt_and_sources(tmp_path, "--job-log", str(log))
+    assert first(job)["error"] == truth["message"]
+    assert sources["joblog:torchrun.log"]["error_files"] == {"larger than 262144 bytes": 1, "read": 1, "symlink": 1}
 
 
 def test_a_worker_killed_from_outside_is_the_cause_with_its_signal(tmp_path):
