@@ -11,6 +11,9 @@ Prefixes (`split_prefix`):
 - Slurm `srun --label`: `<task id>: `, the id padded to the width of the largest
   (SchedMD/slurm src/common/write_labelled_message.c: `"%0*d: "`, `"%*d: "` in later releases).
 
+Slurm's own lines: srun's `srun: error: <hosts>: task(s) <ids>: Exited with exit code N` / `: <signal
+description>[ (core dumped)]` / `: Out Of Memory` (a failure per task, `_srun_line`).
+
 Open MPI's own lines (4.1.4, orte's help-orterun.txt messages as printed here): `mpirun detected
 that one or more processes exited with non-zero status, ... The first process to do so was:`
 then `  Process name: [[13001,1],1]` and `  Exit code:    1`; `mpirun noticed that process rank 1
@@ -70,6 +73,15 @@ _PREFIXES = (("torchrun", _TORCHRUN_PREFIX), ("mpi", _MPI_PREFIX), ("slurm", _SL
 _MPI_FIRST = re.compile(r"^mpirun detected that one or more processes exited with non-zero status")
 _MPI_PROCESS = re.compile(r"^  Process name: \[\[\d+,\d+\],(?P<rank>\d+)\]")
 _MPI_EXIT = re.compile(r"^  Exit code: +(?P<exit>-?\d+)")
+# srun's line for tasks that ended badly, at its default level (SchedMD/slurm@284c3b95f0
+# src/srun/launch.c `_task_finish`, through src/common/log.c `_log_msg`'s `srun: error: `):
+# `srun: error: <hosts>: task 3: Exited with exit code 1`, `...: tasks 0-2,5: Killed` (the task
+# ids as src/common/bitstring.c `bit_fmt` writes them, the signal as strsignal() names it, then
+# ` (core dumped)` when it dumped core), `...: task 4: Out Of Memory`.
+_SRUN = re.compile(r"^srun: error: (?P<hosts>\S+): tasks? (?P<tasks>\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*): (?P<what>.+?)$")
+_SRUN_EXIT = re.compile(r"^Exited with exit code (?P<exit>\d+)$")
+_STRSIGNAL = {text: int(number) for number in signal_module.Signals if (text := signal_module.strsignal(number))}
+MAX_TASKS_PER_LINE = 32768  # the job ledger's MAX_RANKS: ids past it in one srun line are not read
 _MPI_SIGNAL = re.compile(
     r"^mpirun noticed that process rank (?P<rank>\d+) with PID \d+ on node \S+ exited on signal (?P<signum>\d+)"
 )
@@ -148,6 +160,9 @@ class LauncherLog:
         self._lowest_rank: int | None = None
         self._mpi: _Failure | None = None  # Open MPI's "first process to do so" block being read
         self._reported: set[int] = set()  # ranks whose traceback was reported (Open MPI, Slurm)
+        # Under Open MPI or Slurm (no per-attempt account), the first failure the log tells, in its
+        # own order: a traceback's end or srun's first task line. Marked as the first observed.
+        self._told_first = False
         self.error_files: Counter[str] = Counter()  # `@record` error files: "read", or why not
 
     def feed(self, text: str, rank: int, launcher: str | None, received_s: float) -> list[JobEvent] | None:
@@ -170,6 +185,8 @@ class LauncherLog:
             return self._stop(int(death["signum"]), received_s)
         if not prefixed and (mpi := self._mpi_line(text, received_s)) is not None:
             return mpi
+        if not prefixed and (srun := _SRUN.match(text)):
+            return self._srun_line(srun, received_s)
         return self._worker_line(text, rank, launcher, received_s)
 
     def _mpi_line(self, text: str, received_s: float) -> list[JobEvent] | None:
@@ -189,6 +206,28 @@ class LauncherLog:
             return [self._error(failure)]
         return None
 
+    def _srun_line(self, found: re.Match, received_s: float) -> list[JobEvent]:
+        """srun's account of tasks that ended badly: a failure per task (its rank) with the exit
+        code or signal, the first such line's tasks marked as the first srun observed; a task whose
+        own traceback was already read is not repeated."""
+        what, exit_code, message = found["what"], None, None
+        if exited := _SRUN_EXIT.match(what):
+            exit_code = int(exited["exit"])
+        elif what == "Out Of Memory":
+            message = "Out Of Memory (srun: the task's memory limit)"
+        elif (signum := _STRSIGNAL.get(what.removesuffix(" (core dumped)"))) is not None:
+            exit_code = -signum
+        else:
+            message = f"srun: {what}"[:MAX_MESSAGE_CHARS]
+        first, self._told_first = not self._told_first, True
+        events: list[JobEvent] = []
+        for rank in _task_ids(found["tasks"]):
+            if rank not in self._reported:
+                events.append(
+                    self._error(_Failure(rank, None, exit_code, received_s, root_cause=first, message=message))
+                )
+        return events
+
     def _worker_line(self, text: str, rank: int, launcher: str | None, received_s: float) -> list[JobEvent] | None:
         events: list[JobEvent] | None = None
         if launcher == "torchrun" and self._held is not None:
@@ -202,7 +241,10 @@ class LauncherLog:
             self.exceptions[rank] = text.strip()[:MAX_MESSAGE_CHARS]
             if launcher in ("mpi", "slurm") or self.per_rank_file:  # no summary follows: this is the failure
                 self._reported.add(rank)
-                return (events or []) + [self._job_error(rank, self.exceptions[rank], received_s)]
+                # One rank's own file (torchrun --log-dir) tells nothing of the order between ranks.
+                first = not self._told_first and not self.per_rank_file
+                self._told_first = True
+                return (events or []) + [self._job_error(rank, self.exceptions[rank], received_s, first)]
             return events or []
         return events
 
@@ -333,8 +375,17 @@ class LauncherLog:
             root_cause=failure.root_cause or None,
         )
 
-    def _job_error(self, rank: int, message: str, ts: float) -> Error:
-        return Error(v=SCHEMA_VERSION, ts=ts, run=self.run, rank=rank, event="error", message=message, source="job")
+    def _job_error(self, rank: int, message: str, ts: float, first: bool = False) -> Error:
+        return Error(
+            v=SCHEMA_VERSION,
+            ts=ts,
+            run=self.run,
+            rank=rank,
+            event="error",
+            message=message,
+            source="job",
+            root_cause=first or None,
+        )
 
     def _launcher(self, action: str, ts: float, **fields) -> Launcher:
         return Launcher.model_validate(
@@ -390,3 +441,15 @@ def read_error_file(path: str) -> tuple[str, str | None]:
     if not isinstance(message, str) or not message.strip():
         return "not an error file", None
     return "read", message.strip().splitlines()[0][:MAX_MESSAGE_CHARS]
+
+
+def _task_ids(text: str) -> list[int]:
+    """`0-2,5` (bit_fmt's ranges) as task ids, at most MAX_TASKS_PER_LINE of them."""
+    ids: list[int] = []
+    for part in text.split(","):
+        start, _, end = part.partition("-")
+        first, last = int(start), int(end or start)
+        ids += range(first, min(last, first + MAX_TASKS_PER_LINE - len(ids) - 1) + 1)
+        if len(ids) >= MAX_TASKS_PER_LINE:
+            break
+    return ids

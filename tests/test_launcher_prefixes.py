@@ -10,7 +10,7 @@ import pytest
 from trnwatch.collectors.log_profiles import LogTranslator, profile_registry
 from trnwatch.ledger.job import JobLedger
 from tests.nxd_logs import tp_zero1_fixture
-from tests.slurm_label import label
+from tests.slurm_label import label, task_exit
 
 RECEIVED_S = 1_900_000_000.0
 
@@ -51,3 +51,33 @@ def test_open_mpi_tags_inside_a_line_written_in_pieces_still_give_the_ranks_trac
         "RuntimeError: injected failure on rank 2 at step 4",
         "job",
     )
+
+
+def test_srun_error_lines_give_each_tasks_failure_with_its_exit_code_or_signal():
+    # srun's own lines (tests/slurm_label.py task_exit, Slurm's statements), unlabelled as srun
+    # writes them to its stderr; the first one is the first task exit srun observed.
+    lines = [
+        task_exit("trn-[01-03]", [10], exit_code=1),
+        task_exit("trn-[01-02]", [0, 1, 2, 5], signum=9),
+        task_exit("trn-01", [3], signum=11, core_dumped=True),
+        task_exit("trn-02", [4], oom=True),
+    ]
+    assert lines[1] == "srun: error: trn-[01-02]: tasks 0-2,5: Killed"
+    got = [(e.rank, e.exit_code, e.signal, bool(e.root_cause), e.source) for e in events_of(lines)]
+    assert got == [
+        (10, 1, None, True, "launcher"),
+        (0, -9, "SIGKILL", False, "launcher"),
+        (1, -9, "SIGKILL", False, "launcher"),
+        (2, -9, "SIGKILL", False, "launcher"),
+        (5, -9, "SIGKILL", False, "launcher"),
+        (3, -11, "SIGSEGV", False, "launcher"),
+        (4, None, None, False, "launcher"),
+    ]
+    assert events_of(lines[3:])[0].message == "Out Of Memory (srun: the task's memory limit)"
+
+
+def test_a_tasks_traceback_read_under_its_label_is_not_repeated_by_sruns_line():
+    traceback = ["Traceback (most recent call last):", '  File "train.py", line 3, in <module>', "RuntimeError: boom"]
+    lines = [label(10, 12, line) for line in traceback] + [task_exit("trn-01", [10], exit_code=1)]
+    [failure] = events_of(lines)
+    assert (failure.rank, failure.message, failure.source) == (10, "RuntimeError: boom", "job")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm_label import label
+from tests.slurm_label import label, task_exit
 from tests.sshd import free_port
 
 CASE = Path(__file__).with_name("launcher_case.py")
@@ -137,3 +137,37 @@ def test_slurm_labels_map_lines_to_task_ranks(tmp_path, zero_pad):
     job = receipt(tmp_path, log)
     [failure] = job["failures"]
     assert (failure["rank"], failure["error"]) == (known["rank"], known["message"])
+
+
+@pytest.mark.slow
+def test_sruns_error_lines_name_the_tasks_that_exited_or_were_killed(tmp_path):
+    # Real workers of a 12-task step: task 10 raises (exit code 1), task 7 is killed by SIGKILL.
+    # Their output is labelled as srun --label writes it; srun's own lines for them (the
+    # generator's, from Slurm's statements) carry the real exit statuses, in the order they ended.
+    ntasks, lines, ended = 12, [], []
+    for task, case in ((10, "raise"), (7, "kill")):
+        env = {**os.environ, "SLURM_PROCID": str(task)}
+        done = subprocess.run(
+            [sys.executable, str(CASE), case, str(task), "5", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        lines += [label(task, ntasks, line) for line in (done.stdout + done.stderr).splitlines()]
+        code = done.returncode
+        ended.append(
+            task_exit("trn-[01-03]", [task], exit_code=code) if code > 0 else task_exit("trn-02", [task], signum=-code)
+        )
+    assert ended[1] == "srun: error: trn-02: task 7: Killed"
+    log = tmp_path / "srun.log"
+    log.write_text("\n".join(lines + ended) + "\n")
+    job = receipt(tmp_path, log)
+    got = {f["rank"]: (f["source"], f["exit_code"], f["signal"], f["error"]) for f in job["failures"]}
+    assert got[10] == ("job", None, None, "RuntimeError: injected failure on rank 10 at step 5")
+    assert got[7] == ("launcher", -9, "SIGKILL", "worker ended by SIGKILL (it printed no traceback)")
+    assert set(got) == {7, 10}
+    # Task 10 ended first: its traceback is the first failure the log tells, srun's line for it
+    # comes first too; the lower rank number does not decide.
+    assert job["reason"].startswith("first failure rank 10 ")
+    print(json.dumps({"reason": job["reason"], "failures": job["failures"]}))
