@@ -191,6 +191,31 @@ def test_a_markdown_that_cannot_be_written_is_said_and_marked_in_the_json(tmp_pa
     assert [f["output"] for f in receipt["output_failures"]] == ["receipt-markdown"]
 
 
+def test_the_receipt_is_built_once_per_exit_whatever_fails_on_the_way(tmp_path, monkeypatch):
+    """One receipt per exit, rendered three ways: a receipt that moves to the default folder and
+    loses its timeline picture and its Markdown on the way is still one build with one written_at,
+    the JSON listing every failure."""
+    import trnwatch.session as session_module
+    from trnwatch.output import default_receipt_dir, default_receipt_name
+
+    built = []
+    build = session_module.build_receipt
+    monkeypatch.setattr(session_module, "build_receipt", lambda *a, **k: built.append(build(*a, **k)) or built[-1])
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    plain = tmp_path / "plain"
+    plain.write_text("a file where a folder is expected")
+    session = session_with_one_report()
+    moved = default_receipt_dir() / default_receipt_name("live", session.started_s)
+    moved.parent.mkdir(parents=True)
+    for taken in (moved.with_suffix(".svg"), moved.with_suffix(".md")):
+        taken.mkdir()  # a folder in the picture's and the Markdown's place
+    assert session.write_receipt(plain / "r.json") == moved
+    assert len(built) == 1
+    receipt = json.loads(moved.read_text())
+    assert receipt["written_at"] == built[0].written_at
+    assert [f["output"] for f in receipt["output_failures"]] == ["receipt", "receipt-svg", "receipt-markdown"]
+
+
 def test_no_place_for_the_receipt_is_an_output_error_listing_each_place(tmp_path, monkeypatch):
     plain = tmp_path / "plain"
     plain.write_text("a file where folders are expected")
