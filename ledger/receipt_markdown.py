@@ -9,6 +9,7 @@ the Markdown and is linked from it.
 import time
 from datetime import UTC, datetime
 
+from trnwatch.ledger import units
 from trnwatch.ledger.incidents import incident_words, site_words, worst_first
 from trnwatch.ledger.job_summary import Percentiles
 from trnwatch.ledger.receipt import SCHEMA, Receipt
@@ -37,15 +38,7 @@ def _v(value: object, unit: str = "") -> str:
 
 
 def _gib(n: int | None) -> str:
-    if n is None:
-        return "unknown"
-    if n >= 2**70:  # past any memory (1 ZiB); from 2**1054 on, n / 2**30 is no float at all
-        return f"2^{n.bit_length() - 1}+ bytes"
-    return f"{n / 2**30:.2f} GiB"
-
-
-def _pct(p: float | None) -> str:
-    return "n/a" if p is None else f"{p:.1f}%"
+    return UNKNOWN if n is None else units.gib(n, 2)
 
 
 def _ms(s: float | None) -> str:
@@ -54,10 +47,6 @@ def _ms(s: float | None) -> str:
 
 def _secs(s: float | None) -> str:
     return "n/a" if s is None else f"{s:.1f} s"
-
-
-def _clock(t: float | None) -> str:
-    return "n/a" if t is None else time.strftime("%H:%M:%S", time.gmtime(t))
 
 
 def _day(t: float | None) -> str:
@@ -140,7 +129,7 @@ def _headline(r: Receipt) -> list[str]:
     if steady is not None:
         lines.append(
             f"- **Steady throughput: {_v(steady.tokens_per_s)} tokens/s** over steps {steady.first_step}-"
-            f"{steady.last_step} ({steady.steps} steps, {_clock(steady.start)}-{_clock(steady.end)} UTC, rank "
+            f"{steady.last_step} ({steady.steps} steps, {units.clock(steady.start)}-{units.clock(steady.end)} UTC, rank "
             f"{steady.from_rank}{', boundary inferred: no phases emitted' if steady.inferred else ''}); "
             f"step time {_percentiles_ms(steady.step_time_s)}"
         )
@@ -151,7 +140,7 @@ def _headline(r: Receipt) -> list[str]:
         worst = sorted(((v, k) for k, v in g.badput_s if v > 0), reverse=True)[:3]
         lost = ", ".join(f"{k.replace('_', ' ')} {v:.1f} s" for v, k in worst) or "none"
         lines.append(
-            f"- **Goodput: {_pct(g.goodput_pct)}** of {g.window.seconds:.1f} s productive; largest badput: {lost}"
+            f"- **Goodput: {units.pct(g.goodput_pct)}** of {g.window.seconds:.1f} s productive; largest badput: {lost}"
         )
     lines.append(
         f"- **Evidence: {r.evidence}**: {EVIDENCE_WORDS[r.evidence]}"
@@ -165,7 +154,7 @@ def _headline(r: Receipt) -> list[str]:
     lines += _recording_lines(r)
     lines += [
         "",
-        f"Window: {r.window.seconds:.1f} s of data, {_day(r.window.start)} to {_clock(r.window.end)} UTC "
+        f"Window: {r.window.seconds:.1f} s of data, {_day(r.window.start)} to {units.clock(r.window.end)} UTC "
         f"(first to last line received); exit reason: {r.exit_reason}. Schema `{SCHEMA}`; {_md_text(r.tool)}.",
     ]
     return lines
@@ -204,10 +193,10 @@ def _incidents_section(r: Receipt) -> list[str]:
     ]
     for i in worst_first(r.incidents):
         changes = " -> ".join(c.label for c in i.changes if c.change in ("opened", "escalated", "eased"))
-        state = "open at exit" if i.state == "open" else f"cleared {_clock(i.cleared)}"
+        state = "open at exit" if i.state == "open" else f"cleared {units.clock(i.cleared)}"
         lines.append(
             f"| {i.id} | {_md_text(i.title)} ({_md_text(changes)}) | {i.worst_severity} | {_md_text(site_words(i.site))} "
-            f"| {_v(i.site.instance_id)} | {_clock(i.first)} | {_clock(i.last)} | {state} | {_md_text(i.evidence.what)} |"
+            f"| {_v(i.site.instance_id)} | {units.clock(i.first)} | {units.clock(i.last)} | {state} | {_md_text(i.evidence.what)} |"
         )
     if r.incidents_dropped:
         lines += ["", f"{r.incidents_dropped} incident(s) dropped past the bound of the session's log."]
@@ -304,8 +293,8 @@ def _job_section(r: Receipt) -> list[str]:
     if seg is not None and seg.cold_compile is not None:
         c = seg.cold_compile
         lines.append(
-            f"- Cold compile: {_secs(c.seconds)} over {c.compiles} compile(s), {_clock(c.start)}-"
-            f"{_clock(c.end)} UTC; {c.cache_hits} persistent-cache hit(s)"
+            f"- Cold compile: {_secs(c.seconds)} over {c.compiles} compile(s), {units.clock(c.start)}-"
+            f"{units.clock(c.end)} UTC; {c.cache_hits} persistent-cache hit(s)"
         )
     saves = job.checkpoint_saves
     lines.append(
@@ -344,16 +333,16 @@ def _job_section(r: Receipt) -> list[str]:
     )
     for f in job.failures[:5]:
         what = f.error or f"run ended {f.run_end}"
-        lines.append(f"  - rank {f.rank} at {_clock(f.ts)} UTC: {_md_text(what)}")
+        lines.append(f"  - rank {f.rank} at {units.clock(f.ts)} UTC: {_md_text(what)}")
     warnings = job.warnings
     if warnings.count:
         lines.append(f"- Warnings (non-fatal, never a failure): {warnings.count} on {warnings.ranks} rank(s)")
         for w in warnings.latest[-3:]:
-            lines.append(f"  - rank {w.rank} at {_clock(w.ts)} UTC: {_md_text(w.message)}")
+            lines.append(f"  - rank {w.rank} at {units.clock(w.ts)} UTC: {_md_text(w.message)}")
     for st in job.stalls[:5]:
         who = ", ".join(str(s.rank) for s in st.suspects)
         lines.append(
-            f"  - stall from {_clock(st.begin_ts)} UTC for {_secs(st.duration_s)}"
+            f"  - stall from {units.clock(st.begin_ts)} UTC for {_secs(st.duration_s)}"
             + (f", suspects rank {who}" if who else "")
         )
     if r.sequence_lengths is not None:
@@ -371,8 +360,8 @@ def _job_section(r: Receipt) -> list[str]:
             "|---|---|---|---|",
         ]
         for p in job.phases:
-            end = "open" if p.end_ts is None else _clock(p.end_ts)
-            lines.append(f"| {_md_text(p.phase)} | {_clock(p.begin_ts)} | {end} | {_secs(p.duration_s)} |")
+            end = "open" if p.end_ts is None else units.clock(p.end_ts)
+            lines.append(f"| {_md_text(p.phase)} | {units.clock(p.begin_ts)} | {end} | {_secs(p.duration_s)} |")
     return lines
 
 
@@ -383,16 +372,16 @@ def _goodput_section(r: Receipt, svg_name: str | None) -> list[str]:
         lines.append("n/a: no job telemetry, so no step time to call productive.")
     else:
         lines += [
-            f"Window: the job's own clock, {_clock(g.window.start)} to {_clock(g.window.end)} UTC "
+            f"Window: the job's own clock, {units.clock(g.window.start)} to {units.clock(g.window.end)} UTC "
             f"({g.window.seconds:.1f} s), rank {_v(g.from_rank)}; the parts sum to it.",
             "",
             "| part | seconds | share |",
             "|---|---|---|",
-            f"| productive step time | {g.productive_s:.1f} | {_pct(g.goodput_pct)} |",
+            f"| productive step time | {g.productive_s:.1f} | {units.pct(g.goodput_pct)} |",
         ]
         for cause, seconds in g.badput_s:
             share = 100 * seconds / g.window.seconds if g.window.seconds > 0 else None
-            lines.append(f"| badput: {cause.replace('_', ' ')} | {seconds:.1f} | {_pct(share)} |")
+            lines.append(f"| badput: {cause.replace('_', ' ')} | {seconds:.1f} | {units.pct(share)} |")
         lines += ["", f"Method: {g.method} Late threshold at the end: {g.late_threshold_s:.1f} s."]
     if svg_name:
         lines += [
@@ -423,7 +412,7 @@ def _kernel_log_section(r: Receipt) -> list[str]:
             host = e.host or e.hostname or e.instance_id
             lines.append(
                 f"| {_md_text(e.error_type)} | {_md_text(_v(e.action))} | {_md_text(_v(host))} | {_v(e.chip)} | "
-                f"{_v(e.nc_id)} | {e.lines} | {_clock(e.first)} |"
+                f"{_v(e.nc_id)} | {e.lines} | {units.clock(e.first)} |"
             )
     return lines
 
@@ -513,7 +502,7 @@ def _ultraservers_section(r: Receipt) -> list[str]:
     for u in r.ultraservers:
         lines.append(
             f"| {_md_text(u.id)} | {u.hosts} | {u.chips} | {_gib(u.hbm_capacity_bytes)} | "
-            f"{_gib(u.hbm_peak_sum_bytes)} | {_pct(u.util_mean_pct)} |"
+            f"{_gib(u.hbm_peak_sum_bytes)} | {units.pct(u.util_mean_pct)} |"
         )
     return lines
 
@@ -546,7 +535,7 @@ def _chips_section(r: Receipt) -> list[str]:
         host = _md_text(c.host) if not c.host_name else f"{_md_text(c.host_name)} ({_md_text(c.host)})"
         lines.append(
             f"| {host} | {c.device} | {_gib(c.hbm_peak_bytes)} | {_gib(c.hbm_capacity_bytes)} | "
-            f"{_pct(c.util_mean_pct)} | {_pct(c.util_max_pct)} | {tflops} | {_pct(c.mfu_pct)} | {latency} | "
+            f"{units.pct(c.util_mean_pct)} | {units.pct(c.util_max_pct)} | {tflops} | {units.pct(c.mfu_pct)} | {latency} | "
             f"{_ecc(e.mem_corrected, e.mem_uncorrected)} | {_ecc(e.sram_corrected, e.sram_uncorrected)} |"
         )
     return lines

@@ -18,6 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from trnwatch import __version__
+from trnwatch.ledger import units
 from trnwatch.ledger.findings import Finding, Severity, finding_text
 from trnwatch.ledger.hosts import ChipState, HostState, RuntimeState
 from trnwatch.ledger.incidents import Incident
@@ -375,14 +376,6 @@ def _gib(n: int | None) -> str:
     return f"{n / 2**40:.2f} TiB" if n >= 2**40 else f"{n / 2**30:.1f} GiB"
 
 
-def _hms(t_s: float) -> str:
-    return time.strftime("%H:%M:%S", time.gmtime(t_s))
-
-
-def _pct(p: float | None) -> str:
-    return "n/a" if p is None else f"{p:.1f}%"
-
-
 def render_text(snap: Snapshot, lowest: int = 5) -> str:
     """The snapshot for a ticket: what it is, each scope with its boundary, what needs a look."""
     when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(snap.now))
@@ -400,7 +393,7 @@ def render_text(snap: Snapshot, lowest: int = 5) -> str:
         "",
         "open incidents (most severe first; since when, last seen):",
         *(
-            f"  #{i.id} {i.severity}: {clean(i.evidence.text)} (since {_hms(i.first)}, last {_hms(i.last)})"
+            f"  #{i.id} {i.severity}: {clean(i.evidence.text)} (since {units.clock(i.first)}, last {units.clock(i.last)})"
             for i in snap.incidents
         ),
         *([] if snap.incidents else ["  none"]),
@@ -428,8 +421,8 @@ def render_text(snap: Snapshot, lowest: int = 5) -> str:
             "",
             f"UltraServer {clean(us.id)} (figures over {b.chips_in_figures} chips on {b.hosts_fresh}/{b.hosts} "
             "fresh hosts; UltraServer figures, not a chip's):",
-            f"  HBM {_gib(us.hbm_used_bytes)} of {_gib(us.hbm_capacity_bytes)}{share}; util mean {_pct(us.util_mean_pct)}, "
-            f"min {_pct(us.util_min_pct)}; idle chips {us.chips_idle}; chips with ECC events {us.chips_with_ecc}",
+            f"  HBM {_gib(us.hbm_used_bytes)} of {_gib(us.hbm_capacity_bytes)}{share}; util mean {units.pct(us.util_mean_pct)}, "
+            f"min {units.pct(us.util_min_pct)}; idle chips {us.chips_idle}; chips with ECC events {us.chips_with_ecc}",
         ]
     stale = [h for h in hosts if not h.fresh]
     if stale:
@@ -443,7 +436,7 @@ def render_text(snap: Snapshot, lowest: int = 5) -> str:
         lines += ["", "lowest utilisation (fresh chips, each figure one chip's):"]
         for c in sorted(fresh_chips, key=lambda c: (c.util_pct, c.host, c.device))[:lowest]:
             lines.append(
-                f"  {clean(names[c.host])} chip {c.device}: util {_pct(c.util_pct)}, "
+                f"  {clean(names[c.host])} chip {c.device}: util {units.pct(c.util_pct)}, "
                 f"HBM {_gib(c.hbm_bytes)} of {_gib(c.hbm_capacity_bytes)}"
             )
     ecc = [c for c in chips if c.ecc.corrected or c.ecc.uncorrected]

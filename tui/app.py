@@ -27,6 +27,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import ContentSwitcher, Footer
 
+from trnwatch.ledger import units
 from trnwatch.ledger.findings import Finding
 from trnwatch.ledger.job import JobLedger
 from trnwatch.ledger.ledger import WORST_STATE_FIRST, Evidence, Ledger
@@ -38,7 +39,6 @@ from trnwatch.session import SIGNAL_REASONS, Session
 from trnwatch.stacks import suspect_requests
 from trnwatch.themes import THEME_NAMES, default_theme, next_theme
 from trnwatch.themes.palettes import CSS_PATH, PALETTES, TEXTUAL_THEMES
-from trnwatch.tui import units
 from trnwatch.tui.chip_view import ChipView
 from trnwatch.tui.cluster_view import ClusterView
 from trnwatch.tui.export import DEFAULT_SNAPSHOT_DIR, write_snapshot

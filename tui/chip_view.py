@@ -8,9 +8,9 @@ the report did carry core counters.
 from rich.style import Style
 from rich.text import Text
 
+from trnwatch.ledger import units
 from trnwatch.ledger.findings import HBM_TREND_MIN_SAMPLES, HBM_TREND_WINDOW_S, trend_text
 from trnwatch.ledger.rollups import hbm_high
-from trnwatch.tui import units
 from trnwatch.tui.chip_model import ChipModel, chip_model
 from trnwatch.tui.scope import Frame, ScopeView, Screenful, outside, styled
 from trnwatch.tui.widgets import level, shown_range, sparkline, util_glyph

@@ -6,7 +6,7 @@ from rich.cells import cell_len
 from rich.text import Text
 from textual import events
 
-from trnwatch.tui import units
+from trnwatch.ledger import units
 from trnwatch.tui.host_model import HostModel, host_model
 from trnwatch.tui.scope import Frame, OpenChip, ScopeView, Screenful, Selection, column, outside, styled
 from trnwatch.tui.text import clean

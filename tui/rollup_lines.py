@@ -10,9 +10,9 @@ narrow screens, in shorter words where the long ones would be cut off.
 from rich.style import Style
 from rich.text import Text
 
+from trnwatch.ledger import units
 from trnwatch.ledger.rollups import Rollup, hbm_high
 from trnwatch.themes.palettes import Palette
-from trnwatch.tui import units
 from trnwatch.tui.scope import styled
 
 LEFT_OUT = "  (left out of the figures)"

@@ -12,8 +12,8 @@ from rich.style import Style
 from rich.text import Text
 from textual import events
 
+from trnwatch.ledger import units
 from trnwatch.ledger.read_model import NO_GROUP, ChipSummary, HostSummary
-from trnwatch.tui import units
 from trnwatch.tui.host_rows import FILTER_HELP
 from trnwatch.tui.rollup_lines import rollup_lines
 from trnwatch.tui.scope import Frame, OpenChip, ScopeView, Screenful, Selection, column, no_host_yet, outside, styled

@@ -21,7 +21,7 @@ from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from trnwatch.tui.units import level
+from trnwatch.ledger.units import level
 
 BARS = "▁▂▃▄▅▆▇█"
 SHADES = "░▒▓█"

@@ -1,4 +1,5 @@
-"""Numbers as text, each with its unit; an absent figure is "n/a", never a zero."""
+"""Numbers as text, each with its unit; an absent figure is "n/a", never a zero. One place for the
+screen (tui/), the receipt's Markdown and the snapshot's text."""
 
 import time
 
@@ -17,7 +18,11 @@ def pct(value: float | None, places: int = 1) -> str:
 
 
 def gib(n_bytes: int | None, places: int = 1) -> str:
-    return NA if n_bytes is None else f"{n_bytes / GIB:.{places}f} GiB"
+    if n_bytes is None:
+        return NA
+    if n_bytes >= 2**70:  # past any memory (1 ZiB); from 2**1054 on, n / 2**30 is no float at all
+        return f"2^{n_bytes.bit_length() - 1}+ bytes"
+    return f"{n_bytes / GIB:.{places}f} GiB"
 
 
 def size(n_bytes: int | None) -> str:
@@ -68,11 +73,16 @@ def latency(seconds: float | None) -> str:
     return f"{seconds:.2f} s"
 
 
+def clock(t_s: float | None) -> str:
+    """Time of day in UTC, "14:02:33"."""
+    return NA if t_s is None else time.strftime("%H:%M:%S", time.gmtime(t_s))
+
+
 def clock_utc(t_s: float | None) -> str:
     """Time of day in UTC: the screen's clock is the session's clock, the same on every host."""
     if t_s is None:
         return "--:--:-- UTC"
-    return time.strftime("%H:%M:%S UTC", time.gmtime(t_s))
+    return f"{clock(t_s)} UTC"
 
 
 def level(value: float, maximum: float, steps: int) -> int:
