@@ -12,7 +12,8 @@ What the translator does for every profile, so that profiles stay patterns only:
 - splits on carriage returns (tqdm / PyTorch Lightning progress bars rewrite one terminal line
   with `\r`; every segment is a line), removes ANSI colour codes, and reads a launcher's per-rank
   prefix (torchrun `[rank3]:`, Open MPI `[1,3]<stdout>:`, Slurm `3: `) as the rank, and the
-  launchers' own lines (collectors/launcher_log.py);
+  launchers' own lines (collectors/launcher_log.py); the kernel's NEURON_HW_ERR lines with the
+  kernel-log parser (collectors/kernel_log.py);
 - reads the line's own timestamp with the profiles' layouts (else the receive time is used);
 - derives a step's time and tokens when the line does not say them (see `_complete_step`);
 - drops a progress bar's repeated redraw of the step it already reported, and holds a redraw
@@ -34,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from trnwatch.collectors.checkpoints import step_from_tag
 from trnwatch.collectors.job_events import SCHEMA_VERSION, JobEvent
+from trnwatch.collectors.kernel_log import HW_ERR_TOKEN, HardwareError, parse_kernel_line
 from trnwatch.collectors.launcher_log import LauncherLog, split_prefix
 
 MAX_MESSAGE_CHARS = 500
@@ -419,6 +421,9 @@ class LogTranslator:
         if launched is not None:
             self.matched += 1
             return launched
+        if HW_ERR_TOKEN in text and isinstance(record := parse_kernel_line(text), HardwareError):
+            self.matched += 1
+            return [self._hardware_error(record, rank, self._line_ts(text, received_s)[0])]
         line_ts = self._line_ts(text, received_s)
         events: list[JobEvent] = []
         matched = False
@@ -442,6 +447,13 @@ class LogTranslator:
             self._waiting.append((segment, received_s))
             return None
         return []
+
+    def _hardware_error(self, record: HardwareError, rank: int, ts: float) -> JobEvent:
+        """The kernel's NEURON_HW_ERR line in a job log (the kernel-log source's parser read it):
+        a fatal error on the chip (nd-id) and core (nc-id) it names, the line as its message."""
+        fields = {"message": record.message[:MAX_MESSAGE_CHARS], "source": "hardware", "chip": record.device}
+        fields["core"] = record.core
+        return _build("error", fields, rank, ts, self.run)
 
     @property
     def error_files(self) -> dict[str, int]:

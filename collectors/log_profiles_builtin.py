@@ -316,13 +316,10 @@ NEURON_RUNTIME = {
             "emit": [{"event": "error", "source": "runtime"}],
         },
         {"pattern": r"\bERROR +TDRV:(?:log_dev_mem_usage_table|print_lnc_hbm_details) "},
-        # The kernel's hardware-error line (neuron-runtime/nrt-troubleshoot.rst): `NEURON_HW_ERR=
-        # SRAM_UNCORRECTABLE_ERROR instance-id=i-... hostname=ip-... nd-id=0 nc-id=0 serial-num=...
-        # action=TERMINATE_INSTANCE`, when a job log holds it.
-        {
-            "pattern": r"(?P<message>NEURON_HW_ERR=\w+ .*?\bnd-id=(?P<chip>\d+) nc-id=(?P<core>\d+)\b.*)",
-            "emit": [{"event": "error", "source": "hardware"}],
-        },
+        # The kernel's hardware-error line (`NEURON_HW_ERR=SRAM_UNCORRECTABLE_ERROR instance-id=...
+        # nd-id=0 nc-id=0 ... action=TERMINATE_INSTANCE`) is not a rule here: the translator reads
+        # it in every log with the kernel-log source's own parser (collectors/kernel_log.py), one
+        # reader of that line.
         # `2023-Jan-09 20:27:41.0593 15042:15042 ERROR  TDRV:exec_consume_infer_status_notifications
         #  (FATAL-RT-UNDEFINED-STATE) inference timeout (600000 ms) on Neuron Device 0 NC 0, ...`
         {

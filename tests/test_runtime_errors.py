@@ -49,3 +49,18 @@ def test_a_neuron_hw_err_line_is_a_hardware_failure_on_its_chip_and_core():
     assert (error.rank, error.chip, error.core, error.source) == (2, 3, 1, "hardware")
     assert error.message == line
     assert "action=TERMINATE_INSTANCE" in ledger.diagnose(now).reason
+
+
+def test_the_job_log_and_the_kernel_log_read_neuron_hw_err_with_one_parser():
+    # The fields in another order than the documented line, and a dmesg timestamp before it: the
+    # kernel-log parser reads both; a job log reads them with it (no pattern of its own).
+    from trnwatch.collectors.kernel_log import parse_kernel_line
+    from trnwatch.collectors.log_profiles_builtin import NEURON_RUNTIME
+
+    assert not any("NEURON_HW_ERR" in rule["pattern"] for rule in NEURON_RUNTIME["rules"])
+    line = "[  298850.502143] NEURON_HW_ERR=DMA_ERROR action=RESET nc-id=6 nd-id=14 hostname=ip-10-0-0-1"
+    record = parse_kernel_line(line)
+    events, _, _ = fold([f"[rank7]:{line}"])
+    [error] = events
+    assert (error.rank, error.chip, error.core, error.source) == (7, record.device, record.core, "hardware")
+    assert (error.chip, error.core, error.message) == (14, 6, record.message)
