@@ -18,7 +18,8 @@ Line kinds and their records (each also `Rejected` when unusable):
   `StackCapture`. Its lines come from no source (SESSION_KINDS): the ledger keeps them apart.
 - "kernel-log" (a kernel log line: journalctl, dmesg, a file), collectors/kernel_log.py: one
   `HardwareError`, `DriverLine` (another Neuron driver line) or `OtherLine`;
-- "sysfs" (one sysfs sample of a host, collectors/sysfs.py): one `SysfsSample`.
+- "sysfs" (one sysfs sample of a host, collectors/sysfs.py): one `SysfsSample`;
+- "topology" (a scheduler's UltraServer membership, collectors/topology.py): one `TopologyAnswer`.
 """
 
 from collections.abc import Callable
@@ -37,6 +38,7 @@ from trnwatch.collectors.neuron_monitor import FieldRejection, Report, ReportRej
 from trnwatch.collectors.prometheus import parse_prometheus_line
 from trnwatch.collectors.stack_records import StackCapture, StackLineError, decode_stack_line
 from trnwatch.collectors.sysfs_sample import SysfsRejected, SysfsSample, decode_sysfs
+from trnwatch.collectors.topology import TopologyAnswer, TopologyRejected, decode_topology
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +57,9 @@ class DeviceReport:
     rejected_fields: tuple[FieldRejection, ...] = ()
 
 
-Record = DeviceReport | DecodedJobLine | JobLogStats | StackCapture | KernelRecord | SysfsSample | Rejected
+Record = (
+    DeviceReport | DecodedJobLine | JobLogStats | StackCapture | KernelRecord | SysfsSample | TopologyAnswer | Rejected
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +126,13 @@ def _sysfs(text: str) -> list[Record]:
         return [Rejected("sysfs", str(exc))]
 
 
+def _topology(text: str) -> list[Record]:
+    try:
+        return [decode_topology(text)]
+    except TopologyRejected as exc:
+        return [Rejected("topology", str(exc))]
+
+
 # Line kind -> its decoder (text -> records). A new line format is one entry here.
 DECODERS: dict[str, Callable[[str], list[Record]]] = {
     "neuron-monitor": _neuron_monitor,
@@ -132,6 +143,7 @@ DECODERS: dict[str, Callable[[str], list[Record]]] = {
     "stack": _stack,
     "kernel-log": _kernel_log,
     "sysfs": _sysfs,
+    "topology": _topology,
 }
 # Line kinds that carry device reports: their sources can be lost by silence.
 DEVICE_KINDS = ("neuron-monitor", "prometheus", "promql")

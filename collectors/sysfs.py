@@ -14,6 +14,9 @@ unavailable, never as zero. Nodes read, each where it is documented:
 - per EFA device and port: `class/infiniband/<dev>/ports/<port>/hw_counters/<name>`, cumulative
   counts (Linux `drivers/infiniband/hw/efa/efa_verbs.c`, `EFA_DEFINE_PORT_STATS`; newer kernels
   add `rdma_write_*`, `retrans_*`, `unresponsive_remote_events`, `impaired_remote_conn_events`).
+- UltraServer membership, `class/neuron_device/{reservation_id,node_id,ultraserver_mode}` (the
+  driver's class attributes on trn3pds, as aws-neuron-sdk `src/k8/k8s-ultraserver-init-script.sh`
+  reads them; what each says: `UltraServerNodes`), found by leaf name under the class directory.
 - the instance id, `devices/virtual/dmi/id/board_asset_tag` (on EC2 Nitro instances the instance
   id), which joins the sample to the host neuron-monitor names by the same id.
 """
@@ -29,9 +32,11 @@ from trnwatch.collectors.lines import Line
 from trnwatch.collectors.sysfs_sample import EFA_COUNTERS, MAX_DEVICES, MAX_EFA_PORTS, MAX_VALUE_CHARS, SCHEMA
 
 NEURON_DEVICES = Path("devices/virtual/neuron_device")
+NEURON_CLASS = Path("class/neuron_device")
 INFINIBAND = Path("class/infiniband")
 BOARD_ASSET_TAG = Path("devices/virtual/dmi/id/board_asset_tag")
 DEVICE_LEAVES = ("utilization", "unhealthy_components")
+ULTRASERVER_LEAVES = ("reservation_id", "node_id", "ultraserver_mode")
 # Bounds: a device directory is walked this deep for its leaves; values past these are dropped.
 MAX_WALK_DEPTH = 6
 
@@ -44,17 +49,18 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def _device_leaves(device_dir: Path) -> dict[str, str]:
-    """The wanted leaves of one device directory, found by name (power's `utilization` only
-    under a directory named `power`), the shallowest first."""
+def _find_leaves(base: Path, names: tuple[str, ...]) -> dict[str, str]:
+    """The wanted leaves under `base`, found by name (power's `utilization` only under a directory
+    named `power`), the shallowest first; symbolic links (the class directory's `neuronN`) are
+    not followed."""
     found: dict[str, str] = {}
-    base_depth = len(device_dir.parts)
-    for dirpath, dirnames, filenames in os.walk(device_dir):
+    base_depth = len(base.parts)
+    for dirpath, dirnames, filenames in os.walk(base):
         here = Path(dirpath)
         if len(here.parts) - base_depth >= MAX_WALK_DEPTH:
             dirnames[:] = []
         dirnames.sort()
-        for name in DEVICE_LEAVES:
+        for name in names:
             if name in filenames and name not in found and (name != "utilization" or here.name == "power"):
                 value = _read(here / name)
                 if value is not None:
@@ -68,7 +74,7 @@ def sample_sysfs(root: Path) -> str:
     neuron = root / NEURON_DEVICES
     names = [p.name for p in neuron.iterdir() if p.name.startswith("neuron")] if neuron.is_dir() else []
     for name in sorted(n for n in names if n[len("neuron") :].isdigit())[:MAX_DEVICES]:
-        devices[name[len("neuron") :]] = _device_leaves(neuron / name)
+        devices[name[len("neuron") :]] = _find_leaves(neuron / name, DEVICE_LEAVES)
     efa: dict[str, dict[str, int]] = {}
     ib = root / INFINIBAND
     for counters in sorted(ib.glob("*/ports/*/hw_counters"))[:MAX_EFA_PORTS] if ib.is_dir() else []:
@@ -79,6 +85,9 @@ def sample_sysfs(root: Path) -> str:
                 values[name] = int(text)
         efa[f"{counters.parent.parent.parent.name}:{counters.parent.name}"] = values
     sample: dict = {"v": SCHEMA, "devices": devices, "efa": efa}
+    ultraserver = _find_leaves(root / NEURON_CLASS, ULTRASERVER_LEAVES)
+    if ultraserver:
+        sample["ultraserver"] = ultraserver
     instance_id = _read(root / BOARD_ASSET_TAG)
     if instance_id:
         sample["instance_id"] = instance_id

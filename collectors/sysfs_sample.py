@@ -42,10 +42,43 @@ class DeviceHealth:
 
 
 @dataclass(frozen=True, slots=True)
+class UltraServerNodes:
+    """The `class/neuron_device` UltraServer nodes of a host, as read (None: the node is absent).
+
+    `reservation_id` is `%016llx` of the pod's serial number, all zeros when the host is in no
+    UltraServer (or its election is under way); `node_id` is the host's place in it, `-1` when
+    in none, `busy` during the election; `ultraserver_mode` lists the supported modes (`1,2,4`:
+    X4, X2H, X1), empty on a host that is no UltraServer node (aws-neuron-driver `neuron_cdev.c`
+    class attributes, `npe_class_*_show_data`; the three leaves as aws-neuron-sdk
+    `src/k8/k8s-ultraserver-init-script.sh` reads them on trn3pds)."""
+
+    reservation_id: str | None
+    node_id: str | None
+    ultraserver_mode: str | None
+
+    @property
+    def membership(self) -> tuple[str | None, str]:
+        """(UltraServer id, what the nodes say): ("<id>", "member"), (None, "none") when the
+        driver says the host is in no UltraServer, (None, "busy") during an election, (None,
+        "unreadable") for a value it does not write, (None, "absent") without the node."""
+        rid, node = self.reservation_id, self.node_id
+        if rid is None:
+            return None, "absent"
+        if node == "busy" or self.ultraserver_mode == "busy":
+            return None, "busy"
+        if not (0 < len(rid) <= 16 and all(c in "0123456789abcdef" for c in rid.lower())):
+            return None, "unreadable"
+        if int(rid, 16) == 0 or node == "-1":
+            return None, "none"
+        return rid.lower(), "member"
+
+
+@dataclass(frozen=True, slots=True)
 class SysfsSample:
     instance_id: str | None
     devices: dict[int, DeviceHealth] = field(default_factory=dict)
     efa: dict[str, dict[str, int]] = field(default_factory=dict)  # "<dev>:<port>" -> counter -> value
+    ultraserver: UltraServerNodes | None = None  # None: no class/neuron_device UltraServer node
 
 
 def _pct(text: str) -> float | None:
@@ -90,4 +123,20 @@ def decode_sysfs(text: str) -> SysfsSample:
                 if k in EFA_COUNTERS and isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_COUNTER
             }
     instance_id = data.get("instance_id")
-    return SysfsSample(instance_id[:80] if isinstance(instance_id, str) and instance_id else None, devices, efa)
+    return SysfsSample(
+        instance_id[:80] if isinstance(instance_id, str) and instance_id else None,
+        devices,
+        efa,
+        _ultraserver_nodes(data.get("ultraserver")),
+    )
+
+
+def _ultraserver_nodes(leaves: object) -> UltraServerNodes | None:
+    if not isinstance(leaves, dict) or not leaves:
+        return None
+
+    def leaf(name: str) -> str | None:
+        value = leaves.get(name)
+        return value[:MAX_VALUE_CHARS] if isinstance(value, str) else None
+
+    return UltraServerNodes(leaf("reservation_id"), leaf("node_id"), leaf("ultraserver_mode"))

@@ -6,8 +6,9 @@ a socket or the wall clock: every method that needs "now" takes it, so the same 
 same state live and in replay.
 
 Scopes are kept apart by construction: chips live inside hosts, hosts are placed in an
-UltraServer only by configuration (`--ultraservers` file, or the `instance_info.ultraserver_id`
-a report carries), and every rollup says how many chips and hosts it covers.
+UltraServer only by what a source says (ledger/membership.py: the `--ultraservers` file, a
+scheduler, the host's sysfs, its reports, in that order), and every rollup says how many chips
+and hosts it covers.
 """
 
 from collections import Counter
@@ -31,11 +32,13 @@ from trnwatch.collectors.lines import ClockMark, Line, SourceEvent
 from trnwatch.collectors.neuron_monitor import FieldRejection, Report
 from trnwatch.collectors.stack_records import StackCapture
 from trnwatch.collectors.sysfs_sample import SysfsSample
+from trnwatch.collectors.topology import Origin, TopologyAnswer
 from trnwatch.ledger.goodput import GoodputClock
 from trnwatch.ledger.hardware import KernelLogState
 from trnwatch.ledger.hosts import HostState
 from trnwatch.ledger.job import JobDiagnosis, JobEventRejected, JobLedger
 from trnwatch.ledger.job_summary import JobSection
+from trnwatch.ledger.membership import Membership, membership_of
 from trnwatch.ledger.read_model import ReadModel
 from trnwatch.ledger.rollups import Kept, reported_within, stale_after_s
 from trnwatch.ledger.rules import DEFAULT_RULES, Rules
@@ -167,6 +170,8 @@ class Ledger:
         self.kernel = KernelLogState()  # hardware errors and Neuron driver lines from kernel logs
         # sysfs samples by host id (the sample's instance id, else its source id): device health, EFA rates.
         self.sysfs: dict[str, HostSysfs] = {}
+        # The latest UltraServer membership each scheduler answered (collectors/topology.py).
+        self.discovered: dict[Origin, TopologyAnswer] = {}
         # Counts every change (a line, a link event, a source's end): a read model is of one.
         self.generation = 0
         self._read: ReadModel | None = None  # the latest (`read`)
@@ -236,6 +241,12 @@ class Ledger:
                 self.kernel.fold(stats.source_id, t, record)
         elif isinstance(record, SysfsSample):
             self._fold_sysfs(stats, t, record)
+        elif isinstance(record, TopologyAnswer):
+            self.discovered[record.origin] = record
+            if stats.first_s is None:
+                stats.first_s = t
+            stats.last_s = t
+            stats.reports += 1
         elif isinstance(record, JobLogStats):
             self._fold_job_log(stats, record)
 
@@ -436,14 +447,13 @@ class Ledger:
             return None
         return self.job.summary(now_s, lambda host, chip: self.chip_util_pct(host, chip, now_s))
 
+    def membership(self, host: HostState) -> Membership:
+        """UltraServer of a host and which source said so (ledger/membership.py gives the order);
+        never guessed from names or indices."""
+        return membership_of(host, self.ultraserver_overrides, self.discovered, self.sysfs)
+
     def ultraserver_of(self, host: HostState) -> str | None:
-        """UltraServer of a host: configuration first (by host id or stream label), then the
-        id the host's own reports carry; never guessed from names or indices."""
-        return (
-            self.ultraserver_overrides.get(host.host_id)
-            or self.ultraserver_overrides.get(host.source_id)
-            or host.ultraserver_reported
-        )
+        return self.membership(host).ultraserver
 
     def ultraservers(self) -> dict[str, list[HostState]]:
         """Hosts grouped by UltraServer id (hosts without one are left out)."""

@@ -104,7 +104,10 @@ class HostEntry(_Section):
     host: str
     source: str
     ultraserver: str | None
-    ultraserver_from: Literal["config", "report"] | None
+    # Who placed the host (ledger/membership.py's order); with ultraserver null, "sysfs" means
+    # the driver says the host is in no UltraServer, null that no source placed it.
+    ultraserver_from: Literal["config", "kubernetes", "sysfs", "slurm", "report"] | None
+    ultraserver_detail: str = ""  # e.g. the sysfs node id ("node 2")
     instance_type: str | None
     device_type: str | None
     neuroncore_version: str | None
@@ -613,13 +616,13 @@ def _source_entry(s, end_s: float | None, periods: Mapping[str, float]) -> Sourc
 
 
 def _host_entry(ledger: Ledger, h: HostState) -> HostEntry:
-    us = ledger.ultraserver_of(h)
-    configured = h.host_id in ledger.ultraserver_overrides or h.source_id in ledger.ultraserver_overrides
+    placed = ledger.membership(h)
     return HostEntry(
         host=h.host_id,
         source=h.source_id,
-        ultraserver=us,
-        ultraserver_from=None if us is None else ("config" if configured else "report"),
+        ultraserver=placed.ultraserver,
+        ultraserver_from=placed.origin,
+        ultraserver_detail=placed.detail,
         instance_type=h.instance_type,
         device_type=h.device_type,
         neuroncore_version=h.neuroncore_version,
@@ -736,7 +739,8 @@ def _fabric(hosts: int, ultraservers: set[str], unplaced: int, device_type: str 
     """The fabric the figures crossed, and what that is inferred from."""
     switch = "NeuronSwitch-v1" if device_type == "trainium3" else "NeuronLink"
     why = (
-        f"{hosts} host(s); UltraServer membership from the --ultraservers file or the reports' ultraserver_id; "
+        f"{hosts} host(s); UltraServer membership from the --ultraservers file, Kubernetes, sysfs, Slurm or "
+        "the reports (hosts[].ultraserver_from); "
         f"{switch} inside an UltraServer from the device type ({device_type or 'unknown'}), EFA between"
     )
     if hosts == 0:

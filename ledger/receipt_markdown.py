@@ -7,6 +7,7 @@ the Markdown and is linked from it.
 """
 
 import time
+from collections import Counter
 from datetime import UTC, datetime
 
 from trnwatch.ledger import units
@@ -479,9 +480,15 @@ def _hosts_section(r: Receipt) -> list[str]:
         problems = [f"{_md_text(k)}: {_md_text(v)}" for k, v in h.group_errors.items()]
         problems += [f"{_md_text(k)} x{v}" for k, v in h.anomalies.items()]
         lines.append(f"- {_md_text(h.host)}: {'; '.join(problems)}")
-    unplaced = sum(1 for h in r.hosts if not h.ultraserver)
-    if r.hosts and unplaced:
-        lines.append(f"- {unplaced} host(s) in no UltraServer")
+    unplaced = [h for h in r.hosts if not h.ultraserver]
+    if unplaced:
+        said = sum(1 for h in unplaced if h.ultraserver_from)
+        lines.append(
+            f"- {len(unplaced)} host(s) in no UltraServer ({said} by their sysfs, the rest placed by no source)"
+        )
+    placed = Counter(h.ultraserver_from for h in r.hosts if h.ultraserver)
+    if placed:
+        lines.append("- UltraServer membership from: " + ", ".join(f"{k} {n}" for k, n in sorted(placed.items())))
     return lines
 
 
@@ -489,8 +496,8 @@ def _ultraservers_section(r: Receipt) -> list[str]:
     lines = ["", "## UltraServers", ""]
     if not r.ultraservers:
         return lines + [
-            "No host was mapped to an UltraServer (no `--ultraservers` file, no `ultraserver_id` in reports): "
-            "no UltraServer figure is given."
+            "No host was placed in an UltraServer (by no `--ultraservers` file, Kubernetes label, sysfs node, "
+            "Slurm block or report): no UltraServer figure is given."
         ]
     lines += [
         "Boundary: each row aggregates the hosts mapped to that UltraServer; these are UltraServer figures, "

@@ -8,7 +8,7 @@ no rate for that interval. A counter the host does not expose has no rate (unava
 
 from dataclasses import dataclass, field
 
-from trnwatch.collectors.sysfs_sample import EFA_COUNTERS, DeviceHealth, SysfsSample
+from trnwatch.collectors.sysfs_sample import EFA_COUNTERS, DeviceHealth, SysfsSample, UltraServerNodes
 
 # What counts as trouble on the fabric: drops, retransmits, timeouts, unresponsive or impaired peers.
 EFA_ERROR_COUNTERS = (
@@ -31,6 +31,7 @@ class HostSysfs:
     devices: dict[int, DeviceHealth] = field(default_factory=dict)
     efa_ports: int = 0
     efa_rates_per_s: dict[str, float] = field(default_factory=dict)  # counter -> rate; absent: unavailable
+    ultraserver: UltraServerNodes | None = None  # the class nodes as last read (None: absent)
     _counters: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def fold(self, sample: SysfsSample, t_s: float) -> None:
@@ -38,6 +39,7 @@ class HostSysfs:
         self.samples += 1
         self.last_s = t_s
         self.devices = dict(sample.devices)
+        self.ultraserver = sample.ultraserver
         self.efa_ports = len(sample.efa)
         self._counters = sample.efa
         if previous_s is None or t_s <= previous_s:

@@ -70,6 +70,7 @@ LEDGER_MAY_IMPORT = {
     "trnwatch.collectors.prometheus_text",
     "trnwatch.collectors.stack_records",
     "trnwatch.collectors.sysfs_sample",
+    "trnwatch.collectors.topology",
 }
 
 

@@ -428,7 +428,7 @@ SIM = SourceKind(
 )
 REPLAY = SourceKind(
     "replay",
-    ("neuron-monitor", "prometheus", "promql", "job", "job-log", "kernel-log", "sysfs"),
+    ("neuron-monitor", "prometheus", "promql", "job", "job-log", "kernel-log", "sysfs", "topology"),
     _replay_options,
     lambda a: a.recording is not None,
     _replay_build,
@@ -633,13 +633,52 @@ def _sysfs_build(args: argparse.Namespace, ctx: Context) -> Built:
 
 
 SYSFS = SourceKind("sysfs", ("sysfs",), _sysfs_options, lambda a: a.sysfs or bool(a.sysfs_root), _sysfs_build)
+
+
+def _topology_options(o: Options) -> None:
+    o.group("hardware").add_argument(
+        "--ultraservers-from",
+        action="append",
+        choices=("kubernetes", "slurm"),
+        default=[],
+        help="ask, once at start, which UltraServer each host is in: kubernetes (kubectl get nodes -o json, "
+        "label topology.k8s.aws/ultraserver-id), slurm (scontrol show topology, block plugin); repeatable",
+    )
+
+
+def _topology_build(args: argparse.Namespace, ctx: Context) -> Built:
+    from trnwatch.collectors.topology_source import KIND, topology_lines
+
+    return Built(
+        [
+            SourceSpec(f"topology:{origin}", KIND, functools.partial(topology_lines, origin, f"topology:{origin}"))
+            for origin in dict.fromkeys(args.ultraservers_from)
+        ]
+    )
+
+
+TOPOLOGY = SourceKind(
+    "topology", ("topology",), _topology_options, lambda a: bool(a.ultraservers_from), _topology_build
+)
 KERNEL_LOG = SourceKind(
     "kernel-log", ("kernel-log",), _kernel_log_options, lambda a: a.kernel_log or bool(a.kmsg), _kernel_log_build
 )
 
 # What each command offers, in the order of its help: device kinds (the one wanted is used, else
 # NEURON_MONITOR), and the job kinds that may join them.
-WATCH_KINDS = (STDIN, NEURON_MONITOR, SSH, SCRAPE, PROMETHEUS, JOB_DIR, JOB_LOG, CKPT_DIR, KERNEL_LOG, SYSFS)
+WATCH_KINDS = (
+    STDIN,
+    NEURON_MONITOR,
+    SSH,
+    SCRAPE,
+    PROMETHEUS,
+    JOB_DIR,
+    JOB_LOG,
+    CKPT_DIR,
+    KERNEL_LOG,
+    SYSFS,
+    TOPOLOGY,
+)
 COMMAND_KINDS: dict[str, tuple[SourceKind, ...]] = {
     "watch": WATCH_KINDS,
     "record": WATCH_KINDS,
@@ -656,13 +695,14 @@ COMMAND_KINDS: dict[str, tuple[SourceKind, ...]] = {
         CKPT_DIR,
         KERNEL_LOG,
         SYSFS,
+        TOPOLOGY,
     ),
     "demo": (SIM,),
     "replay": (REPLAY,),
 }
 JOB_KINDS = (JOB_DIR, JOB_LOG, CKPT_DIR)
 # Kinds that join the device kind chosen (any of them, or none).
-JOINING_KINDS = (*JOB_KINDS, KERNEL_LOG, SYSFS)
+JOINING_KINDS = (*JOB_KINDS, KERNEL_LOG, SYSFS, TOPOLOGY)
 
 
 def add_options(parser: argparse.ArgumentParser, command: str) -> None:

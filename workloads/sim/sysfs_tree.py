@@ -10,6 +10,10 @@ Layouts, each from the document it copies:
   level deeper, under `health/`, as a moved node, which the reader must find by its leaf name);
 - `class/infiniband/rdmapNsM/ports/1/hw_counters/<counter>`: a decimal count and a newline (Linux
   efa driver, read by the kernel's rdma core `hw_counters` attribute group);
+- `class/neuron_device/{reservation_id,node_id,ultraserver_mode}`: the UltraServer a trn3pds host
+  is in, `%016llx`, its node id `%d`, the supported modes `1,2,4` (aws-neuron-driver `neuron_cdev.c`
+  class attributes and `npe_class_*_show_data`, each value and a newline; the three leaves as
+  aws-neuron-sdk `src/k8/k8s-ultraserver-init-script.sh` reads them);
 - `devices/virtual/dmi/id/board_asset_tag`: the instance id (EC2 Nitro instances).
 """
 
@@ -32,9 +36,14 @@ def write_host_tree(
     unhealthy: dict[int, str],
     efa: dict[str, dict[str, int]],
     moved: bool = False,
+    ultraserver: tuple[int, int] | None = None,
 ) -> None:
     """Write (or overwrite) the nodes under `root`: `power` and `unhealthy` per device index,
-    `efa` per EFA device name (port 1) with its counters; a device or counter not given is absent."""
+    `efa` per EFA device name (port 1) with its counters; a device or counter not given is absent.
+    `ultraserver`: (pod serial number, node id) in the class directory, (0, -1) for a host in none."""
+    if ultraserver is not None:
+        serial, node = ultraserver
+        write_ultraserver_nodes(root, f"{serial:016x}", str(node), "1,2,4" if serial else "")
     if instance_id is not None:
         _write(root / "devices/virtual/dmi/id/board_asset_tag", instance_id)
     for device in sorted(set(power) | set(unhealthy)):
@@ -51,3 +60,14 @@ def write_host_tree(
     for name, counters in efa.items():
         for counter, value in counters.items():
             _write(root / f"class/infiniband/{name}/ports/1/hw_counters/{counter}", str(value))
+
+
+def write_ultraserver_nodes(root: Path, reservation_id: str, node_id: str, modes: str) -> None:
+    """The class directory's UltraServer leaves, and a device's link in it as the driver has it."""
+    base = root / "class/neuron_device"
+    _write(base / "reservation_id", reservation_id)
+    _write(base / "node_id", node_id)
+    _write(base / "ultraserver_mode", modes)
+    link = base / "neuron0"
+    if not link.is_symlink():
+        link.symlink_to("../../devices/virtual/neuron_device/neuron0")
