@@ -10,7 +10,8 @@ Two line kinds carry them (collectors/lines.py), both raw enough that a recordin
 - "promql": one host's answers to one refresh of the server's PromQL query set
   (collectors/prometheus_sources.py), as JSON `{"interval_s": S, "eval_s": T, "instance_id": ID,
   "samples": [[name, {labels}, "value"], ...]}` (values as the API wrote them), or
-  `{"unreadable": why}` for a refresh whose answers could not be split.
+  `{"unreadable": why}` for a refresh whose answers could not be split, `{"series_dropped": N}`
+  for a refresh past its series bound.
 
 A line gives one record per `instance_id` label (hosts are identified by it), each checked on its
 own: one malformed host never takes the others down with it. Every count and index read from a
@@ -558,7 +559,8 @@ def parse_prometheus_line(kind: str, text: str) -> list[ExporterReport | ReportR
 
     A line that is unusable as a whole gives a single `ReportRejected`: `oversize`, `not-json`,
     `not-object`, `not-exposition` (a body that is not the text format), `unreadable-answer` (a
-    server answer the source could not split, recorded as such) or `schema`. A scrape with no
+    server answer the source could not split, recorded as such), `series-over-limit` (a refresh
+    that dropped series past its bound) or `schema`. A scrape with no
     host series yet (an exporter that has not had a report) gives no record and no rejection.
     Nothing raises: an unforeseen failure of one line is its rejection (`undecodable`).
     """
@@ -591,6 +593,10 @@ def _parse_line(kind: str, text: str) -> list[ExporterReport | ReportRejected]:
         return _reports(_group_by_instance(samples), interval_s)
     if "unreadable" in doc:  # a refresh whose answers could not be split (prometheus_sources.py)
         raise ReportRejected("unreadable-answer", str(doc["unreadable"])[:200])
+    if "series_dropped" in doc:  # a refresh past its series bound (prometheus_sources.py)
+        raise ReportRejected(
+            "series-over-limit", f"{doc['series_dropped']} series dropped past the {doc.get('series_kept')} kept"
+        )
     instance_id, rows = doc.get("instance_id"), doc.get("samples")
     if not isinstance(instance_id, str) or not isinstance(rows, list):
         raise ReportRejected("schema", "a promql line needs 'instance_id' and 'samples'")

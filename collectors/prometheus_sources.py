@@ -47,6 +47,11 @@ SERVER_QUERIES: tuple[tuple[str | None, str], ...] = (
     ("system_memory_total_bytes", "max by (instance_id) (system_memory_total_bytes)"),
     ("system_memory_used_bytes", "max by (instance_id) (system_memory_used_bytes)"),
 )
+# Series one refresh keeps (64 a host at MAX_HOSTS; 1,152 Trn3 Gen2 hosts answer about 58,000):
+# past it the rest of the answers is read and dropped, and the refresh says how many (a line
+# `{"series_dropped": N}`, rejected as `series-over-limit`), so a server answering with 800,000
+# distinct series cannot size memory (1.35 GiB before; tests/benchmarks/bench_memory.py --series).
+MAX_SERIES_PER_REFRESH = 262_144
 # Lines folded between two pauses for the event loop (~10 ms of folding on a 2-core machine).
 HOST_LINES_PER_CHUNK = 16
 # Longest stretch of splitting answers on the event loop before it runs other work.
@@ -167,6 +172,7 @@ def _split(
     """Split answers into `lines` (one per instance_id, sorted), a step per row and per line,
     so a caller can pause between steps."""
     hosts: dict[str, list[object]] = {}
+    kept = dropped = 0
     for name, body in answers:
         text = body.decode("utf-8", "replace")
         yield  # a step of its own: 1-3 ms for a 3 MB answer
@@ -176,6 +182,10 @@ def _split(
                 instance_id = labels.pop("instance_id", None)
                 if instance_id is None:
                     continue  # not an exporter series (or relabelled beyond recognition)
+                if kept >= MAX_SERIES_PER_REFRESH:
+                    dropped += 1
+                    continue
+                kept += 1
                 series = name or labels.pop("__name__", "")
                 for target_label in _TARGET_LABELS:
                     labels.pop(target_label, None)
@@ -187,6 +197,8 @@ def _split(
             raise
         except Exception as exc:  # noqa: BLE001 - any failure to read one answer is that answer's fault
             raise AnswerUnreadable(f"unreadable query answer ({type(exc).__name__})") from None
+    if dropped:
+        lines.append(json.dumps({"series_dropped": dropped, "series_kept": kept}))
     for instance_id in sorted(hosts):
         flat = hosts.pop(instance_id)  # freed step by step: 700 k objects at once took 19 ms
         samples = [flat[i : i + 3] for i in range(0, len(flat), 3)]
@@ -200,7 +212,8 @@ def _split(
 
 
 def host_lines(answers: list[tuple[str | None, bytes]], interval_s: float, eval_s: float) -> list[str]:
-    """Split one refresh's query answers into one "promql" line per instance_id (sorted).
+    """Split one refresh's query answers into one "promql" line per instance_id (sorted), after
+    a line saying how many series were dropped past MAX_SERIES_PER_REFRESH, if any.
 
     Raises AnswerUnreadable when an answer is not a successful instant vector (whatever is wrong
     with it: malformed, cut short, nested beyond the decoder's depth).

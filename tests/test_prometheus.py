@@ -816,3 +816,20 @@ def test_a_bad_count_removes_its_counter_map_only_as_on_stdin():
         assert all(
             any(k.startswith("error.") for k in t) for tag, t in totals.items() if tag != "llama3-pretrain-rank0"
         )
+
+
+def test_a_refresh_past_its_series_bound_keeps_the_bound_and_counts_the_rest(monkeypatch):
+    """A server answering with 800,000 distinct series took 1.35 GiB: a refresh keeps at most
+    MAX_SERIES_PER_REFRESH series (in answer order) and says how many it dropped, a rejection of
+    its own (`series-over-limit`); the hosts of the series kept are folded."""
+    monkeypatch.setattr("trnwatch.collectors.prometheus_sources.MAX_SERIES_PER_REFRESH", 4)
+    rows = [({"instance_id": f"i-{i}", "runtime_tag": "r", "neuroncore": "0"}, "0.5") for i in range(10)]
+    compact = json.dumps(json.loads(_answer(rows)), separators=(",", ":")).encode()
+    lines = host_lines([("neuroncore_utilization_ratio", compact)], 1.0, 1000.0)
+    assert json.loads(lines[0]) == {"series_dropped": 6, "series_kept": 4}
+    assert [json.loads(line)["instance_id"] for line in lines[1:]] == ["i-0", "i-1", "i-2", "i-3"]
+    ledger = Ledger("live")
+    for line in lines:
+        ledger.ingest(Line("http://prom:9090", "promql", 1000.0, line))
+    assert dict(ledger.sources["http://prom:9090"].rejected) == {"series-over-limit": 1}
+    assert sorted(ledger.hosts) == ["i-0", "i-1", "i-2", "i-3"]
