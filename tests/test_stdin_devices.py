@@ -1,7 +1,7 @@
-"""A device on stdin (`watch --stdin < /dev/zero`, `< /dev/urandom`): a line past its bound is
-counted the moment it passes the bound, not at a newline that may never come, and a stream with
-no newline at all is refused in words. Real child processes, each under an address-space limit
-(an unbounded reader of /dev/zero grows until the machine kills it)."""
+"""A device on stdin (`watch --stdin < /dev/zero`, `< /dev/urandom`) or as a recording: a line
+past its bound is counted the moment it passes the bound, not at a newline that may never come,
+and a stream with no newline at all is refused in words. Real child processes, each under an
+address-space limit (an unbounded reader of /dev/zero grows until the machine kills it)."""
 
 import json
 import resource
@@ -48,3 +48,19 @@ def test_dev_urandom_on_stdin_is_counted_line_by_line(tmp_path):
     (source,) = receipt["sources"]
     assert source["reports"] == 0 and source["rejected"] > 1000
     assert "no valid line" in result.stderr
+
+
+def test_a_device_as_a_recording_is_refused_in_words(tmp_path):
+    """`replay /dev/zero` (or /dev/urandom): refused after reading at most a header line's bound,
+    exit 2, never read whole (a MemoryError or a read that never ended, once)."""
+    for device in ("/dev/zero", "/dev/urandom"):
+        result = subprocess.run(
+            [*TRNWATCH, "replay", device, "--headless", "--receipt", str(tmp_path / "r.json")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            preexec_fn=_limit_memory,
+        )
+        assert result.returncode == 2, result.stderr
+        assert f"{device} is not a trnwatch recording" in result.stderr and "Traceback" not in result.stderr
+        assert not (tmp_path / "r.json").exists()
