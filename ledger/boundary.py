@@ -1,7 +1,7 @@
 """Boundary vocabulary shared by the receipt builder and `trnwatch compare`: which fields a
 comparison requires equal, and how versions and mixed values are spelled."""
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from trnwatch.collectors.job_events import Parallelism
 
@@ -37,6 +37,13 @@ def one_value(values) -> str | None:
     if not distinct:
         return None
     return str(distinct[0]) if len(distinct) == 1 else "mixed: " + ", ".join(map(str, distinct))
+
+
+def hosts_lnc(values: Iterable[object]) -> int | None:
+    """The logical NeuronCore configuration of the hosts (neuron_hardware_info), when they report
+    one and the same; the boundary's `lnc` where the job's run_start gives none."""
+    text = one_value(values)
+    return int(text) if text and text.isdigit() else None
 
 
 def version_of(versions: dict | None, keys: tuple[str, ...]) -> str | None:

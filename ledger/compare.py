@@ -25,6 +25,7 @@ from trnwatch.ledger.boundary import (
     BOUNDARY_FIELDS,
     COMPILER_KEYS,
     FRAMEWORK_KEYS,
+    hosts_lnc,
     one_value,
     parallel_text,
     version_of,
@@ -143,8 +144,7 @@ def boundary_of(receipt: dict) -> dict[str, object]:
     ranks = job.get("ranks") or {}
     lnc = job.get("lnc")
     if lnc is None:
-        text = one_value(h.get("lnc") for h in hosts)
-        lnc = int(text) if text and text.isdigit() else None
+        lnc = hosts_lnc(h.get("lnc") for h in hosts)
     scope: str | None
     if job:
         scope, chips, n_hosts, ultraservers = "job", None, ranks.get("hosts"), None

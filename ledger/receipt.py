@@ -16,7 +16,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from trnwatch import __version__
 from trnwatch.collectors.stack_records import StackCapture
-from trnwatch.ledger.boundary import COMPILER_KEYS, FRAMEWORK_KEYS, one_value, parallel_text, version_of
+from trnwatch.ledger.boundary import (
+    COMPILER_KEYS,
+    FRAMEWORK_KEYS,
+    hosts_lnc,
+    one_value,
+    parallel_text,
+    version_of,
+)
 from trnwatch.ledger.counters import Reading
 from trnwatch.ledger.goodput import THROUGHPUT_POINTS, Badput, GoodputClock
 from trnwatch.ledger.hosts import HISTORY_SAMPLES, HostState
@@ -797,8 +804,7 @@ def boundary_of(ledger: Ledger, job: JobSection | None, clock: GoodputClock | No
     parallel = None if job is None else job.parallel
     lnc = None if job is None else job.lnc
     if lnc is None:
-        lnc_text = one_value(h.lnc for h in hosts)
-        lnc = int(lnc_text) if lnc_text and lnc_text.isdigit() else None
+        lnc = hosts_lnc(h.lnc for h in hosts)
         if lnc is not None:
             inferred["lnc"] = "neuron_hardware_info.logical_neuroncore_config of the hosts"
     seq = _sequence_lengths(clock)
