@@ -20,7 +20,16 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
 
-from trnwatch.ledger.findings import ChipToLook, Context, Finding, chips_to_look_at, current_findings
+from trnwatch.ledger.findings import (
+    ChipToLook,
+    Context,
+    Finding,
+    HbmTrend,
+    chips_to_look_at,
+    current_findings,
+    hbm_trend,
+    trend_at_s,
+)
 from trnwatch.ledger.hosts import ChipState, HostState
 from trnwatch.ledger.job import JobDiagnosis
 from trnwatch.ledger.rollups import (
@@ -200,6 +209,10 @@ class ReadModel:
             )
             for i, h in enumerate(ordered)
         ]
+
+    def hbm_trend(self, host: HostState, index: int) -> HbmTrend | None:
+        """Chip `index` of `host`: its HBM trend up to its host's latest report (None: too few reports)."""
+        return hbm_trend(host.chips[index], trend_at_s(host, self.now_s))
 
     # --- UltraServers and the cluster -------------------------------------------------------------
 

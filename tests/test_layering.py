@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from trnwatch.ledger import __all__ as LEDGER_FACE
+
 ROOT = Path(__file__).resolve().parent.parent
+LEDGER = "trnwatch.ledger"
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -88,3 +91,17 @@ def test_ledger_loads_no_io_and_no_textual():
     product = {m for m in loaded if m.startswith("trnwatch.") and not m.startswith("trnwatch.ledger")}
     # outside.py sanitises strings and redacts secrets (redaction.py): pure functions, no I/O.
     assert sorted(product - LEDGER_MAY_IMPORT - {"trnwatch.collectors", "trnwatch.outside", "trnwatch.redaction"}) == []
+
+
+def test_views_import_only_the_ledgers_face():
+    """tui/ reads the model through `trnwatch.ledger` (ledger/__init__.py: the fold, its read model
+    and the typed pieces the views lay out), never a ledger module by name; and the face names
+    only what some view uses."""
+    face = {f"{LEDGER}.{name}" for name in LEDGER_FACE}
+    imports = {str(path.relative_to(ROOT)): imported_modules(path) for path in sorted((ROOT / "tui").glob("*.py"))}
+    behind_the_face = {
+        path: sorted(m for m in modules if m.startswith(LEDGER + ".") and m not in face)
+        for path, modules in imports.items()
+    }
+    assert {path: modules for path, modules in behind_the_face.items() if modules} == {}
+    assert sorted(face - set().union(*imports.values())) == []

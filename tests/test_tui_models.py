@@ -202,3 +202,18 @@ def test_styled_builds_the_text_appending_each_part_would():
         "crop",
     )
     assert built == by_append
+
+
+def test_one_list_of_scopes_gives_their_keys_help_palette_views_and_ways_up_and_down():
+    from trnwatch.tui.app import VIEWS
+    from trnwatch.tui.navigation import STEPS
+    from trnwatch.tui.scope import SCOPES
+    from trnwatch.tui.screens import KEYMAP, SCOPE_KEYS
+
+    names = [s.name for s in SCOPES]
+    assert list(VIEWS) == names and set(STEPS) <= set(names)
+    assert [(keys, action, what) for keys, action, _label, what in KEYMAP if action.startswith("scope(")] == [
+        (s.key, f"scope('{s.name}')", s.keymap_help) for s in SCOPES
+    ]
+    assert SCOPE_KEYS == tuple(s.key for s in SCOPES)
+    assert {s.parent for s in SCOPES} | {s.child for s in SCOPES} <= {*names, None}

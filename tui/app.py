@@ -27,13 +27,18 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import ContentSwitcher, Footer
 
-from trnwatch.ledger import units
-from trnwatch.ledger.findings import Finding
-from trnwatch.ledger.job import JobLedger
-from trnwatch.ledger.ledger import WORST_STATE_FIRST, Evidence, Ledger
-from trnwatch.ledger.read_model import NO_GROUP
-from trnwatch.ledger.receipt import ExitReason
-from trnwatch.ledger.snapshot import build_snapshot, session_now_s
+from trnwatch.ledger import (
+    NO_GROUP,
+    WORST_STATE_FIRST,
+    Evidence,
+    ExitReason,
+    Finding,
+    JobLedger,
+    Ledger,
+    build_snapshot,
+    session_now_s,
+    units,
+)
 from trnwatch.output import OutputError
 from trnwatch.session import SIGNAL_REASONS, Session
 from trnwatch.stacks import suspect_requests
@@ -47,8 +52,8 @@ from trnwatch.tui.host_rows import FILTERS, SORTS, resolve_target
 from trnwatch.tui.host_view import HostView
 from trnwatch.tui.job_model import selected_suspect
 from trnwatch.tui.job_view import JobView
-from trnwatch.tui.navigation import NAVIGATION, settle, step
-from trnwatch.tui.scope import SCOPES, Frame, OpenChip, OpenUltraServer, ScopeView, Selection, outside, styled
+from trnwatch.tui.navigation import settle, step
+from trnwatch.tui.scope import SCOPE_OF, SCOPES, Frame, OpenChip, OpenUltraServer, ScopeView, Selection, outside, styled
 from trnwatch.tui.screens import KEYMAP, SCOPE_KEYS, HelpScreen, JumpScreen
 from trnwatch.tui.sources_model import sources_model
 from trnwatch.tui.span_updates import send_dirty_spans_only
@@ -84,6 +89,14 @@ SHORT_BADGES = {
 PAUSED = "PAUSED"
 SCOPE_GROUP = Binding.Group("View", compact=True)  # l u h c j under one footer label
 NOTIFY_S = 4.0  # notifications: one short line, gone after this
+# The view of each scope (`SCOPES` is their order).
+VIEWS: dict[str, type[ScopeView]] = {
+    "cluster": ClusterView,
+    "ultraserver": UltraServerView,
+    "host": HostView,
+    "chip": ChipView,
+    "job": JobView,
+}
 
 
 class TrnwatchApp(App[None]):
@@ -169,11 +182,8 @@ class TrnwatchApp(App[None]):
         yield TextLines(id="fault-line")
         yield TextLines(id="status")
         with ContentSwitcher(initial=self.selection.scope):
-            yield ClusterView(id="cluster")
-            yield UltraServerView(id="ultraserver")
-            yield HostView(id="host")
-            yield ChipView(id="chip")
-            yield JobView(id="job")
+            for scope in SCOPES:
+                yield VIEWS[scope.name](id=scope.name)
         yield Footer(compact=True, show_command_palette=False)  # ctrl+p is in the key map (?)
 
     def on_mount(self) -> None:
@@ -353,7 +363,7 @@ class TrnwatchApp(App[None]):
     # --- navigation -----------------------------------------------------------------------------
 
     def action_scope(self, scope: str) -> None:
-        if scope not in SCOPES:
+        if scope not in SCOPE_OF:
             return
         self.selection.scope = scope
         self.query_one(ContentSwitcher).current = scope
@@ -387,14 +397,14 @@ class TrnwatchApp(App[None]):
 
     def action_drill(self) -> None:
         sel = self.selection
-        child = NAVIGATION[sel.scope].child
+        child = SCOPE_OF[sel.scope].child
         if child == "ultraserver" and sel.group is not None:
             self.open_ultraserver(sel.group)
         elif child == "chip" and sel.host_id is not None:
             self.action_scope("chip")
 
     def action_up(self) -> None:
-        parent = NAVIGATION[self.selection.scope].parent
+        parent = SCOPE_OF[self.selection.scope].parent
         if parent:
             self.action_scope(parent)
 
@@ -556,13 +566,10 @@ class TrnwatchApp(App[None]):
     def get_system_commands(self, screen) -> list[SystemCommand]:
         """The command palette: every action the keys have, by name."""
         commands = [
-            SystemCommand("Cluster view", "every UltraServer as a row", lambda: self.action_scope("cluster")),
-            SystemCommand(
-                "UltraServer view", "every chip of the UltraServer", lambda: self.action_scope("ultraserver")
+            *(
+                SystemCommand(s.palette_title, s.palette_help, lambda name=s.name: self.action_scope(name))
+                for s in SCOPES
             ),
-            SystemCommand("Host view", "the selected host", lambda: self.action_scope("host")),
-            SystemCommand("Chip view", "the selected chip", lambda: self.action_scope("chip")),
-            SystemCommand("Job view", "job telemetry", lambda: self.action_scope("job")),
             SystemCommand("Jump to host or chip", "by number, id, instance name or stream", self.action_jump),
             SystemCommand("Cycle sort", f"now: {self.selection.sort}", self.action_sort),
             SystemCommand("Cycle filter", f"now: {self.selection.filter}", self.action_filter),

@@ -2,10 +2,7 @@
 
 from dataclasses import dataclass
 
-from trnwatch.ledger.findings import HbmTrend, hbm_trend, trend_at_s
-from trnwatch.ledger.hosts import ChipState
-from trnwatch.ledger.read_model import ChipSummary, HostSummary, ReadModel
-from trnwatch.ledger.runtimes import is_execution_error
+from trnwatch.ledger import ChipState, ChipSummary, HbmTrend, HostSummary, ReadModel, is_execution_error
 from trnwatch.tui.host_model import RuntimeLine, host_model
 
 # Display names of the per-core HBM categories neuron-monitor reports; others keep their own name.
@@ -114,5 +111,5 @@ def chip_model(read: ReadModel, host_id: str, index: int) -> ChipModel | None:
         models=tuple((name, c[0], c[1]) for name, c in sorted(models.items())),
         history=tuple((s.t_s, s.util_pct, s.hbm_bytes) for s in chip.history),
         period_s=host.period_s,
-        hbm_trend=hbm_trend(chip, trend_at_s(host, now_s)),
+        hbm_trend=read.hbm_trend(host, index),
     )

@@ -8,12 +8,10 @@ the report did carry core counters.
 from rich.style import Style
 from rich.text import Text
 
-from trnwatch.ledger import units
-from trnwatch.ledger.findings import HBM_TREND_MIN_SAMPLES, HBM_TREND_WINDOW_S, trend_text
-from trnwatch.ledger.rollups import hbm_high
+from trnwatch.ledger import HBM_TREND_MIN_SAMPLES, HBM_TREND_WINDOW_S, hbm_high, trend_text, units
 from trnwatch.tui.chip_model import ChipModel, chip_model
 from trnwatch.tui.scope import Frame, ScopeView, Screenful, outside, styled
-from trnwatch.tui.widgets import level, shown_range, sparkline, util_glyph
+from trnwatch.tui.widgets import shown_range, sparkline, util_glyph
 
 BAR_COLS = 24
 LATENCY_KEYS = ("p0", "p50", "p99", "p100")
@@ -113,7 +111,10 @@ class ChipView(ScopeView):
             out.append(
                 styled(
                     (f"  core {core.index:<3} ", pal["label"]),
-                    (util_glyph(core.util_pct) + " ", pal.heat[level(core.util_pct or 0.0, 100.0, len(pal.heat))]),
+                    (
+                        util_glyph(core.util_pct) + " ",
+                        pal.heat[units.level(core.util_pct or 0.0, 100.0, len(pal.heat))],
+                    ),
                     (f"{units.pct(core.util_pct):>6}", pal["text"]),
                     (
                         f"  {units.flops(core.flops):>14}" if core.in_use else "  idle (not listed)",

@@ -2,9 +2,7 @@
 
 from dataclasses import dataclass
 
-from trnwatch.ledger.job import JobDiagnosis
-from trnwatch.ledger.read_model import NO_GROUP, ReadModel
-from trnwatch.ledger.rollups import ClusterRollup, UltraServerRollup
+from trnwatch.ledger import NO_GROUP, ClusterRollup, JobDiagnosis, ReadModel, UltraServerRollup
 
 # What `s` sorts the cluster's UltraServer rows by (the same keys as the host grid's).
 CLUSTER_SORT_HELP = {

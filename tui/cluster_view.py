@@ -19,9 +19,7 @@ from rich.text import Text
 from textual import events
 from textual.geometry import Region
 
-from trnwatch.ledger import units
-from trnwatch.ledger.read_model import NO_GROUP
-from trnwatch.ledger.rollups import hbm_high
+from trnwatch.ledger import NO_GROUP, hbm_high, units
 from trnwatch.tui.cluster_model import CLUSTER_SORT_HELP, ClusterModel, UltraServerLine, cluster_model
 from trnwatch.tui.job_view import VERDICT_ROLE
 from trnwatch.tui.rollup_lines import rollup_lines

@@ -4,7 +4,7 @@ import os
 import time
 from pathlib import Path
 
-from trnwatch.ledger.snapshot import Snapshot, snapshot_json
+from trnwatch.ledger import Snapshot, snapshot_json
 from trnwatch.output import write_new
 
 DEFAULT_SNAPSHOT_DIR = Path("snapshots")

@@ -12,7 +12,7 @@ regions, errors) are cleaned first.
 from rich.style import Style
 from rich.text import Text
 
-from trnwatch.ledger.findings import Finding, Site
+from trnwatch.ledger import Finding, Site
 from trnwatch.themes.palettes import Palette
 from trnwatch.tui.scope import styled, wrapped
 from trnwatch.tui.text import clean

@@ -2,8 +2,7 @@
 
 from dataclasses import dataclass
 
-from trnwatch.ledger.hosts import HostState, RuntimeState
-from trnwatch.ledger.read_model import NO_GROUP, HostSummary, ReadModel
+from trnwatch.ledger import NO_GROUP, HostState, HostSummary, ReadModel, RuntimeState
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,7 @@ and what a jump (`/7/2`) names, over the read model's hosts (`ReadModel.hosts`: 
 number in its group, freshness and chips; ledger/read_model.py), plain data, no Textual.
 """
 
-from trnwatch.ledger.read_model import NO_GROUP, HostSummary, ReadModel
-from trnwatch.ledger.rollups import HBM_HIGH_PCT, hbm_high
+from trnwatch.ledger import HBM_HIGH_PCT, NO_GROUP, HostSummary, ReadModel, hbm_high
 
 # Sort keys and filters of the UltraServer grid and host list, in the order `s` / `f` cycle.
 SORTS = ("host", "util", "hbm", "ecc")

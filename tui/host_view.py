@@ -10,7 +10,7 @@ from trnwatch.ledger import units
 from trnwatch.tui.host_model import HostModel, host_model
 from trnwatch.tui.scope import Frame, OpenChip, ScopeView, Screenful, Selection, column, outside, styled
 from trnwatch.tui.text import clean
-from trnwatch.tui.widgets import TextLines, hbm_glyph, level, sparkline, util_glyph
+from trnwatch.tui.widgets import TextLines, hbm_glyph, sparkline, util_glyph
 
 SPARK_COLS = 20
 
@@ -153,7 +153,7 @@ class HostView(ScopeView):
         for chip, history in zip(m.row.chips, m.util_history, strict=True):
             selected = chip.index == sel.chip
             base = pal["cursor"] if selected else None
-            util_style = pal.heat[level(chip.util_pct or 0.0, 100.0, len(pal.heat))]
+            util_style = pal.heat[units.level(chip.util_pct or 0.0, 100.0, len(pal.heat))]
             self._chip_y[len(out)] = chip.index
             hbm_text = units.used_of(chip.hbm_bytes, chip.hbm_capacity_bytes) if chip.hbm_bytes is not None else "n/a"
             out.append(
@@ -162,7 +162,7 @@ class HostView(ScopeView):
                     (util_glyph(chip.util_pct), util_style),
                     (f"{units.pct(chip.util_pct):>7}", pal["text"] if fresh else pal["dim"]),
                     "  ",
-                    (hbm_glyph(chip.hbm_pct), pal.hbm[level(chip.hbm_pct or 0.0, 100.0, len(pal.hbm))]),
+                    (hbm_glyph(chip.hbm_pct), pal.hbm[units.level(chip.hbm_pct or 0.0, 100.0, len(pal.hbm))]),
                     " ",
                     column(hbm_text, 32, pal["text"] if fresh else pal["dim"]),
                     (

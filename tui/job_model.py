@@ -2,9 +2,7 @@
 
 from dataclasses import dataclass
 
-from trnwatch.ledger.job import JobDiagnosis, JobLedger
-from trnwatch.ledger.job_summary import JobSection, Percentiles, Suspect
-from trnwatch.ledger.read_model import ReadModel
+from trnwatch.ledger import JobDiagnosis, JobLedger, JobSection, Percentiles, ReadModel, Suspect
 
 
 @dataclass(frozen=True)

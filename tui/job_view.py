@@ -8,8 +8,7 @@ view says which source is missing and shows no job figure at all, never a zero.
 from rich.cells import cell_len
 from rich.text import Text
 
-from trnwatch.ledger import units
-from trnwatch.ledger.job_summary import Percentiles
+from trnwatch.ledger import Percentiles, units
 from trnwatch.tui.job_model import JobModel, job_model, selected_suspect
 from trnwatch.tui.scope import Frame, ScopeView, Screenful, Selection, column, outside, styled, wrapped
 from trnwatch.tui.text import clean

@@ -1,16 +1,15 @@
-"""Where the user can go from each scope: parent, children (drill), previous / next.
+"""Where the user can go from each scope: previous / next (parent and child: `scope.SCOPES`).
 
-One table instead of a branch per key: each scope says which scope Escape goes up to, which
-one Enter opens, and the places `[` / `]` step through, in the order people see them (UltraServer
-ids, host numbers, chips of those hosts in order). `settle` is the one place a selection that
-points at something gone (or at nothing yet) is moved onto something that exists, before the
-views render: views only read the selection.
+One table instead of a branch per key: the scopes that `[` / `]` step through say the places, in
+the order people see them (UltraServer ids, host numbers, chips of those hosts in order).
+`settle` is the one place a selection that points at something gone (or at nothing yet) is moved
+onto something that exists, before the views render: views only read the selection.
 """
 
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from trnwatch.ledger.read_model import NO_GROUP, ReadModel
+from trnwatch.ledger import NO_GROUP, ReadModel
 from trnwatch.tui.host_rows import sort_and_filter
 from trnwatch.tui.scope import Selection
 
@@ -49,28 +48,25 @@ def _put_chip(sel: Selection, place: Place) -> None:
 
 
 @dataclass(frozen=True)
-class ScopeNav:
-    parent: str | None  # where Escape goes
-    child: str | None  # what Enter opens (when something is selected)
-    places: Callable[[ReadModel, Selection], list[Place]] | None  # what `[` / `]` step through
-    here: Callable[[Selection], Place] | None
-    put: Callable[[Selection, Place], None] | None
+class Steps:
+    places: Callable[[ReadModel, Selection], list[Place]]  # what `[` / `]` step through
+    here: Callable[[Selection], Place]
+    put: Callable[[Selection, Place], None]
 
 
-NAVIGATION: dict[str, ScopeNav] = {
-    # The cluster steps through its rows as drawn (sorted): the view does it (`ClusterView.move`).
-    "cluster": ScopeNav(None, "ultraserver", None, None, None),
-    "ultraserver": ScopeNav("cluster", "chip", _group_places, lambda sel: (sel.group,), _put_group),
-    "host": ScopeNav("ultraserver", "chip", _host_places, lambda sel: (sel.host_id,), _put_host),
-    "chip": ScopeNav("host", None, _chip_places, lambda sel: (sel.host_id, sel.chip), _put_chip),
-    "job": ScopeNav("ultraserver", None, None, None, None),
+# The cluster steps through its rows as drawn (sorted): the view does it (`ClusterView.move`);
+# the job view through its suspects (`JobView.step_suspect`).
+STEPS: dict[str, Steps] = {
+    "ultraserver": Steps(_group_places, lambda sel: (sel.group,), _put_group),
+    "host": Steps(_host_places, lambda sel: (sel.host_id,), _put_host),
+    "chip": Steps(_chip_places, lambda sel: (sel.host_id, sel.chip), _put_chip),
 }
 
 
 def step(read: ReadModel, sel: Selection, delta: int) -> None:
     """The previous (delta -1) or next (+1) place of the scope shown, wrapping around."""
-    nav = NAVIGATION[sel.scope]
-    if nav.places is None or nav.here is None or nav.put is None:
+    nav = STEPS.get(sel.scope)
+    if nav is None:
         return
     places = nav.places(read, sel)
     if not places:

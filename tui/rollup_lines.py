@@ -10,8 +10,7 @@ narrow screens, in shorter words where the long ones would be cut off.
 from rich.style import Style
 from rich.text import Text
 
-from trnwatch.ledger import units
-from trnwatch.ledger.rollups import Rollup, hbm_high
+from trnwatch.ledger import Rollup, hbm_high, units
 from trnwatch.themes.palettes import Palette
 from trnwatch.tui.scope import styled
 

@@ -18,15 +18,81 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 
-from trnwatch.ledger.findings import Finding
-from trnwatch.ledger.job import JobLedger
-from trnwatch.ledger.ledger import Ledger
-from trnwatch.ledger.read_model import ReadModel
+from trnwatch.ledger import Finding, JobLedger, Ledger, ReadModel
 from trnwatch.themes.palettes import Palette
 from trnwatch.tui.text import clip
 from trnwatch.tui.widgets import TextLines
 
-SCOPES = ("cluster", "ultraserver", "host", "chip", "job")
+
+@dataclass(frozen=True)
+class Scope:
+    """One scope of the screen: its name (its view's id), its key and footer label, what the key
+    map and the command palette say of it, and where Escape (`parent`) and Enter (`child`) go."""
+
+    name: str
+    key: str
+    label: str
+    keymap_help: str
+    palette_title: str
+    palette_help: str
+    parent: str | None
+    child: str | None
+
+
+# The one list of scopes: keys, footer, help, the palette, the views and navigation follow it.
+SCOPES: tuple[Scope, ...] = (
+    Scope(
+        "cluster",
+        "l",
+        "Cluster",
+        "cluster view: every UltraServer as a row, Enter opens one",
+        "Cluster view",
+        "every UltraServer as a row",
+        None,
+        "ultraserver",
+    ),
+    Scope(
+        "ultraserver",
+        "u",
+        "US",
+        "UltraServer view: every chip of the UltraServer",
+        "UltraServer view",
+        "every chip of the UltraServer",
+        "cluster",
+        "chip",
+    ),
+    Scope(
+        "host",
+        "h",
+        "Host",
+        "host view: chips, CPU, memory, Neuron processes",
+        "Host view",
+        "the selected host",
+        "ultraserver",
+        "chip",
+    ),
+    Scope(
+        "chip",
+        "c",
+        "Chip",
+        "chip view: cores, HBM categories, latency, counters, history",
+        "Chip view",
+        "the selected chip",
+        "host",
+        None,
+    ),
+    Scope(
+        "job",
+        "j",
+        "Job",
+        "job view: verdict, throughput, collectives, ranks",
+        "Job view",
+        "job telemetry",
+        "ultraserver",
+        None,
+    ),
+)
+SCOPE_OF = {scope.name: scope for scope in SCOPES}
 
 
 @dataclass

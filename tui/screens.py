@@ -7,16 +7,14 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
+from trnwatch.tui.scope import SCOPES
+
 # The key map: shown by the help screen, the footer (where `footer` is set) and docs/tui.md.
 # (keys, action, footer label, what it does)
 KEYMAP: tuple[tuple[str, str, str, str], ...] = (
     ("q,f10", "quit", "Quit", "quit; the receipt is written first (ctrl+c too)"),
     ("question_mark,f1", "help", "Help", "this key map"),
-    ("l", "scope('cluster')", "Cluster", "cluster view: every UltraServer as a row, Enter opens one"),
-    ("u", "scope('ultraserver')", "US", "UltraServer view: every chip of the UltraServer"),
-    ("h", "scope('host')", "Host", "host view: chips, CPU, memory, Neuron processes"),
-    ("c", "scope('chip')", "Chip", "chip view: cores, HBM categories, latency, counters, history"),
-    ("j", "scope('job')", "Job", "job view: verdict, throughput, collectives, ranks"),
+    *((s.key, f"scope('{s.name}')", s.label, s.keymap_help) for s in SCOPES),
     ("enter", "drill", "", "open the selected UltraServer (cluster row) or chip (grid cell, chip line)"),
     ("escape,backspace", "up", "", "back up one scope: chip -> host -> UltraServer -> cluster"),
     ("up,down,left,right", "", "", "move the selection; scroll where there is none"),
@@ -35,7 +33,7 @@ KEYMAP: tuple[tuple[str, str, str, str], ...] = (
     ("ctrl+p", "command_palette", "", "command palette: every action by name"),
 )
 # The scope keys share one footer label (80 columns hold every key's label no other way).
-SCOPE_KEYS = ("l", "u", "h", "c", "j")
+SCOPE_KEYS = tuple(s.key for s in SCOPES)
 
 KEY_NAMES = {
     "left_square_bracket,right_square_bracket": "[ ]",

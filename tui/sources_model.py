@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from trnwatch.ledger.read_model import ReadModel
+from trnwatch.ledger import ReadModel
 
 
 class SourceLine(NamedTuple):

@@ -2,8 +2,7 @@
 
 from dataclasses import dataclass
 
-from trnwatch.ledger.read_model import HostSummary, ReadModel
-from trnwatch.ledger.rollups import UltraServerRollup
+from trnwatch.ledger import HostSummary, ReadModel, UltraServerRollup
 from trnwatch.tui.host_rows import sort_and_filter
 
 

@@ -12,13 +12,12 @@ from rich.style import Style
 from rich.text import Text
 from textual import events
 
-from trnwatch.ledger import units
-from trnwatch.ledger.read_model import NO_GROUP, ChipSummary, HostSummary
+from trnwatch.ledger import NO_GROUP, ChipSummary, HostSummary, units
 from trnwatch.tui.host_rows import FILTER_HELP
 from trnwatch.tui.rollup_lines import rollup_lines
 from trnwatch.tui.scope import Frame, OpenChip, ScopeView, Screenful, Selection, column, no_host_yet, outside, styled
 from trnwatch.tui.ultraserver_model import UltraServerModel, ultraserver_model
-from trnwatch.tui.widgets import BARS, SHADES, TextLines, hbm_glyph, level, util_glyph
+from trnwatch.tui.widgets import BARS, SHADES, TextLines, hbm_glyph, util_glyph
 
 WIDE_MIN_COLS = 100  # from here on, one host per line with its names
 ATTENTION_ROWS = 5  # chips listed with figures under the grid (narrow screens)
@@ -46,9 +45,9 @@ def _cell(
         return [(LOST_MARK * 2 + " ", pal["bad"] + extra if extra else pal["bad"])]
     if row.state != "fresh":
         return [(STALE_MARK * 2 + " ", pal["warn"] + extra if extra else pal["warn"])]
-    util_style = pal["dim"] if u is None else pal.heat[level(u, 100.0, len(pal.heat))]
+    util_style = pal["dim"] if u is None else pal.heat[units.level(u, 100.0, len(pal.heat))]
     fill = chip.hbm_pct
-    hbm_style = pal["dim"] if fill is None else pal.hbm[level(fill, 100.0, len(pal.hbm))]
+    hbm_style = pal["dim"] if fill is None else pal.hbm[units.level(fill, 100.0, len(pal.hbm))]
     flag: tuple[str, Style | None]
     if chip.ecc_uncorrected or chip.hw_errors:
         flag = (UNCORRECTED_MARK, pal["bad"] + Style(reverse=True))
@@ -78,7 +77,7 @@ def _marks(chip: ChipSummary) -> tuple[int | None, bool, bool]:
     equal cells): its HBM fill in eighths (None: no figure), uncorrected ECC or a kernel-log
     hardware error, and ECC events or an undecided counter."""
     fill = chip.hbm_pct
-    eighth = None if fill is None else level(fill, 100.0, 8)
+    eighth = None if fill is None else units.level(fill, 100.0, 8)
     return eighth, chip.ecc_uncorrected > 0 or chip.hw_errors > 0, chip.ecc_events > 0 or chip.ecc_undecided
 
 

@@ -21,7 +21,7 @@ from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from trnwatch.ledger.units import level
+from trnwatch.ledger import units
 
 BARS = "▁▂▃▄▅▆▇█"
 SHADES = "░▒▓█"
@@ -35,14 +35,14 @@ def util_glyph(util_pct: float | None) -> str:
         return NO_DATA
     if util_pct <= 0.0:
         return IDLE
-    return BARS[level(util_pct, 100.0, len(BARS))]
+    return BARS[units.level(util_pct, 100.0, len(BARS))]
 
 
 def hbm_glyph(fill_pct: float | None) -> str:
     """One cell for an HBM fill: four shades (a quarter each), `-` for no figure."""
     if fill_pct is None:
         return NO_DATA
-    return SHADES[level(fill_pct, 100.0, len(SHADES))]
+    return SHADES[units.level(fill_pct, 100.0, len(SHADES))]
 
 
 def sparkline(
@@ -72,7 +72,7 @@ def sparkline(
         elif value <= 0:
             cells.append(IDLE)  # exactly zero, as in the grid: not the lowest bar
         else:
-            cells.append(BARS[level(value - minimum, maximum - minimum, len(BARS))])
+            cells.append(BARS[units.level(value - minimum, maximum - minimum, len(BARS))])
         later_s = t_s
         if len(cells) >= width:
             break
