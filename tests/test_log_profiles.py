@@ -410,3 +410,15 @@ def test_a_real_lightning_log_gives_every_step_its_time_on_the_bars_clock():
     saves = [(e.step, e.state) for e in of(events, Checkpoint)]
     assert saves == [(n, state) for n in (5, 10, 15, 20) for state in ("begin", "end")]
     assert [e.status for e in events if e.event == "run_end"] == ["success"]
+
+
+def test_a_real_rich_bar_log_is_recognised_with_its_saves_and_end_but_no_steps():
+    """Lightning 2.5.0's RichProgressBar run for real with rich 13.9.4 (the fixture's first line
+    says how): to a file it leaves its messages and one last frame. Its `Trainer.fit` stopped line
+    comes before that frame: it must not make the log a TQDM one."""
+    translator, events = translate("lightning_2.5.0_rich_13.9.4_file.log")
+    assert translator.profile_name == "lightning-rich"
+    assert of(events, Step) == []
+    assert [e.step for e in of(events, Checkpoint) if e.state == "begin"] == [5, 10, 15, 20]
+    assert [e.status for e in events if e.event == "run_end"] == ["success"]
+    assert "use the TQDM bar" in PROFILES["lightning-rich"].no_steps
