@@ -211,7 +211,7 @@ class _V2File:
         except FrameError as exc:
             self.stats.skipped[exc.reason] += 1
             return
-        self.stats.frames_read += 1
+        self.stats.frame_read(self.path, info.offset)
         yield from frame_entries(raw, self.stats.skipped)
 
     def items(
@@ -306,10 +306,18 @@ class JobCarrier:
 class ReadStats:
     """What reading cost and what it could not use."""
 
-    frames_read: int = 0
+    frames_read: int = 0  # distinct frames: one read again (its catalog, then its lines) counts once
     bytes_read: int = 0  # of recording files (headers, metas, frames)
     index_bytes_read: int = 0
     skipped: Counter = field(default_factory=Counter)  # by reason: truncated, corrupt, entry
+    _frames_seen: set[tuple[Path, int]] = field(default_factory=set)
+
+    def frame_read(self, path: Path, offset: int) -> None:
+        """Count the frame at `offset` of `path` once, however often it is read, so a whole
+        replay reads as many frames as `replay --info` counts."""
+        if (path, offset) not in self._frames_seen:
+            self._frames_seen.add((path, offset))
+            self.frames_read += 1
 
 
 def _open_file(path: Path, stats: ReadStats) -> _V1File | _V2File:

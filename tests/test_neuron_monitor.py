@@ -8,7 +8,10 @@ import pytest
 from trnwatch.collectors.neuron_monitor import MAX_LINE_BYTES, ReportRejected, decode_report
 from tests import reports as R
 
-REALWORLD = Path(__file__).resolve().parents[1].parent / "shared" / "realworld"
+# Real captures: in the repository those whose source's licence allows it (fixtures/realworld/
+# SOURCES.md); the rest only in the development machines' ../shared/realworld beside the checkout.
+REALWORLD = Path(__file__).resolve().parent / "fixtures" / "realworld"
+SHARED_REALWORLD = Path(__file__).resolve().parents[1].parent / "shared" / "realworld"
 
 
 def parse_report(text: str):
@@ -19,10 +22,14 @@ def parse_report(text: str):
 
 
 def realworld(name: str) -> str:
-    path = REALWORLD / name
-    if not path.exists():
-        pytest.skip(f"{path} not present (../shared/realworld is laid beside the repo in CI and sessions)")
-    return path.read_text()
+    """A real capture's text: the repository's copy, else the development machines' (see above)."""
+    for folder in (REALWORLD, SHARED_REALWORLD):
+        if (folder / name).exists():
+            return (folder / name).read_text()
+    pytest.skip(
+        f"{name}: a real capture whose source's licence is unknown, so not in this repository "
+        f"(tests/fixtures/realworld/SOURCES.md); only in ../shared/realworld beside a development checkout"
+    )
 
 
 def test_every_documented_group_is_read_from_a_trn3_lnc2_report():

@@ -311,3 +311,24 @@ def test_unmarked_data_piped_to_watch_is_recorded_and_replayed_as_live(tmp_path)
     info, replayed = _replay_evidence(tmp_path, rec)
     assert "evidence:    live\n" in info
     assert (replayed["evidence"], replayed["recorded_evidence"]) == ("replayed", "live")
+
+
+def test_replay_info_and_a_whole_replay_count_the_same_frames_of_a_folder(tmp_path):
+    # A frame holding the catalog is read twice by a replay (for the catalog, then for its lines):
+    # it was counted twice (here: --info 20 frames, the replay 28; the issue saw 17 against 20).
+    from trnwatch.collectors.recording import Rotation
+    from tests.recordings import synthetic_items
+
+    folder = tmp_path / "rec"
+    recorder = Recorder.to_folder(folder, "simulated", {}, rotation=Rotation(max_bytes=3000))
+    for item in synthetic_items(20):
+        recorder.write(item)
+    recorder.close()
+    assert len(recorder.files) >= 3
+    info = run(["replay", str(folder), "--info"])
+    assert info.returncode == 0, info.stderr
+    frames = int(info.stdout.split("frames:")[1].split()[0].rstrip(","))
+    assert frames == recorder.frames
+    result = run(["replay", str(folder), "--headless", "--receipt", str(tmp_path / "r.json")])
+    assert result.returncode == 0, result.stderr
+    assert load_receipt(tmp_path / "r.json")["replay"]["frames_read"] == frames

@@ -7,7 +7,6 @@ import re
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -28,10 +27,10 @@ from trnwatch.workloads.sim.scenarios import (
     fault_site,
 )
 from trnwatch.workloads.sim.topology import ASSUMPTIONS, get_topology
+from tests.test_neuron_monitor import REALWORLD, SHARED_REALWORLD
 
 GEN2 = get_topology("trn3-gen2-us")
 FAULT_HOST, FAULT_CHIP = 7, 2  # documented fault site on trn3-gen2-us
-REALWORLD = Path("/work/shared/realworld")
 
 # --- the documented schema (neuron-telemetry.md 1.3-1.8), as a template --------------------------
 
@@ -345,9 +344,11 @@ def test_reports_are_marked_simulated():
     assert mark == {"topology": "trn3-gen2-us", "host": 7, "seed": 3, "scenario": "ecc"}
 
 
-@pytest.mark.skipif(not REALWORLD.is_dir(), reason="real captures live in /work/shared/realworld")
 def test_real_captures_use_only_documented_keys_and_simulator_covers_them():
-    real = set().union(*(key_paths(json.loads(p.read_text())) for p in REALWORLD.glob("nm-*.json")))
+    # The repository's captures, and the development machines' others where they are beside it.
+    captures = [*REALWORLD.glob("nm-*.json"), *SHARED_REALWORLD.glob("nm-*.json")]
+    assert len(captures) >= 5
+    real = set().union(*(key_paths(json.loads(p.read_text())) for p in captures))
     assert real - key_paths(DOCUMENTED) == set()
     emitted = set().union(*(key_paths(r) for r in _sample_reports()))
     assert real - NOT_EMITTED - emitted == set()

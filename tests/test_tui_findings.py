@@ -16,6 +16,7 @@ from trnwatch.ledger.findings import (
 from trnwatch.ledger.hosts import ChipState
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.session import Session, SourceSpec
+from trnwatch.sources import SCENARIO_HELP, SCENARIO_NAMED_S
 from trnwatch.themes.palettes import PALETTES
 from trnwatch.tui.app import TrnwatchApp
 from trnwatch.tui.fault_line import fault_line
@@ -286,3 +287,16 @@ def test_wrapped_keeps_every_character_and_style_breaks_at_spaces_and_keeps_a_fi
     assert all(text.cell_len <= 24 for text in lines)
     assert [span.style for span in lines[1].spans if span.start <= 3 < span.end] == [red]  # styles follow
     assert wrapped(line, 200) == [line]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario", list(SCENARIO_NAMED_S))
+def test_snapshot_help_says_when_each_scenario_names_its_fault_as_measured(scenario):
+    # The demo's reports and rank files folded tick by tick: the fault line names the fault at its
+    # site first at the tick `snapshot --help` says (seconds = tick + 1), and not the tick before.
+    seconds = SCENARIO_NAMED_S[scenario]
+    for tick, named in ((seconds - 2, False), (seconds - 1, True)):
+        top = scenario_ledger(scenario, tick, report_ticks=tick + 1).read(now_at(tick)).findings
+        found = bool(top) and top[0].site.host == FAULT_SITE and top[0].label not in ("COMPILING", "ECC-BURST")
+        assert found == named, (scenario, tick, top[:1])
+    assert f"{scenario} {seconds} s" in SCENARIO_HELP

@@ -83,7 +83,13 @@ SCENARIO_TICKS = {"healthy": 44, "straggler": 70, "hang": 40, "hbm-leak": 60, "e
 FAULT_SITE = "sim-trn3-gen2-us-07"  # host 7 (chip 2, core 8, rank 120) in every fault scenario
 
 
-def scenario_lines(scenario: str, last_tick: int):
+def rank_file_source(rank: int) -> str:
+    """The source of a rank's lines, as `--job-dir` names each rank file (36 hosts + 576 rank
+    files: the 612 sources the demo's status line counts)."""
+    return f"job:rank-{rank:05d}.jsonl"
+
+
+def scenario_lines(scenario: str, last_tick: int, report_ticks: int = TICKS):
     """The demo's lines up to `last_tick`: every rank's job events from tick 0 (job events half a
     period before the screen's `now_at`), each host's reports for the last TICKS ticks (enough
     history for sparklines and HBM trends; rendering reports is what costs), in arrival order."""
@@ -93,8 +99,8 @@ def scenario_lines(scenario: str, last_tick: int):
             for chip in range(host.topology.chips_per_host):
                 for core in range(host.topology.cores_per_chip):
                     for event in rank_events(host, chip, core, tick, now_at(tick) - 0.5):
-                        yield Line("job-dir:/run", "job", event["ts"], json.dumps(event))
-        if tick <= last_tick - TICKS:
+                        yield Line(rank_file_source(event["rank"]), "job", event["ts"], json.dumps(event))
+        if tick <= last_tick - report_ticks:
             continue
         for host in hosts:
             if host.alive(tick):
@@ -104,10 +110,12 @@ def scenario_lines(scenario: str, last_tick: int):
 
 
 @functools.cache
-def scenario_ledger(scenario: str, last_tick: int | None = None) -> Ledger:
-    """A demo scenario's ledger up to `last_tick` (default: its SCENARIO_TICKS tick); shared, read-only."""
+def scenario_ledger(scenario: str, last_tick: int | None = None, report_ticks: int = TICKS) -> Ledger:
+    """A demo scenario's ledger up to `last_tick` (default: its SCENARIO_TICKS tick), with the
+    reports of the last `report_ticks` ticks; shared, read-only."""
     ledger = Ledger("simulated")
-    for line in scenario_lines(scenario, SCENARIO_TICKS[scenario] if last_tick is None else last_tick):
+    last_tick = SCENARIO_TICKS[scenario] if last_tick is None else last_tick
+    for line in scenario_lines(scenario, last_tick, report_ticks):
         ledger.ingest(line)
     return ledger
 

@@ -190,13 +190,24 @@ def _checked_executable(given: str) -> str:
     raise OptionError(f"--neuron-monitor {given}: {why}")
 
 
+# Seconds from a demo's start until the fault line names each scenario's fault at its site (tick +
+# 1: a report a second from tick 0), measured by folding the simulator's reports and rank files
+# tick by tick (tests/test_tui_findings.py checks each, and that the tick before does not).
+SCENARIO_NAMED_S = {"straggler": 46, "hang": 35, "hbm-leak": 32, "ecc": 51, "host-loss": 50, "hw-error": 41}
+SCENARIO_HELP = (
+    "--demo fault scenario. The fault line names the fault after (seconds from the start): "
+    + ", ".join(f"{name} {seconds} s" for name, seconds in SCENARIO_NAMED_S.items())
+    + "; give --duration at least that (the default, three report periods, shows the compile)"
+)
+
+
 def _sim_options(o: Options) -> None:
     from trnwatch.workloads.sim.scenarios import SCENARIOS
     from trnwatch.workloads.sim.topology import TOPOLOGIES
 
     if o.command == "snapshot":
         o.exclusive.add_argument("--demo", action="store_true", help="the simulated UltraServer (as `trnwatch demo`)")
-        o.parser.add_argument("--scenario", default="healthy", choices=sorted(SCENARIOS), help="--demo fault scenario")
+        o.parser.add_argument("--scenario", default="healthy", choices=sorted(SCENARIOS), help=SCENARIO_HELP)
         o.parser.add_argument(
             "--topology", default="trn3-gen2-us", choices=sorted(TOPOLOGIES), help="--demo fleet shape"
         )

@@ -46,7 +46,7 @@ from trnwatch.themes import THEME_NAMES, default_theme, next_theme
 from trnwatch.themes.palettes import CSS_PATH, PALETTES, TEXTUAL_THEMES
 from trnwatch.tui.chip_view import ChipView
 from trnwatch.tui.cluster_view import ClusterView
-from trnwatch.tui.export import DEFAULT_SNAPSHOT_DIR, write_snapshot
+from trnwatch.tui.export import DEFAULT_SNAPSHOT_DIR, offline_svg, write_snapshot
 from trnwatch.tui.fault_line import fault_lines
 from trnwatch.tui.host_rows import FILTERS, SORTS, resolve_target
 from trnwatch.tui.host_view import HostView
@@ -533,7 +533,20 @@ class TrnwatchApp(App[None]):
         self.action_scope("chip" if chip is not None else "host")
         self._from_the_top()
 
-    def action_export(self) -> tuple[Path, Path] | None:
+    def action_export(self) -> None:
+        """Export the screen (`export_now`) once the notifications shown, the last export's among
+        them, have left it: the picture is of the screen, not of what was said over it."""
+        if self._notifications:
+            self.clear_notifications()
+            self.call_after_refresh(self.export_now)
+        else:
+            self.export_now()
+
+    def screen_svg(self) -> str:
+        """The screen as an SVG that reads the same offline, in any monospace font (tui/export.py)."""
+        return offline_svg(self.export_screenshot(title=f"trnwatch {self.selection.scope}"))
+
+    def export_now(self) -> tuple[Path, Path] | None:
         """Write an SVG of the screen as it is and a JSON snapshot of every scope. A folder that
         cannot take them stops only the export: said on screen, marked in the receipt."""
         now_s = self.now_s()
@@ -547,7 +560,7 @@ class TrnwatchApp(App[None]):
             written_at_s=time.time(),
             incidents=open_incidents,
         )
-        svg = self.export_screenshot(title=f"trnwatch {self.selection.scope}")
+        svg = self.screen_svg()
         try:
             self.last_export = write_snapshot(self.snapshot_dir, now_s, self.selection.scope, svg, snapshot)
         except OutputError as exc:
