@@ -175,9 +175,11 @@ async def _exit_status(proc: asyncio.subprocess.Process) -> int | None:
         return proc.returncode
 
 
-async def ssh_run_lines(argv: list[str], stdin_bytes: bytes, source_id: str) -> AsyncIterator[Line]:
-    """Run one ssh process, feed it `stdin_bytes`, yield its stdout lines; always ends by raising
-    `SourceLost` with the reason (a remote monitor is never expected to finish)."""
+async def ssh_run_lines(
+    argv: list[str], stdin_bytes: bytes, source_id: str, kind: LineKind = KIND
+) -> AsyncIterator[Line]:
+    """Run one ssh process, feed it `stdin_bytes`, yield its stdout lines as `kind`; always ends
+    by raising `SourceLost` with the reason (a remote monitor is never expected to finish)."""
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
@@ -198,7 +200,7 @@ async def ssh_run_lines(argv: list[str], stdin_bytes: bytes, source_id: str) -> 
             await proc.stdin.drain()
         except (BrokenPipeError, ConnectionResetError):
             pass  # ssh already gave up; its exit status and stderr say why
-        async for line in split_lines(proc.stdout.read, source_id, KIND):
+        async for line in split_lines(proc.stdout.read, source_id, kind):
             yield line
         status = await _exit_status(proc)
     finally:
@@ -221,23 +223,38 @@ async def ssh_host_lines(
     backoff: Backoff = Backoff(),
     rng: random.Random | None = None,
 ) -> AsyncIterator[Line | SourceEvent]:
-    """One host's neuron-monitor stream over SSH, for the whole session.
-
-    Yields "connecting" before each attempt, the report lines, and "down" with ssh's error when
-    an attempt ends; then waits out the backoff and tries again, under the same source id.
-    """
-    argv = ssh_argv(entry.host, options)
+    """One host's neuron-monitor stream over SSH, for the whole session (`ssh_stream`)."""
     config = (json.dumps(neuron_monitor_config(period_s)) + "\n").encode()
+    async for item in ssh_stream(entry.host, entry.label, KIND, options, config, backoff, rng):
+        yield item
+
+
+async def ssh_stream(
+    host: str,
+    source_id: str,
+    kind: LineKind,
+    options: SshOptions,
+    stdin_line: bytes,
+    backoff: Backoff = Backoff(),
+    rng: random.Random | None = None,
+) -> AsyncIterator[Line | SourceEvent]:
+    """The remote command's lines (as `kind`) from `host`, for the whole session; `stdin_line` is
+    the first line its stdin gets (REMOTE_WRAPPER hands it to the command).
+
+    Yields "connecting" before each attempt, the lines, and "down" with ssh's error when an
+    attempt ends; then waits out the backoff and tries again, under the same source id.
+    """
+    argv = ssh_argv(host, options)
     rng = rng or random.Random()
     failures = 0
     while True:
-        yield SourceEvent(entry.label, KIND, time.time(), "connecting")
+        yield SourceEvent(source_id, kind, time.time(), "connecting")
         started_s = time.monotonic()
         try:
-            async for line in ssh_run_lines(argv, config, entry.label):
+            async for line in ssh_run_lines(argv, stdin_line, source_id, kind):
                 yield line
         except SourceLost as exc:
             error = str(exc)
         failures = backoff.failures_after(failures, time.monotonic() - started_s)
-        yield SourceEvent(entry.label, KIND, time.time(), "down", error)
+        yield SourceEvent(source_id, kind, time.time(), "down", error)
         await asyncio.sleep(backoff.delay_s(failures, rng))

@@ -1,106 +1,39 @@
-"""Neuron device health and power, and EFA counters, read from sysfs: one sample per period.
+"""sysfs as a source of `sysfs` lines: this host's, or each remote host's over the SSH fan-out.
 
-The sampler (`sample_sysfs`) reads files under a root (`/sys`, or a fake tree in tests) and writes
-one JSON line of what it found, values as read; the decoder (collectors/sysfs_sample.py, pure)
-turns a line into a typed `SysfsSample`. A node that is absent is absent from the line and from the sample: shown as
-unavailable, never as zero. Nodes read, each where it is documented:
-
-- per Neuron device `neuronN` under `devices/virtual/neuron_device/`: `utilization` under a
-  `power` directory, `<status>,<epoch_s>,<min%>,<max%>,<avg%>` per minute (aws-neuron-sdk
-  `tools/neuron-sys-tools/neuron-sysfs-user-guide.rst`, "power/"); `unhealthy_components` (driver
-  2.30.2, Neuron 2.32 release notes; its content is not published where it could be read: kept as
-  text, empty meaning none). Driver 2.31 moved nodes (the guide's warning, new paths not
-  retrievable), so both are found by leaf name anywhere under the device's directory.
-- per EFA device and port: `class/infiniband/<dev>/ports/<port>/hw_counters/<name>`, cumulative
-  counts (Linux `drivers/infiniband/hw/efa/efa_verbs.c`, `EFA_DEFINE_PORT_STATS`; newer kernels
-  add `rdma_write_*`, `retrans_*`, `unresponsive_remote_events`, `impaired_remote_conn_events`).
-- UltraServer membership, `class/neuron_device/{reservation_id,node_id,ultraserver_mode}` (the
-  driver's class attributes on trn3pds, as aws-neuron-sdk `src/k8/k8s-ultraserver-init-script.sh`
-  reads them; what each says: `UltraServerNodes`), found by leaf name under the class directory.
-- the instance id, `devices/virtual/dmi/id/board_asset_tag` (on EC2 Nitro instances the instance
-  id), which joins the sample to the host neuron-monitor names by the same id.
+What is read and where it is documented: collectors/sysfs_reader.py (the sampler, standard library
+only). Here, this host's tree is sampled each period in a worker thread (sysfs files answer at
+once, but a stuck driver must not stop the screen); a remote host's runs the same sampler there,
+sent as the program of `python3 -c` (`remote_reader_command`): one ssh connection and one python3
+process per host for the session, writing one line per period. The remote host needs python3
+(3.8 or later; Amazon Linux and the Neuron DLAMI have it) and read access to its /sys.
 """
 
 import asyncio
-import json
-import os
+import shlex
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from trnwatch.collectors.lines import Line
-from trnwatch.collectors.sysfs_sample import EFA_COUNTERS, MAX_DEVICES, MAX_EFA_PORTS, MAX_VALUE_CHARS, SCHEMA
+from trnwatch.collectors import sysfs_reader
+from trnwatch.collectors.lines import Line, LineKind
+from trnwatch.collectors.sysfs_reader import sample_sysfs
 
-NEURON_DEVICES = Path("devices/virtual/neuron_device")
-NEURON_CLASS = Path("class/neuron_device")
-INFINIBAND = Path("class/infiniband")
-BOARD_ASSET_TAG = Path("devices/virtual/dmi/id/board_asset_tag")
-DEVICE_LEAVES = ("utilization", "unhealthy_components")
-ULTRASERVER_LEAVES = ("reservation_id", "node_id", "ultraserver_mode")
-# Bounds: a device directory is walked this deep for its leaves; values past these are dropped.
-MAX_WALK_DEPTH = 6
-
-
-def _read(path: Path) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read(MAX_VALUE_CHARS + 1)[:MAX_VALUE_CHARS].strip()
-    except OSError:
-        return None
-
-
-def _find_leaves(base: Path, names: tuple[str, ...]) -> dict[str, str]:
-    """The wanted leaves under `base`, found by name (power's `utilization` only under a directory
-    named `power`), the shallowest first; symbolic links (the class directory's `neuronN`) are
-    not followed."""
-    found: dict[str, str] = {}
-    base_depth = len(base.parts)
-    for dirpath, dirnames, filenames in os.walk(base):
-        here = Path(dirpath)
-        if len(here.parts) - base_depth >= MAX_WALK_DEPTH:
-            dirnames[:] = []
-        dirnames.sort()
-        for name in names:
-            if name in filenames and name not in found and (name != "utilization" or here.name == "power"):
-                value = _read(here / name)
-                if value is not None:
-                    found[name] = value
-    return found
-
-
-def sample_sysfs(root: Path) -> str:
-    """One sample of the nodes under `root`, as a JSON line (nodes that are absent are left out)."""
-    devices: dict[str, dict[str, str]] = {}
-    neuron = root / NEURON_DEVICES
-    names = [p.name for p in neuron.iterdir() if p.name.startswith("neuron")] if neuron.is_dir() else []
-    for name in sorted(n for n in names if n[len("neuron") :].isdigit())[:MAX_DEVICES]:
-        devices[name[len("neuron") :]] = _find_leaves(neuron / name, DEVICE_LEAVES)
-    efa: dict[str, dict[str, int]] = {}
-    ib = root / INFINIBAND
-    for counters in sorted(ib.glob("*/ports/*/hw_counters"))[:MAX_EFA_PORTS] if ib.is_dir() else []:
-        values = {}
-        for name in EFA_COUNTERS:
-            text = _read(counters / name)
-            if text is not None and text.isdigit():
-                values[name] = int(text)
-        efa[f"{counters.parent.parent.parent.name}:{counters.parent.name}"] = values
-    sample: dict = {"v": SCHEMA, "devices": devices, "efa": efa}
-    ultraserver = _find_leaves(root / NEURON_CLASS, ULTRASERVER_LEAVES)
-    if ultraserver:
-        sample["ultraserver"] = ultraserver
-    instance_id = _read(root / BOARD_ASSET_TAG)
-    if instance_id:
-        sample["instance_id"] = instance_id
-    return json.dumps(sample, separators=(",", ":"), sort_keys=True)
+KIND: LineKind = "sysfs"
 
 
 async def sysfs_lines(root: Path, period_s: float, source_id: str) -> AsyncIterator[Line]:
-    """One sample of `root` each period, from now on (a read runs in a worker thread: sysfs
-    files answer at once, but a stuck driver must not stop the screen)."""
+    """One sample of `root` each period, from now on."""
     start = time.monotonic()
     tick = 0
     while True:
         text = await asyncio.to_thread(sample_sysfs, root)
-        yield Line(source_id, "sysfs", time.time(), text)
+        yield Line(source_id, KIND, time.time(), text)
         tick += 1
         await asyncio.sleep(max(0.0, start + tick * period_s - time.monotonic()))
+
+
+def remote_reader_command(root: str, period_s: float) -> str:
+    """The remote command that samples `root` on its host each period: the sampler's own source
+    as the program of `python3 -c` (nothing to install there)."""
+    program = Path(sysfs_reader.__file__).read_text(encoding="utf-8")
+    return shlex.join(["python3", "-c", program, root, f"{period_s:g}"])

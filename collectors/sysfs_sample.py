@@ -1,22 +1,11 @@
-"""A sysfs sample line (`trnwatch.sysfs/1`, written by collectors/sysfs.py) as typed records: pure,
+"""A sysfs sample line (`trnwatch.sysfs/1`, written by collectors/sysfs_reader.py) as typed records: pure,
 no I/O, so the ledger and the decoders load it alone. What each value is: collectors/sysfs.py."""
 
 import json
 from dataclasses import dataclass, field
 
-SCHEMA = "trnwatch.sysfs/1"
-EFA_COUNTERS = (
-    "tx_bytes",
-    "rx_bytes",
-    "rx_drops",
-    "retrans_pkts",
-    "retrans_timeout_events",
-    "unresponsive_remote_events",
-    "impaired_remote_conn_events",
-)
-MAX_DEVICES = 64
-MAX_EFA_PORTS = 64
-MAX_VALUE_CHARS = 256
+from trnwatch.collectors.sysfs_reader import EFA_COUNTERS, MAX_DEVICES, MAX_EFA_PORTS, MAX_VALUE_CHARS, SCHEMA
+
 MAX_COUNTER = (1 << 64) - 1
 
 

@@ -7,7 +7,7 @@ separate sections; the `boundary` says what the figures cover, so `trnwatch comp
 comparison across boundaries, and the evidence state (live / replayed / simulated) heads every file.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import pairwise
 from statistics import median
 from typing import Literal
@@ -33,7 +33,7 @@ from trnwatch.ledger.job_summary import JobSection, Percentiles
 from trnwatch.ledger.ledger import Evidence, Ledger
 from trnwatch.ledger.rollups import known_sum
 from trnwatch.ledger.runtimes import EXECUTION_ERROR_STATUSES
-from trnwatch.ledger.sysfs_host import HostSysfs
+from trnwatch.ledger.sysfs_host import HostSysfs, efa_rollup
 from trnwatch.outside import json_safe
 
 SCHEMA = "trnwatch.receipt/1"
@@ -185,6 +185,16 @@ class RuntimeEntry(_Section):
     group_errors: dict[str, str]
 
 
+class EfaEntry(_Section):
+    """EFA rates of a group of hosts at the window's end (ledger/sysfs_host.py `efa_rollup`): the
+    traffic between UltraServers, summed over the `hosts` whose sysfs gave rates."""
+
+    hosts: int
+    tx_bytes_per_s: float | None
+    rx_bytes_per_s: float | None
+    errors_per_s: float | None  # drops, retransmits, timeouts, unresponsive / impaired peers
+
+
 class UltraServerEntry(_Section):
     id: str
     hosts: int
@@ -192,6 +202,7 @@ class UltraServerEntry(_Section):
     hbm_capacity_bytes: int | None  # null when any member chip's capacity is unknown
     hbm_peak_sum_bytes: int | None  # sum of member chips' own peaks (not a simultaneous figure)
     util_mean_pct: float | None  # mean of member chips' window means
+    efa: EfaEntry | None = None  # null: no member host's sysfs gave EFA rates
 
 
 OutputName = Literal["recording", "snapshot", "receipt", "receipt-markdown", "receipt-svg"]
@@ -440,6 +451,7 @@ class Receipt(_Section):
     output_failures: list[OutputFailure] = []
     kernel_log: KernelLogEntry | None = None  # null when no kernel-log source ran
     sysfs: list[SysfsHostEntry] = []  # empty when no sysfs source ran
+    efa: EfaEntry | None = None  # the cluster's EFA rates (every host with sysfs); null without any
     recording: RecordingEntry | None = None
     replay: ReplayEntry | None = None
     stacks: StackSection | None = None  # null: no stack was taken
@@ -518,6 +530,7 @@ def build_receipt(
         output_failures=list(output_failures),
         kernel_log=_kernel_log(ledger),
         sysfs=[_sysfs_entry(h) for _, h in sorted(ledger.sysfs.items())],
+        efa=_efa_entry(ledger.sysfs.values()),
         recording=recording,
         replay=replay,
         stacks=StackSection(captures=list(ledger.stacks.captures), dropped=ledger.stacks.dropped)
@@ -734,9 +747,22 @@ def _ultraserver_entries(ledger: Ledger) -> list[UltraServerEntry]:
                 hbm_capacity_bytes=known_sum(capacities),
                 hbm_peak_sum_bytes=known_sum(peaks),
                 util_mean_pct=_r(sum(means) / len(means)) if means else None,
+                efa=_efa_entry(ledger.sysfs[h.host_id] for h in hosts if h.host_id in ledger.sysfs),
             )
         )
     return out
+
+
+def _efa_entry(hosts: Iterable[HostSysfs]) -> EfaEntry | None:
+    rollup = efa_rollup(hosts)
+    if rollup is None:
+        return None
+    return EfaEntry(
+        hosts=rollup.hosts,
+        tx_bytes_per_s=_r(rollup.tx_bytes_per_s),
+        rx_bytes_per_s=_r(rollup.rx_bytes_per_s),
+        errors_per_s=_r(rollup.errors_per_s),
+    )
 
 
 # --- boundary, segments, goodput, rates -----------------------------------------------------------

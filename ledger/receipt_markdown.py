@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from trnwatch.ledger import units
 from trnwatch.ledger.incidents import incident_words, site_words, worst_first
 from trnwatch.ledger.job_summary import Percentiles
-from trnwatch.ledger.receipt import SCHEMA, Receipt
+from trnwatch.ledger.receipt import SCHEMA, EfaEntry, Receipt
 from trnwatch.ledger.runtimes import is_execution_error
 from trnwatch.outside import clean
 
@@ -492,26 +492,42 @@ def _hosts_section(r: Receipt) -> list[str]:
     return lines
 
 
+def _efa_words(e: EfaEntry | None) -> str:
+    if e is None:
+        return "n/a"
+    errors = units.NA if e.errors_per_s is None else f"{e.errors_per_s:g}"
+    return (
+        f"tx {units.gbps(e.tx_bytes_per_s)}, rx {units.gbps(e.rx_bytes_per_s)}, {errors} errors/s over "
+        f"{units.plural(e.hosts, 'host')}"
+    )
+
+
 def _ultraservers_section(r: Receipt) -> list[str]:
     lines = ["", "## UltraServers", ""]
+    cluster_efa = [] if r.efa is None else ["", f"EFA (between UltraServers), cluster: {_efa_words(r.efa)}."]
     if not r.ultraservers:
-        return lines + [
-            "No host was placed in an UltraServer (by no `--ultraservers` file, Kubernetes label, sysfs node, "
-            "Slurm block or report): no UltraServer figure is given."
-        ]
+        return (
+            lines
+            + [
+                "No host was placed in an UltraServer (by no `--ultraservers` file, Kubernetes label, sysfs node, "
+                "Slurm block or report): no UltraServer figure is given."
+            ]
+            + cluster_efa
+        )
     lines += [
         "Boundary: each row aggregates the hosts mapped to that UltraServer; these are UltraServer figures, "
-        "never a property of any one chip. HBM peak sum adds each chip's own peak (not a simultaneous total).",
+        "never a property of any one chip. HBM peak sum adds each chip's own peak (not a simultaneous total). "
+        "EFA carries only the traffic between UltraServers (sysfs rates of the member hosts, summed).",
         "",
-        "| UltraServer | hosts | chips | HBM capacity | HBM peak sum | util mean of chip means |",
-        "|---|---|---|---|---|---|",
+        "| UltraServer | hosts | chips | HBM capacity | HBM peak sum | util mean of chip means | EFA (between UltraServers) |",
+        "|---|---|---|---|---|---|---|",
     ]
     for u in r.ultraservers:
         lines.append(
             f"| {_md_text(u.id)} | {u.hosts} | {u.chips} | {_gib(u.hbm_capacity_bytes)} | "
-            f"{_gib(u.hbm_peak_sum_bytes)} | {units.pct(u.util_mean_pct)} |"
+            f"{_gib(u.hbm_peak_sum_bytes)} | {units.pct(u.util_mean_pct)} | {_efa_words(u.efa)} |"
         )
-    return lines
+    return lines + cluster_efa
 
 
 def _ecc(a: int | None, b: int | None) -> str:

@@ -6,6 +6,7 @@ counter that went down (a driver reload, a port reset) starts again from its new
 no rate for that interval. A counter the host does not expose has no rate (unavailable), never 0.
 """
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from trnwatch.collectors.sysfs_sample import EFA_COUNTERS, DeviceHealth, SysfsSample, UltraServerNodes
@@ -65,3 +66,28 @@ class HostSysfs:
     def unhealthy_devices(self) -> list[tuple[int, str]]:
         """(device, unhealthy components) of devices whose `unhealthy_components` is not empty."""
         return [(d, h.unhealthy_components) for d, h in sorted(self.devices.items()) if h.unhealthy_components]
+
+
+@dataclass(frozen=True, slots=True)
+class EfaRollup:
+    """EFA rates of a group of hosts (an UltraServer, the cluster), summed over the hosts whose
+    rates are known: EFA carries only the traffic between UltraServers."""
+
+    hosts: int  # hosts with EFA rates; the others are not in the sums
+    tx_bytes_per_s: float | None  # None: no host exposes the counter
+    rx_bytes_per_s: float | None
+    errors_per_s: float | None
+
+
+def efa_rollup(hosts: Iterable[HostSysfs]) -> EfaRollup | None:
+    """The sums over `hosts`, or None when none of them has EFA rates yet."""
+    known = [h for h in hosts if h.efa_rates_per_s]
+    if not known:
+        return None
+
+    def total(name: str) -> float | None:
+        rates = [h.efa_rates_per_s[name] for h in known if name in h.efa_rates_per_s]
+        return sum(rates) if rates else None
+
+    errors = [e for h in known if (e := h.efa_error_rate_per_s) is not None]
+    return EfaRollup(len(known), total("tx_bytes"), total("rx_bytes"), sum(errors) if errors else None)

@@ -25,6 +25,11 @@ def gib(n_bytes: int | None, places: int = 1) -> str:
     return f"{n_bytes / GIB:.{places}f} GiB"
 
 
+def gbps(bytes_per_s: float | None) -> str:
+    """A network rate in gigabits a second (EFA)."""
+    return NA if bytes_per_s is None else f"{bytes_per_s * 8 / 1e9:.2f} Gb/s"
+
+
 def size(n_bytes: int | None) -> str:
     """Bytes in MiB below 1 GiB, GiB below 1 TiB, else TiB."""
     if n_bytes is None:

@@ -74,6 +74,9 @@ LEDGER_MAY_IMPORT = {
     "trnwatch.collectors.stack_records",
     "trnwatch.collectors.sysfs_sample",
     "trnwatch.collectors.topology",
+    # The sampler's constants: standard library only, so it also runs alone on a remote host;
+    # the ledger calls none of its functions.
+    "trnwatch.collectors.sysfs_reader",
 }
 
 

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from trnwatch.collectors.lines import Line
-from trnwatch.collectors.sysfs import sample_sysfs
+from trnwatch.collectors.sysfs_reader import sample_sysfs
 from trnwatch.collectors.sysfs_sample import decode_sysfs, parse_power
 from trnwatch.ledger.findings import finding_text
 from trnwatch.ledger.ledger import Ledger
@@ -176,3 +176,64 @@ def test_host_view_shows_efa_rates_and_device_health_with_unavailable_figures_sa
     # 4 GiB more in 2 s: 2 GiB/s = 17.18 Gb/s
     assert "EFA (between UltraServers) tx 17.18 Gb/s  rx n/a  drops 0/s  retrans n/a" in text
     assert "impaired n/a" in text and "chip 0   power 63.1% (POWER_STATUS_VALID)  unhealthy: hbm" in text
+
+
+def test_efa_is_rolled_up_per_ultraserver_and_for_the_cluster(tmp_path):
+    """Four hosts, two per UltraServer as their sysfs says; each moves 2 GiB/s, host 3 also
+    retransmits 500 packets/s: each UltraServer sums its members, the cluster all of them."""
+    from trnwatch.ledger.receipt_markdown import render_markdown
+
+    ledger = Ledger("live")
+    for h in range(4):
+        ledger.ingest(Line(f"host-{h}", "neuron-monitor", T0, _report(f"i-{h}")))
+        for k, t in enumerate((T0, T0 + 2)):
+            root = tmp_path / f"h{h}-{k}"
+            errors = 1000 * k if h == 3 else 0
+            tree_efa = {"rdmap0": _efa(4 * k << 30, 2 * k << 30, errors)}
+            write_host_tree(root, f"i-{h}", {0: POWER}, {0: ""}, tree_efa, ultraserver=(0xA if h < 2 else 0xB, h % 2))
+            ledger.ingest(Line(f"sysfs-{h}", "sysfs", t, sample_sysfs(root)))
+    r = build_receipt(ledger, "eof", written_at_s=T0 + 3)
+    efa = {u.id: u.efa for u in r.ultraservers}
+    gib = float(1 << 30)
+    assert efa["000000000000000a"] is not None and efa["000000000000000b"] is not None
+    assert (efa["000000000000000a"].hosts, efa["000000000000000a"].tx_bytes_per_s) == (2, 4 * gib)
+    assert (efa["000000000000000a"].rx_bytes_per_s, efa["000000000000000a"].errors_per_s) == (2 * gib, 0.0)
+    assert efa["000000000000000b"].errors_per_s == 500.0
+    assert r.efa is not None and (r.efa.hosts, r.efa.tx_bytes_per_s, r.efa.errors_per_s) == (4, 8 * gib, 500.0)
+    text = render_markdown(r)
+    # 4 GiB/s = 34.36 Gb/s per UltraServer; 8 GiB/s = 68.72 Gb/s for the cluster.
+    assert "| tx 34.36 Gb/s, rx 17.18 Gb/s, 500 errors/s over 2 hosts |" in text
+    assert "EFA (between UltraServers), cluster: tx 68.72 Gb/s, rx 34.36 Gb/s, 500 errors/s over 4 hosts." in text
+
+
+def test_without_sysfs_there_is_no_efa_figure_not_a_zero(tmp_path):
+    ledger = Ledger("live", ultraservers={"i-0": "us1"})
+    ledger.ingest(Line("host-0", "neuron-monitor", T0, _report("i-0")))
+    r = build_receipt(ledger, "eof", written_at_s=T0 + 1)
+    assert r.efa is None and [u.efa for u in r.ultraservers] == [None]
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["--stdin", "--hosts", "h1"], "--hosts / --hosts-file go alone"),
+        (["--hosts", "h1", "--hosts-file", "{hosts}"], "--hosts and --hosts-file: give one of them"),
+        (["--stdin", "--remote-sysfs-command", "cat"], "--remote-sysfs-command goes with"),
+    ],
+)
+def test_hosts_beside_another_device_source_are_refused_in_words(tmp_path, args, said):
+    """`--hosts` / `--hosts-file` are the device source, or with `--scrape` the hosts whose sysfs is
+    read over SSH; with any other device source they would be ignored, so they are refused."""
+    import subprocess
+    import sys
+
+    hosts = tmp_path / "hosts"
+    hosts.write_text("h1\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "trnwatch", "watch", "--headless", *[a.format(hosts=hosts) for a in args]],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert run.returncode == 2 and said in run.stderr, run.stderr

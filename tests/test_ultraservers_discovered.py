@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from trnwatch.collectors.lines import Line
-from trnwatch.collectors.sysfs import sample_sysfs
+from trnwatch.collectors.sysfs_reader import sample_sysfs
 from trnwatch.collectors.sysfs_sample import decode_sysfs
 from trnwatch.collectors.topology import topology_line
 from trnwatch.collectors.topology_source import kubernetes_members, slurm_members

@@ -22,7 +22,9 @@ from trnwatch.collectors.hostlist import (
 )
 from trnwatch.collectors.prometheus_http import TOKEN_ENV, TokenError, UrlError, check_url, load_token
 from trnwatch.collectors.prometheus_sources import promql_lines, scrape_lines
-from trnwatch.collectors.ssh import DEFAULT_REMOTE_COMMAND, SshOptions, ssh_host_lines
+from trnwatch.collectors.ssh import DEFAULT_REMOTE_COMMAND, SshOptions, ssh_host_lines, ssh_stream
+from trnwatch.collectors.sysfs import KIND as KIND_SYSFS
+from trnwatch.collectors.sysfs import remote_reader_command
 from trnwatch.collectors.text_files import TextFileError, read_text_file
 from trnwatch.session import SourceSpec
 
@@ -34,8 +36,10 @@ class OptionError(ValueError):
 
 
 def add_ssh_options(o) -> None:
-    """`--hosts`, `--hosts-file` (device sources) and the SSH client's options (`sources.Options`)."""
-    o.exclusive.add_argument(
+    """`--hosts`, `--hosts-file` and the SSH client's options (`sources.Options`). The hosts are
+    the device source, or, beside `--scrape`, the hosts whose sysfs is read over SSH."""
+    remote = o.group("remote sources")
+    remote.add_argument(
         "--hosts",
         nargs="?",
         const=SLURM_JOB,
@@ -43,19 +47,29 @@ def add_ssh_options(o) -> None:
         help="run neuron-monitor on these hosts over SSH: a Slurm hostlist such as "
         "'trn3-[001-036]'; alone, the nodes of the current Slurm job (SLURM_JOB_NODELIST)",
     )
-    o.exclusive.add_argument(
+    remote.add_argument(
         "--hosts-file",
         type=Path,
         metavar="FILE",
-        help="hosts to watch over SSH, one per line: 'HOST [ULTRASERVER [LABEL]]', # comments",
+        help="hosts to watch over SSH, one per line: 'HOST [ULTRASERVER [LABEL]]', # comments; beside --scrape, "
+        "the hosts whose sysfs is read over SSH (UltraServer membership, device health, EFA)",
     )
-    remote = o.group("remote sources")
     remote.add_argument("--ssh-config", type=Path, metavar="FILE", help="ssh client config to use (ssh -F FILE)")
     remote.add_argument(
         "--remote-command",
         metavar="COMMAND",
         help="command run on each host instead of neuron-monitor; it gets the neuron-monitor config "
         "on stdin and must write reports to stdout (default: neuron-monitor -c /dev/stdin)",
+    )
+
+
+def add_ssh_sysfs_options(o) -> None:
+    """The option of the hosts' sysfs over SSH (beside `--scrape`, or `--hosts` with `--sysfs`)."""
+    o.group("remote sources").add_argument(
+        "--remote-sysfs-command",
+        metavar="COMMAND",
+        help="command run on each host instead of trnwatch's sysfs reader (python3 -c ...); it must write "
+        "one trnwatch.sysfs/1 line per period (docs/hardware.md)",
     )
 
 
@@ -99,7 +113,7 @@ class ScaleOut:
 
 
 def _token(args: argparse.Namespace) -> str | None:
-    if args.ssh_config or args.remote_command:
+    if args.remote_command or (args.ssh_config and not ssh_requested(args)):
         raise OptionError("--ssh-config and --remote-command go with --hosts or --hosts-file")
     try:
         return load_token(args.prometheus_token_file)
@@ -142,27 +156,55 @@ def _read_url_file(path: Path) -> list[str]:
     return urls
 
 
-def ssh_sources(args: argparse.Namespace) -> ScaleOut:
-    """One source per host (a hosts file also maps hosts to UltraServers)."""
-    if args.prometheus_token_file:
-        raise OptionError("--prometheus-token-file goes with --scrape or --prometheus")
+def _host_entries(args: argparse.Namespace) -> list[HostEntry]:
     try:
         if args.hosts_file:
-            entries = load_hosts_file(args.hosts_file)
-        else:
-            names = slurm_job_hosts() if args.hosts == SLURM_JOB else expand_hostlist(args.hosts)
-            entries = [HostEntry(name, name) for name in names]
+            return load_hosts_file(args.hosts_file)
+        names = slurm_job_hosts() if args.hosts == SLURM_JOB else expand_hostlist(args.hosts)
+        return [HostEntry(name, name) for name in names]
     except (HostlistError, HostNameError) as exc:
         raise OptionError(str(exc)) from None
+
+
+def _checked_command(command: str) -> str:
+    if not command.strip() or not command.isprintable():
+        raise OptionError("--remote-command / --remote-sysfs-command must be a non-empty single line")
+    return command
+
+
+def _ssh_options(args: argparse.Namespace, command: str) -> SshOptions:
     executable = shutil.which("ssh")
     if executable is None:
         raise OptionError("ssh not found on PATH: install the OpenSSH client (e.g. apt-get install openssh-client)")
     if args.ssh_config is not None and not args.ssh_config.is_file():
         raise OptionError(f"--ssh-config {args.ssh_config}: no such file")
-    command = args.remote_command if args.remote_command is not None else DEFAULT_REMOTE_COMMAND
-    if not command.strip() or not command.isprintable():
-        raise OptionError("--remote-command must be a non-empty single line")
-    options = SshOptions(config_file=args.ssh_config, remote_command=command, executable=executable)
+    return SshOptions(config_file=args.ssh_config, remote_command=command, executable=executable)
+
+
+def ssh_sources(args: argparse.Namespace) -> ScaleOut:
+    """One source per host (a hosts file also maps hosts to UltraServers)."""
+    if args.prometheus_token_file:
+        raise OptionError("--prometheus-token-file goes with --scrape or --prometheus")
+    entries = _host_entries(args)
+    command = _checked_command(args.remote_command) if args.remote_command is not None else DEFAULT_REMOTE_COMMAND
+    options = _ssh_options(args, command)
     period_s = args.period
     sources = [SourceSpec(e.label, "neuron-monitor", partial(ssh_host_lines, e, options, period_s)) for e in entries]
+    return ScaleOut(sources, {e.label: e.ultraserver for e in entries if e.ultraserver is not None})
+
+
+def ssh_sysfs_sources(args: argparse.Namespace) -> ScaleOut:
+    """Each host's sysfs over SSH, one source `sysfs:<label>` per host: the sampler runs there
+    (collectors/sysfs.py, `remote_reader_command`) and writes a sample each period."""
+    entries = _host_entries(args)
+    root = str(args.sysfs_root) if args.sysfs_root else "/sys"
+    given = args.remote_sysfs_command
+    command = _checked_command(given) if given is not None else remote_reader_command(root, args.period)
+    options = _ssh_options(args, command)
+    sources = []
+    for e in entries:
+        source_id = f"sysfs:{e.label}"
+        sources.append(
+            SourceSpec(source_id, KIND_SYSFS, partial(ssh_stream, e.host, source_id, KIND_SYSFS, options, b"\n"))
+        )
     return ScaleOut(sources, {e.label: e.ultraserver for e in entries if e.ultraserver is not None})

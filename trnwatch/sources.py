@@ -408,7 +408,7 @@ SSH = SourceKind(
     "ssh",
     ("neuron-monitor",),
     scaleout.add_ssh_options,
-    scaleout.ssh_requested,
+    lambda a: scaleout.ssh_requested(a) and not scaleout.scrape_requested(a),
     _scaled(scaleout.ssh_sources),
     remote=True,
 )
@@ -643,7 +643,22 @@ def _sysfs_build(args: argparse.Namespace, ctx: Context) -> Built:
     return Built([SourceSpec("sysfs", "sysfs", lambda: sysfs_lines(root, period_s, "sysfs"))])
 
 
-SYSFS = SourceKind("sysfs", ("sysfs",), _sysfs_options, lambda a: a.sysfs or bool(a.sysfs_root), _sysfs_build)
+SYSFS = SourceKind(
+    "sysfs",
+    ("sysfs",),
+    _sysfs_options,
+    lambda a: (a.sysfs or bool(a.sysfs_root)) and not scaleout.ssh_requested(a),
+    _sysfs_build,
+)
+# Each host's sysfs over SSH: beside --scrape (the hosts file names the hosts), or --hosts with --sysfs.
+SSH_SYSFS = SourceKind(
+    "ssh-sysfs",
+    ("sysfs",),
+    scaleout.add_ssh_sysfs_options,  # and SSH's and SYSFS's
+    lambda a: scaleout.ssh_requested(a) and (scaleout.scrape_requested(a) or a.sysfs or bool(a.sysfs_root)),
+    _scaled(scaleout.ssh_sysfs_sources),
+    remote=True,
+)
 
 
 def _topology_options(o: Options) -> None:
@@ -688,6 +703,7 @@ WATCH_KINDS = (
     CKPT_DIR,
     KERNEL_LOG,
     SYSFS,
+    SSH_SYSFS,
     TOPOLOGY,
 )
 COMMAND_KINDS: dict[str, tuple[SourceKind, ...]] = {
@@ -706,6 +722,7 @@ COMMAND_KINDS: dict[str, tuple[SourceKind, ...]] = {
         CKPT_DIR,
         KERNEL_LOG,
         SYSFS,
+        SSH_SYSFS,
         TOPOLOGY,
     ),
     "demo": (SIM,),
@@ -713,7 +730,7 @@ COMMAND_KINDS: dict[str, tuple[SourceKind, ...]] = {
 }
 JOB_KINDS = (JOB_DIR, JOB_LOG, CKPT_DIR)
 # Kinds that join the device kind chosen (any of them, or none).
-JOINING_KINDS = (*JOB_KINDS, KERNEL_LOG, SYSFS, TOPOLOGY)
+JOINING_KINDS = (*JOB_KINDS, KERNEL_LOG, SYSFS, SSH_SYSFS, TOPOLOGY)
 
 
 def add_options(parser: argparse.ArgumentParser, command: str) -> None:
@@ -825,13 +842,22 @@ def build(args: argparse.Namespace, keys_fd: Callable[[], int]) -> Chosen:
     kinds = COMMAND_KINDS[args.command]
     chosen = [kind for kind in kinds if kind not in JOINING_KINDS and kind is not NEURON_MONITOR and kind.wanted(args)]
     device = chosen[0] if chosen else NEURON_MONITOR  # the default, when a command offers it
+    if SSH in kinds and scaleout.ssh_requested(args):
+        if args.hosts and args.hosts_file:
+            raise OptionError("--hosts and --hosts-file: give one of them")
+        if device not in (SSH, SCRAPE):
+            raise OptionError(
+                "--hosts / --hosts-file go alone (neuron-monitor over SSH) or with --scrape (sysfs over SSH)"
+            )
+    if SSH_SYSFS in kinds and args.remote_sysfs_command and not SSH_SYSFS.wanted(args):
+        raise OptionError("--remote-sysfs-command goes with --hosts/--hosts-file and --scrape or --sysfs")
     joined = (
         tuple(kind for kind in kinds if kind in JOINING_KINDS and kind.wanted(args)) if device.with_job_kinds else ()
     )
     context = Context(
         job_requested=any(kind in JOB_KINDS for kind in joined),
         keys_fd=keys_fd,
-        hardware_requested=KERNEL_LOG in joined or SYSFS in joined,
+        hardware_requested=KERNEL_LOG in joined or SYSFS in joined or SSH_SYSFS in joined,
     )
     parts = [kind.build(args, context) for kind in (device, *joined)]
     first = parts[0]

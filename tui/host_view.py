@@ -33,11 +33,10 @@ def _hardware_lines(m: HostModel, frame: Frame) -> list[Text]:
     pal = frame.palette
     out = [styled(("Hardware (sysfs)", pal["title"]), (" EFA carries the traffic between UltraServers", pal["dim"]))]
     rates = dict(m.efa_rates_per_s or ())
-    gbps = {k: None if k not in rates else f"{rates[k] * 8 / 1e9:.2f} Gb/s" for k in ("tx_bytes", "rx_bytes")}
     out.append(
         styled(
             ("  EFA (between UltraServers) ", pal["label"]),
-            (f"tx {gbps['tx_bytes'] or 'n/a'}  rx {gbps['rx_bytes'] or 'n/a'}", pal["text"]),
+            (f"tx {units.gbps(rates.get('tx_bytes'))}  rx {units.gbps(rates.get('rx_bytes'))}", pal["text"]),
             (f"  drops {_rate(rates, 'rx_drops')}  retrans {_rate(rates, 'retrans_pkts')}", pal["text"]),
             (f"  timeouts {_rate(rates, 'retrans_timeout_events')}", pal["text"]),
             (f"  unresponsive {_rate(rates, 'unresponsive_remote_events')}", pal["text"]),

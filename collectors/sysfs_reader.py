@@ -1,0 +1,133 @@
+"""Neuron device health and power, EFA counters and UltraServer membership, read from sysfs.
+
+The sampler (`sample_sysfs`) reads files under a root (`/sys`, or a fake tree in tests) and writes
+one JSON line of what it found, values as read; the decoder (collectors/sysfs_sample.py, pure)
+turns a line into a typed `SysfsSample`. This module uses the standard library only (Python 3.8
+and later), so it runs alone: `python3 -c "$(cat sysfs_reader.py)" ROOT PERIOD` prints one sample
+per period, which is how a remote host's sysfs is read over SSH (collectors/sysfs.py) without
+trnwatch installed there. A node that is absent is absent from the line and from the sample: shown as
+unavailable, never as zero. Nodes read, each where it is documented:
+
+- per Neuron device `neuronN` under `devices/virtual/neuron_device/`: `utilization` under a
+  `power` directory, `<status>,<epoch_s>,<min%>,<max%>,<avg%>` per minute (aws-neuron-sdk
+  `tools/neuron-sys-tools/neuron-sysfs-user-guide.rst`, "power/"); `unhealthy_components` (driver
+  2.30.2, Neuron 2.32 release notes; its content is not published where it could be read: kept as
+  text, empty meaning none). Driver 2.31 moved nodes (the guide's warning, new paths not
+  retrievable), so both are found by leaf name anywhere under the device's directory.
+- per EFA device and port: `class/infiniband/<dev>/ports/<port>/hw_counters/<name>`, cumulative
+  counts (Linux `drivers/infiniband/hw/efa/efa_verbs.c`, `EFA_DEFINE_PORT_STATS`; newer kernels
+  add `rdma_write_*`, `retrans_*`, `unresponsive_remote_events`, `impaired_remote_conn_events`).
+- UltraServer membership, `class/neuron_device/{reservation_id,node_id,ultraserver_mode}` (the
+  driver's class attributes on trn3pds, as aws-neuron-sdk `src/k8/k8s-ultraserver-init-script.sh`
+  reads them; what each says: `UltraServerNodes`), found by leaf name under the class directory.
+- the instance id, `devices/virtual/dmi/id/board_asset_tag` (on EC2 Nitro instances the instance
+  id), which joins the sample to the host neuron-monitor names by the same id.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+SCHEMA = "trnwatch.sysfs/1"
+EFA_COUNTERS = (
+    "tx_bytes",
+    "rx_bytes",
+    "rx_drops",
+    "retrans_pkts",
+    "retrans_timeout_events",
+    "unresponsive_remote_events",
+    "impaired_remote_conn_events",
+)
+MAX_DEVICES = 64
+MAX_EFA_PORTS = 64
+MAX_VALUE_CHARS = 256
+
+NEURON_DEVICES = Path("devices/virtual/neuron_device")
+NEURON_CLASS = Path("class/neuron_device")
+INFINIBAND = Path("class/infiniband")
+BOARD_ASSET_TAG = Path("devices/virtual/dmi/id/board_asset_tag")
+DEVICE_LEAVES = ("utilization", "unhealthy_components")
+ULTRASERVER_LEAVES = ("reservation_id", "node_id", "ultraserver_mode")
+# Bounds: a device directory is walked this deep for its leaves; values past these are dropped.
+MAX_WALK_DEPTH = 6
+
+
+def _read(path: Path) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(MAX_VALUE_CHARS + 1)[:MAX_VALUE_CHARS].strip()
+    except OSError:
+        return None
+
+
+def _find_leaves(base: Path, names: tuple[str, ...]) -> dict[str, str]:
+    """The wanted leaves under `base`, found by name (power's `utilization` only under a directory
+    named `power`), the shallowest first; symbolic links (the class directory's `neuronN`) are
+    not followed."""
+    found: dict[str, str] = {}
+    base_depth = len(base.parts)
+    for dirpath, dirnames, filenames in os.walk(base):
+        here = Path(dirpath)
+        if len(here.parts) - base_depth >= MAX_WALK_DEPTH:
+            dirnames[:] = []
+        dirnames.sort()
+        for name in names:
+            if name in filenames and name not in found and (name != "utilization" or here.name == "power"):
+                value = _read(here / name)
+                if value is not None:
+                    found[name] = value
+    return found
+
+
+def sample_sysfs(root: Path) -> str:
+    """One sample of the nodes under `root`, as a JSON line (nodes that are absent are left out)."""
+    devices: dict[str, dict[str, str]] = {}
+    neuron = root / NEURON_DEVICES
+    names = [p.name for p in neuron.iterdir() if p.name.startswith("neuron")] if neuron.is_dir() else []
+    for name in sorted(n for n in names if n[len("neuron") :].isdigit())[:MAX_DEVICES]:
+        devices[name[len("neuron") :]] = _find_leaves(neuron / name, DEVICE_LEAVES)
+    efa: dict[str, dict[str, int]] = {}
+    ib = root / INFINIBAND
+    for counters in sorted(ib.glob("*/ports/*/hw_counters"))[:MAX_EFA_PORTS] if ib.is_dir() else []:
+        values = {}
+        for name in EFA_COUNTERS:
+            text = _read(counters / name)
+            if text is not None and text.isdigit():
+                values[name] = int(text)
+        efa[f"{counters.parent.parent.parent.name}:{counters.parent.name}"] = values
+    sample: dict = {"v": SCHEMA, "devices": devices, "efa": efa}
+    ultraserver = _find_leaves(root / NEURON_CLASS, ULTRASERVER_LEAVES)
+    if ultraserver:
+        sample["ultraserver"] = ultraserver
+    instance_id = _read(root / BOARD_ASSET_TAG)
+    if instance_id:
+        sample["instance_id"] = instance_id
+    return json.dumps(sample, separators=(",", ":"), sort_keys=True)
+
+
+def main(argv: list[str]) -> int:
+    """`ROOT PERIOD_S`: one sample of ROOT each period on stdout, until stdout closes."""
+    try:
+        root, period_s = Path(argv[0]), float(argv[1])
+    except (IndexError, ValueError):
+        print("usage: sysfs_reader ROOT PERIOD_S", file=sys.stderr)
+        return 2
+    start = time.monotonic()
+    tick = 0
+    try:
+        while True:
+            sys.stdout.write(sample_sysfs(root) + "\n")
+            sys.stdout.flush()
+            tick += 1
+            time.sleep(max(0.0, start + tick * period_s - time.monotonic()))
+    except (BrokenPipeError, KeyboardInterrupt):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
