@@ -114,9 +114,8 @@ def measure_process(reports: int, rounds: int) -> dict:
             "watch",
             "--stdin",
             "--headless",
-            "--receipt",
-            str(Path(tmp) / "r.json"),
-        ]
+        ]  # each run's receipt gets a name of its own under $XDG_STATE_HOME (an existing path is refused)
+        os.environ["XDG_STATE_HOME"] = tmp
         loads = [sys.executable, "-c", LOADS_PROCESS]
         per_report: dict[str, list[float]] = {
             "watch_file": [],
