@@ -152,10 +152,11 @@ def replay_last_minute(path: Path, folder: Path, rounds: int) -> dict:
         stats = recording.stats
         recording.close()
     cli_s = []
-    for _ in range(rounds):
+    for n in range(rounds):  # a receipt name per round: an existing receipt path is refused
         start = time.perf_counter()
+        receipt = folder / f"minute-{n}.json"
         subprocess.run(
-            TRNWATCH + ["replay", str(path), "--from", "-60", "--headless", "--receipt", str(folder / "minute.json")],
+            TRNWATCH + ["replay", str(path), "--from", "-60", "--headless", "--receipt", str(receipt)],
             check=True,
             capture_output=True,
             timeout=120,
