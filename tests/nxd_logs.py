@@ -30,7 +30,9 @@ Sources (aws-neuron/neuronx-distributed unless said):
 - The library's lines: src/neuronx_distributed/utils/logger.py `get_logger` @fbac349 (the formatter
   `[%(asctime)s.%(msecs)03d: %(levelname).1s %(relativepath)s:%(lineno)d] %(message)s`, datefmt
   `%Y-%m-%d %H:%M:%S`), src/neuronx_distributed/trainer/checkpoint.py @fbac349 (lines 144, 192: synced
-  saving began / completed; 888, 964: loading).
+  saving began / completed; 888, 964: loading checkpoint from <path> / loading checkpoint done).
+- torchrun --tee 3: torch/distributed/elastic/multiprocessing/tail_log.py writes each line as
+  `f"{header}{line}"`, the header `[{role}{local_rank}]:` (role `default` unless --role).
 - The banner: examples/training/llama/tp_zero1_llama_hf_pretrain/tp_zero1_llama_hf_pretrain.py @fbac349
   (`print("--------TRAINING CONFIG----------")`, `print(flags)`).
 """
@@ -171,7 +173,34 @@ TIMESTAMPED = {"tp_zero1", "tp_zero1_no_unit", "param_norm", "mfu"}  # time.asct
 
 # checkpoint.py's lines of those statements @fbac349: began (144), synced completed (192), async
 # requested (188), async completed (240, inside the next save's wait_save), removing (260).
-_LINES = {"began": 144, "completed": 192, "requested": 188, "async-completed": 240, "removing": 260}
+_LINES = {
+    "began": 144,
+    "completed": 192,
+    "requested": 188,
+    "async-completed": 240,
+    "removing": 260,
+    "loading-from": 888,  # load_checkpoint: loading checkpoint from <path>
+    "loading-done": 964,  # loading checkpoint done
+}
+
+
+class TorchrunTee:
+    """A stream as torchrun --tee shows a rank's lines: tail_log.py's `[{role}{local_rank}]:` header
+    before each line."""
+
+    def __init__(self, stream, header: str):
+        self.stream, self.header, self.at_line_start = stream, header, True
+
+    def write(self, text: str) -> int:
+        for piece in text.splitlines(keepends=True):
+            if self.at_line_start:
+                self.stream.write(self.header)
+            self.stream.write(piece)
+            self.at_line_start = piece.endswith("\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
 
 
 class _RelativePath(logging.Filter):
@@ -183,6 +212,8 @@ class _RelativePath(logging.Filter):
         last = message.rsplit(" ", 1)[-1]
         if message.startswith("removing"):
             last = "removing"
+        elif message.startswith("loading"):
+            last = "loading-done" if last == "done" else "loading-from"
         elif message.startswith("async") and last == "completed":
             last = "async-completed"
         record.lineno = _LINES[last]
@@ -223,6 +254,7 @@ class Truth:
     saves: list[tuple[int, float, float]] = field(default_factory=list)  # (step, began, completed)
     stall_step: int | None = None
     last_step: int | None = None
+    load_s: tuple[float, float] | None = None  # (began, done) of the resumed checkpoint's load
 
 
 _CC = "||NEURON_CC_WRAPPER||"  # torch-neuronx's compile wrapper lines, as the neuron-compile profile cites them
@@ -248,12 +280,15 @@ def run(
     async_saves: bool = False,
     compile_s: float = 0.0,
     first_steps_s: tuple[float, ...] = (),
+    resume_from: int = 0,
+    load_s: float = 0.0,
 ) -> Truth:
     """Run a training loop of `steps` steps of `step_s` (one of `stall_s` more at `stall_step`),
     writing and flushing each line as the loop prints it: the step line every `log_every` steps, a
     save every `save_every` steps (synced: began, `save_s`, completed; async: began, `save_s`,
     requested, and completed inside the next save), a cold compile of `compile_s` first, the
-    first steps taking `first_steps_s` (a warm-up) instead."""
+    first steps taking `first_steps_s` (a warm-up) instead; with `resume_from` the run loads that
+    step's checkpoint first (`load_s`) and steps on from the next step."""
     line = LAYOUTS[layout]
     truth = Truth(layout)
     logger = library_logger(stream, clock)
@@ -268,11 +303,18 @@ def run(
         )
         clock.sleep(compile_s)
         print(_compile_line(clock, "Compiler status PASS"), file=stream, flush=True)
+    if resume_from:
+        truth.load_s = (clock.now(), 0.0)
+        logger.info("loading checkpoint from %s", f"/fsx/ckpt/step_{resume_from}")
+        clock.sleep(load_s)
+        logger.info("loading checkpoint done")
+        truth.load_s = (truth.load_s[0], clock.now())
     throughput = _Throughput(clock)
     pending_async: str | None = None
-    for step in range(1, steps + 1):
+    for step in range(resume_from + 1, resume_from + steps + 1):
         began = clock.now()
-        own_s = first_steps_s[step - 1] if step <= len(first_steps_s) else step_s
+        nth = step - resume_from
+        own_s = first_steps_s[nth - 1] if nth <= len(first_steps_s) else step_s
         clock.sleep(own_s + (stall_s if step == stall_step else 0.0))
         window_time, tput = throughput.get()
         end = clock.now()
@@ -308,7 +350,7 @@ def run(
             else:
                 logger.info("synced saving of checkpoint %s completed", tag)
             truth.saves.append((step, save_began, clock.now()))
-    truth.stall_step, truth.last_step = stall_step, steps
+    truth.stall_step, truth.last_step = stall_step, resume_from + steps
     return truth
 
 
@@ -330,4 +372,24 @@ def tp_zero1_fixture(path) -> Truth:
             log_every=10,
             async_saves=True,
             compile_s=200.0,
+        )
+
+
+def tp_pp_resumed_fixture(path, header: str = "[default0]:") -> Truth:
+    """tests' tp_pp log through torchrun --tee: a resume from step 100's checkpoint (12.5 s), steps
+    101-103 of about 3.2 s logged every step, a synced save of 30.5 s after step 102, at simulated
+    times from 2024-01-04 11:00:00 local time. tp_pp's step lines carry no timestamp."""
+    start = time.mktime((2024, 1, 4, 11, 0, 0, 0, 0, -1))
+    with open(path, "w", encoding="utf-8") as out:
+        return run(
+            TorchrunTee(out, header),
+            "tp_pp",
+            VirtualClock(start),
+            steps=3,
+            step_s=3.2,
+            first_steps_s=(3.2512345, 3.1),
+            save_every=2,
+            save_s=30.5,
+            resume_from=100,
+            load_s=12.5,
         )

@@ -1,8 +1,8 @@
 """Goodput and segments on passive logs (issue 19 item 7): steps after the last compile are steady
 unless the log says otherwise, the warm-up inferred as the job ledger infers it; TorchTitan's
 first step's time is its compile; the parts add up for every built-in profile. Logs are printed by
-the generators of the public statements (tests/nxd_logs.py, tests/torchtitan_logs.py) or are the
-fixtures (a real Lightning 2.5.0 capture among them)."""
+the generators of the public statements (tests/nxd_logs.py, tests/torchtitan_logs.py,
+tests/generated_logs.py) or are real captures (Lightning 2.5.0 run for real)."""
 
 import io
 import re
@@ -15,7 +15,7 @@ from trnwatch.collectors.lines import Line
 from trnwatch.collectors.log_profiles import LogTranslator, profile_registry
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.ledger.receipt import build_receipt
-from tests import nxd_logs, torchtitan_logs
+from tests import generated_logs, nxd_logs, torchtitan_logs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 PROFILES = profile_registry()
@@ -105,8 +105,9 @@ def test_torchtitans_first_step_is_its_compile():
         ("lightning_2.5.0_file.log", "lightning"),
     ],
 )
-def test_goodput_adds_up_for_every_builtin_profile(name, profile):
-    receipt, translator = receipt_of((FIXTURES / name).read_text(encoding="utf-8"), 2_000_000_000.0, global_batch=8)
+def test_goodput_adds_up_for_every_builtin_profile(name, profile, tmp_path):
+    path = generated_logs.path_of(generated_logs.write_all(tmp_path), name)
+    receipt, translator = receipt_of(path.read_text(encoding="utf-8"), 2_000_000_000.0, global_batch=8)
     assert translator.profile_name == profile
     assert receipt.goodput is not None
     adds_up(receipt.goodput)

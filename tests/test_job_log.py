@@ -13,10 +13,15 @@ from trnwatch.collectors.job_log import follow_job_log, log_sources
 from trnwatch.collectors.lines import Line
 from trnwatch.collectors.log_profiles import LogTranslator, profile_registry
 from trnwatch.ledger.ledger import Ledger
-from tests import nxd_logs
+from tests import generated_logs, nxd_logs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 PROFILES = profile_registry()
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory) -> dict:
+    return generated_logs.write_all(tmp_path_factory.mktemp("generated"))
 
 
 async def collect(agen, until):
@@ -84,12 +89,13 @@ def test_one_log_per_rank_gets_the_rank_from_its_path():
     assert (run, log.source_id, log.default_rank) == ("train", "joblog:train.log", 0)
 
 
-def test_the_ledger_folds_a_passive_log_and_names_its_profile():
+def test_the_ledger_folds_a_passive_log_and_names_its_profile(generated):
     ledger = Ledger("live")
+    path, truth = generated["torchtitan_plain.log"]
 
     async def read():
         return await collect(
-            follow_job_log(str(FIXTURES / "torchtitan_plain.log"), PROFILES, global_batch=8, seq_len=8192, poll_s=0.02),
+            follow_job_log(str(path), PROFILES, global_batch=8, seq_len=8192, poll_s=0.02),
             lambda got: got[-1].kind == "job-log",
         )
 
@@ -99,12 +105,13 @@ def test_the_ledger_folds_a_passive_log_and_names_its_profile():
     assert (stats.kind, stats.log_profile, stats.unparsed_lines, sum(stats.rejected.values())) == (
         "job",
         "torchtitan",
-        4,  # the format comment's four lines (Starting job is start-up now)
+        0,  # every line TorchTitan printed is read (Starting job is start-up)
         0,
     )
     summary = ledger.job.summary(ledger.job.last_event_ts).model_dump(mode="json")
     assert summary["log_profiles"] == {"joblog:torchtitan_plain.log": "torchtitan"}
-    assert summary["throughput"]["tokens_per_s"] == pytest.approx(8 * 8192 / 2.0, rel=0.05)
+    steady = sorted(truth.step_time_s[step] for step in (12, 13, 15))  # 14 follows a save and is not timed
+    assert summary["throughput"]["tokens_per_s"] == pytest.approx(8 * 8192 / steady[1], rel=0.05)
 
 
 def test_a_bad_counts_line_is_rejected_and_counted():
@@ -146,12 +153,15 @@ def test_torchrun_summary_blames_the_root_cause_not_the_ranks_the_agent_stopped(
     assert diagnosis.reason.startswith("first failure rank 1 ") and "SIGKILL" in diagnosis.reason
 
 
-def test_torchtitan_tps_stays_per_device_in_the_receipt_section():
-    job, last_ts = fold_fixture("torchtitan_plain.log", global_batch=8, seq_len=8192)
+def test_torchtitan_tps_stays_per_device_in_the_receipt_section(generated):
+    path, truth = generated["torchtitan_plain.log"]
+    job, last_ts = fold_fixture(str(path), global_batch=8, seq_len=8192)
     throughput = job.summary(last_ts).throughput
     # Median "tps" of the timed steady steps (12, 13, 15; 14 follows a save and is not timed).
-    assert throughput.tokens_per_s_per_device == 7123
-    assert throughput.tokens_per_s == pytest.approx(8 * 8192 / 2.0)  # the job's rate, from batch shape and time
+    assert throughput.tokens_per_s_per_device == sorted(truth.tps[step] for step in (12, 13, 15))[1]
+    steady = sorted(truth.step_time_s[step] for step in (12, 13, 15))
+    # the job's rate, from batch shape and time (the log's ms timestamps)
+    assert throughput.tokens_per_s == pytest.approx(8 * 8192 / steady[1], rel=1e-3)
 
 
 def test_a_runtime_warning_is_counted_as_evidence_and_never_fails_the_job():

@@ -9,20 +9,22 @@ from pathlib import Path
 import pytest
 
 from trnwatch.cli import main
-from tests import nxd_logs
+from tests import nxd_logs, torchtitan_logs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 TRNWATCH = [sys.executable, "-m", "trnwatch"]
 
 
 def test_a_bad_log_profile_file_exits_2_naming_the_file_and_the_problem(tmp_path, capsys):
+    log = tmp_path / "nxd_tp_pp.log"
+    nxd_logs.tp_pp_resumed_fixture(log)
     bad = tmp_path / "profiles.toml"
     bad.write_text("[[profile]]\nname = 'x'\nrules = [{ pattern = '(?P<speed>\\d+)', emit = [{ event = 'step' }] }]\n")
     code = main(
         [
             "watch",
             "--job-log",
-            str(FIXTURES / "nxd_tp_pp.log"),
+            str(log),
             "--log-profile-file",
             str(bad),
             "--headless",
@@ -35,12 +37,14 @@ def test_a_bad_log_profile_file_exits_2_naming_the_file_and_the_problem(tmp_path
     assert str(bad) in err and "profile 'x' rule 1: unknown group(s) ['speed']" in err
 
 
-def test_an_unknown_log_profile_exits_2_listing_the_choices(capsys):
+def test_an_unknown_log_profile_exits_2_listing_the_choices(tmp_path, capsys):
+    log = tmp_path / "nxd_tp_pp.log"
+    nxd_logs.tp_pp_resumed_fixture(log)
     code = main(
         [
             "watch",
             "--job-log",
-            str(FIXTURES / "nxd_tp_pp.log"),
+            str(log),
             "--log-profile",
             "megatron",
             "--headless",
@@ -62,7 +66,7 @@ def test_watch_reads_one_log_per_rank_and_the_receipt_names_the_profile(tmp_path
     logs = tmp_path / "run7"
     for rank in (0, 1):
         (logs / str(rank)).mkdir(parents=True)
-    (logs / "0" / "stdout.log").write_text((FIXTURES / "torchtitan_plain.log").read_text())
+    torchtitan_logs.resumed_fixture(logs / "0" / "stdout.log")
     (logs / "1" / "stdout.log").write_text((FIXTURES / "neuron_runtime_errors.log").read_text().replace("[rank3]:", ""))
     receipt = tmp_path / "r.json"
     result = run(

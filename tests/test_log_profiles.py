@@ -1,5 +1,6 @@
-"""Log profiles on lines written to each framework's real format (tests/fixtures/logs/, each
-naming the public source file its format comes from): steps, loss, throughput, checkpoints,
+"""Log profiles on each framework's real output (captures in tests/fixtures/logs/, each naming
+where it comes from) or, where the software cannot run here (NxD, TorchTitan), on the lines the
+generators of its public statements print (tests/generated_logs.py): steps, loss, throughput, checkpoints,
 errors, carriage-return progress bars, ANSI colours, torchrun prefixes, detection, user profiles."""
 
 import io
@@ -18,7 +19,7 @@ from trnwatch.collectors.log_profiles import (
     load_profile_file,
     profile_registry,
 )
-from tests import nxd_logs
+from tests import generated_logs, nxd_logs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 RECEIVED_S = 1_900_000_000.0
@@ -49,6 +50,11 @@ def test_every_fixture_names_the_public_source_of_its_format():
 
 
 @pytest.fixture(scope="module")
+def generated(tmp_path_factory) -> dict:
+    return generated_logs.write_all(tmp_path_factory.mktemp("generated"))
+
+
+@pytest.fixture(scope="module")
 def tp_zero1_log(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("nxd") / "nxd_tp_zero1.log"
     nxd_logs.tp_zero1_fixture(path)
@@ -66,8 +72,8 @@ def tp_zero1_log(tmp_path_factory) -> Path:
         ("torchrun_sigkill.log", None),
     ],
 )
-def test_the_profile_is_detected_from_the_first_lines(name, profile):
-    translator, _ = translate(name)
+def test_the_profile_is_detected_from_the_first_lines(name, profile, generated):
+    translator, _ = translate(generated_logs.path_of(generated, name))
     assert translator.profile_name == profile
 
 
@@ -152,13 +158,12 @@ def test_every_nxd_logger_layout_gives_each_step_its_loss_and_the_library_saves(
     ]
 
 
-def test_nxd_tp_pp_through_torchrun_prefix_with_synced_save_and_resume():
-    _, events = translate("nxd_tp_pp.log", global_batch=256)
+def test_nxd_tp_pp_through_torchrun_prefix_with_synced_save_and_resume(generated):
+    path, truth = generated["nxd_tp_pp.log"]
+    _, events = translate(path, global_batch=256)
     steps = of(events, Step)
     assert [(s.rank, s.step, s.step_time_s, s.loss) for s in steps] == [
-        (0, 101, 3.2512345, 1.953125),
-        (0, 102, 3.1, 1.94),
-        (0, 103, 3.2, 1.93),
+        (0, step, truth.step_time_s[step], 10.0 / (1 + 0.1 * step)) for step in (101, 102, 103)
     ]  # the line's own step time wins
     assert steps[0].ts == RECEIVED_S  # tp_pp lines carry no timestamp
     checkpoints = [(e.action, e.state, e.step, e.blocking) for e in of(events, Checkpoint)]
@@ -198,32 +203,32 @@ def test_a_real_nxdt_bar_gives_every_step_its_time_on_the_bars_clock_never_from_
 
 
 @pytest.mark.parametrize("name", ["torchtitan_torchrun_color.log", "torchtitan_plain.log"])
-def test_torchtitan_steps_keep_tps_per_device_with_or_without_colours_and_prefix(name):
-    _, events = translate(name, global_batch=8, seq_len=8192)
+def test_torchtitan_steps_keep_tps_per_device_with_or_without_colours_and_prefix(name, generated):
+    path, truth = generated[name]
+    _, events = translate(path, global_batch=8, seq_len=8192)
     steps = of(events, Step)
-    assert [(s.rank, s.step, s.loss) for s in steps] == [
-        (0, 11, 3.21045),
-        (0, 12, 3.18712),
-        (0, 13, 3.15001),
-        (0, 14, 3.12222),
-        (0, 15, 3.1),
-    ]
-    assert [s.tokens_per_s_per_device for s in steps] == [7018, 7102, 7123, 6905, 7123]  # "tps: 7,018"
-    assert [s.step_time_s for s in steps[1:3]] == pytest.approx([2.0, 2.0])  # log timestamps, log_freq 1
+    assert [(s.rank, s.step, s.loss) for s in steps] == [(0, step, truth.loss[step]) for step in range(11, 16)]
+    assert [s.tokens_per_s_per_device for s in steps] == [truth.tps[n] for n in range(11, 16)]  # "tps: 31,208"
+    # log timestamps (ms), log_freq 1
+    assert [s.step_time_s for s in steps[1:3]] == pytest.approx(
+        [truth.step_time_s[12], truth.step_time_s[13]], abs=1e-3
+    )
     # The first step line after a blocking save is not timed across the save.
-    assert steps[3].step_time_s is None and steps[4].step_time_s == pytest.approx(2.0)
+    assert steps[3].step_time_s is None and steps[4].step_time_s == pytest.approx(truth.step_time_s[15], abs=1e-3)
     assert steps[0].tokens == 8 * 8192
     begin, end = [e for e in of(events, Checkpoint) if e.action == "save"]
-    assert (begin.blocking, end.blocking, begin.step) == (True, True, 13)
-    assert end.ts - begin.ts == pytest.approx(12.50)  # "Finished saving the checkpoint in 12.50 seconds."
+    [(saved_after, save_began, save_finished)] = truth.saves
+    assert (begin.blocking, end.blocking, begin.step) == (True, True, saved_after)
+    assert end.ts - begin.ts == pytest.approx(save_finished - save_began, abs=1e-3)  # "... in 12.50 seconds."
     load_begin, load_end = [e for e in of(events, Checkpoint) if e.action == "load"]
-    assert (load_begin.tag, load_begin.step) == ("./outputs/checkpoint/step-10", 10)
-    assert load_end.ts - load_begin.ts == pytest.approx(4.25)
+    checkpoint_id, load_began, load_finished = truth.load
+    assert (load_begin.tag, load_begin.step) == (checkpoint_id, 10)
+    assert load_end.ts - load_begin.ts == pytest.approx(load_finished - load_began, abs=1e-3)
 
 
-def test_colour_codes_do_not_change_what_is_read():
-    _, coloured = translate("torchtitan_torchrun_color.log")
-    _, plain = translate("torchtitan_plain.log")
+def test_colour_codes_do_not_change_what_is_read(generated):
+    _, coloured = translate(generated["torchtitan_torchrun_color.log"][0])
+    _, plain = translate(generated["torchtitan_plain.log"][0])
     assert [e.model_dump() for e in coloured] == [e.model_dump() for e in plain]
 
 
@@ -259,8 +264,8 @@ def test_torchrun_summary_of_a_python_exception_has_the_exit_code_and_no_signal(
     assert root.message == "RuntimeError: injected failure on rank 1"  # the rank's traceback's last line
 
 
-def test_a_chosen_profile_skips_detection():
-    translator, events = translate("torchtitan_plain.log", profile="nxd")
+def test_a_chosen_profile_skips_detection(generated):
+    translator, events = translate(generated["torchtitan_plain.log"][0], profile="nxd")
     assert translator.profile_name == "nxd" and of(events, Step) == []
 
 
