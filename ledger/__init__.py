@@ -6,6 +6,7 @@ snapshot the screen exports. tests/test_layering.py holds tui/ to importing thes
 """
 
 from trnwatch.ledger import units
+from trnwatch.ledger.chips import CoreState
 from trnwatch.ledger.findings import HBM_TREND_MIN_SAMPLES, HBM_TREND_WINDOW_S, Finding, HbmTrend, Site, trend_text
 from trnwatch.ledger.hosts import ChipState, HostState, RuntimeState
 from trnwatch.ledger.job import JobDiagnosis, JobLedger
@@ -26,6 +27,7 @@ __all__ = [
     "ChipState",
     "ChipSummary",
     "ClusterRollup",
+    "CoreState",
     "Evidence",
     "ExitReason",
     "Finding",

@@ -1,8 +1,9 @@
 """Per-chip state: a host's chips and their cores, figures over the window, and bounded history.
 
 A core index is global on the host, so its chip is `core // cores_per_chip`. One report's
-runtimes are first added up per chip (`ChipFrame`, filled by ledger/runtimes.py); the sum then
-becomes each chip's sample (`fold_chip_samples`). Definitions pinned by the receipt contract:
+runtimes are first added up per chip (`ChipFrame`: core counters by `fold_core_counters`, memory
+by ledger/runtimes.py); the sum then becomes each chip's sample (`fold_chip_samples`).
+Definitions pinned by the receipt contract:
 
 - a chip's HBM at one report is the sum, over all runtimes and over the chip's logical cores in
   `usage_breakdown.neuroncore_memory_usage`, of all categories there;
@@ -28,8 +29,9 @@ from typing import NamedTuple
 
 import msgspec
 
-from trnwatch.collectors.neuron_monitor import DeviceEcc
+from trnwatch.collectors.neuron_monitor import DeviceEcc, NeuronCoreCounters
 from trnwatch.ledger.counters import CounterFamily
+from trnwatch.ledger.report_groups import group_ok
 
 # Five minutes of 1 Hz samples per chip: enough for sparklines and trend, bounded for a day-long run.
 HISTORY_SAMPLES = 300
@@ -190,6 +192,33 @@ class ChipFrame:
             self.anomalies["core-beyond-chip-count"] += 1
             return None
         return chip
+
+
+def fold_core_counters(
+    nc: NeuronCoreCounters | None, group_errors: dict[str, str], frame: ChipFrame, cores: set[int]
+) -> None:
+    """Fold one runtime entry's `neuroncore_counters` into the report's frame: each listed core's
+    figures become its `CoreState` (the one place a per-core figure is read from the report);
+    `cores` gets the cores the runtime listed, `group_errors` the group's error, if any."""
+    if not group_ok(nc, group_errors, "neuroncore_counters") or nc.neuroncores_in_use is None:
+        return
+    frame.counters_ok = True
+    for core, c in nc.neuroncores_in_use.items():
+        cores.add(core)
+        util = c.neuroncore_utilization
+        if util is None:  # listed, but its figure is unknown (absent, or past its bound)
+            frame.util_unknown_cores.add(core)
+            continue
+        prior = frame.core_util.get(core)
+        if prior is None or util > prior.util_pct:
+            split = c.physical
+            physical = (
+                {k: p.neuroncore_utilization for k, p in split.items() if p.neuroncore_utilization is not None}
+                if split
+                else {}
+            )
+            flops = c.flops if c.flops is not None else c.effective_flops
+            frame.core_util[core] = CoreState(util, flops, physical)
 
 
 def fold_chip_samples(chips: list[ChipState], frame: ChipFrame, t_s: float, no_runtime: bool) -> None:

@@ -334,6 +334,8 @@ class Ledger:
         if oldest.last_s is not None and now_s - oldest.last_s < HOST_FORGET_AFTER_S:
             return False
         del self.hosts[oldest.host_id]
+        if self._read is not None:
+            self._read.kept.forget(oldest.host_id)
         self._runtimes_kept -= len(oldest.runtimes)
         self.hosts_forgotten += 1
         return True

@@ -126,6 +126,11 @@ class Kept:
         self.per_report[key] = (host, host.reports, at, value)
         return value
 
+    def forget(self, host_id: str) -> None:
+        """Drop what is kept per report of a host the ledger forgot (it keeps no figure of it)."""
+        for key in [key for key in self.per_report if key[1] == host_id]:
+            del self.per_report[key]
+
 
 def host_ecc(kept: Kept, host: HostState) -> tuple[ChipEcc, ...]:
     """`chip_ecc` of each of the host's chips, in chip order (computed once per report)."""

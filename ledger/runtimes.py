@@ -3,7 +3,8 @@
 Runtimes are keyed by (pid, tag): tags need not be unique (real reports show several runtimes
 sharing one), and never key alone; Prometheus sources carry no pid. A runtime entry's groups
 fold into the runtime itself (memory totals, loaded models, executions, latency, vCPU) and add
-its cores' utilisation and memory to the report's per-chip frame (ledger/chips.py).
+its cores' memory to the report's per-chip frame; its core counters are folded by
+ledger/chips.py, which owns every per-core figure.
 """
 
 from collections import Counter
@@ -15,10 +16,9 @@ from trnwatch.collectors.neuron_monitor import (
     ExecutionStats,
     LoadedModel,
     MemoryUsed,
-    NeuronCoreCounters,
     RuntimeEntry,
 )
-from trnwatch.ledger.chips import ChipFrame, CoreState
+from trnwatch.ledger.chips import ChipFrame, fold_core_counters
 from trnwatch.ledger.counters import CounterFamily
 from trnwatch.ledger.report_groups import group_ok, kept_error
 
@@ -104,7 +104,7 @@ def fold_runtime_entries(
         if rep is None:
             continue
         cores: set[int] = set()
-        _fold_core_counters(runtime, rep.neuroncore_counters, frame, cores)
+        fold_core_counters(rep.neuroncore_counters, runtime.group_errors, frame, cores)
         _fold_memory(runtime, rep.memory_used, frame, cores)
         if cores:
             runtime.cores = tuple(sorted(cores))
@@ -144,30 +144,6 @@ def retire_runtimes(
             evicted += 1
             anomalies["runtimes-over-limit"] += 1
     return evicted
-
-
-def _fold_core_counters(
-    runtime: RuntimeState, nc: NeuronCoreCounters | None, frame: ChipFrame, cores: set[int]
-) -> None:
-    if not group_ok(nc, runtime.group_errors, "neuroncore_counters") or nc.neuroncores_in_use is None:
-        return
-    frame.counters_ok = True
-    for core, c in nc.neuroncores_in_use.items():
-        cores.add(core)
-        util = c.neuroncore_utilization
-        if util is None:  # listed, but its figure is unknown (absent, or past its bound)
-            frame.util_unknown_cores.add(core)
-            continue
-        prior = frame.core_util.get(core)
-        if prior is None or util > prior.util_pct:
-            split = c.physical
-            physical = (
-                {k: p.neuroncore_utilization for k, p in split.items() if p.neuroncore_utilization is not None}
-                if split
-                else {}
-            )
-            flops = c.flops if c.flops is not None else c.effective_flops
-            frame.core_util[core] = CoreState(util, flops, physical)
 
 
 def _fold_memory(runtime: RuntimeState, mem: MemoryUsed | None, frame: ChipFrame, cores: set[int]) -> None:

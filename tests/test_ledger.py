@@ -508,6 +508,31 @@ def test_a_full_host_table_forgets_a_host_lost_past_the_documented_age_to_admit_
     assert build_receipt(ledger, "eof", written_at_s=t).hosts_forgotten == 2
 
 
+def test_a_forgotten_host_leaves_nothing_kept_per_report_in_the_read_model(monkeypatch):
+    """The read model keeps figures per host report (`Kept.per_report`) from one refresh to the
+    next; a host the full table forgot kept its entries (and its whole HostState) alive for good."""
+    from trnwatch.ledger.ledger import HOST_FORGET_AFTER_S
+
+    monkeypatch.setattr("trnwatch.ledger.ledger.MAX_HOSTS", 2)
+    ledger = Ledger("live")
+    for i in range(2):
+        feed(
+            ledger,
+            R.report([R.runtime(10, "r", [0], util={0: 50.0})], instance_info=R.instance(f"i-{i}")),
+            t=1000.0 + i,
+        )
+    read = ledger.read(1002.0)
+    _ = read.findings  # computes (and keeps) figures per host report
+    assert {host_id for _, host_id in read.kept.per_report} == {"i-0", "i-1"}
+    t = 1001.0 + HOST_FORGET_AFTER_S + 1
+    feed(ledger, R.report([R.runtime(10, "r", [0], util={0: 50.0})], instance_info=R.instance("i-new")), t=t)
+    assert set(ledger.hosts) == {"i-1", "i-new"} and ledger.hosts_forgotten == 1
+    read = ledger.read(t)
+    assert {host_id for _, host_id in read.kept.per_report} == {"i-1"}  # i-0's are gone
+    _ = read.findings
+    assert {host_id for _, host_id in read.kept.per_report} == {"i-1", "i-new"}
+
+
 def test_runtimes_are_bounded_across_hosts_and_the_ones_past_the_budget_counted(monkeypatch):
     """A stream with a new instance id and fresh pids in every report grew 2.8 MiB per host up to
     4,096 hosts; the runtimes kept across all hosts are bounded (MAX_RUNTIMES_TOTAL), the ones

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from trnwatch.ledger import ChipState, ChipSummary, HbmTrend, HostSummary, ReadModel, is_execution_error
+from trnwatch.ledger import ChipState, ChipSummary, CoreState, HbmTrend, HostSummary, ReadModel, is_execution_error
 from trnwatch.tui.host_model import RuntimeLine, host_model
 
 # Display names of the per-core HBM categories neuron-monitor reports; others keep their own name.
@@ -17,11 +17,11 @@ HBM_CATEGORIES = {
 
 @dataclass(frozen=True)
 class CoreLine:
+    """One core's line: the ledger's figures as they are (the view reads them, no copy here)."""
+
     index: int  # global on the host
-    in_use: bool
-    util_pct: float | None  # None when the core is not listed (idle cores are omitted)
-    flops: float | None
-    physical_util_pct: tuple[tuple[str, float], ...]
+    state: CoreState | None  # None when the core is not listed (neuron-monitor omits idle cores)
+    util_pct: float | None  # the state's; for an unlisted core 0 when the report carried core counters
 
 
 @dataclass(frozen=True)
@@ -69,15 +69,7 @@ def chip_model(read: ReadModel, host_id: str, index: int) -> ChipModel | None:
     cores = []
     for core in range(index * per, (index + 1) * per):
         state = chip.cores.get(core)
-        cores.append(
-            CoreLine(
-                core,
-                state is not None,
-                state.util_pct if state else (0.0 if chip.util_at_s is not None else None),
-                state.flops if state else None,
-                tuple(sorted(state.physical_util_pct.items())) if state else (),
-            )
-        )
+        cores.append(CoreLine(core, state, state.util_pct if state else (0.0 if chip.util_at_s is not None else None)))
     on_chip = [r for r in host_m.runtimes if index in r.chips]
     rt_states = [host.runtimes[(r.pid, r.tag)] for r in on_chip]
     errors: dict[str, int | None] = {}

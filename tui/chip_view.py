@@ -107,7 +107,12 @@ class ChipView(ScopeView):
         if not m.cores:
             out.append(styled(("  core topology not reported", pal["dim"])))
         for core in m.cores:
-            physical = "  ".join(f"{name} {pct:.1f}%" for name, pct in core.physical_util_pct)
+            state = core.state
+            physical = (
+                "  ".join(f"{name} {pct:.1f}%" for name, pct in sorted(state.physical_util_pct.items()))
+                if state
+                else ""
+            )
             out.append(
                 styled(
                     (f"  core {core.index:<3} ", pal["label"]),
@@ -117,8 +122,8 @@ class ChipView(ScopeView):
                     ),
                     (f"{units.pct(core.util_pct):>6}", pal["text"]),
                     (
-                        f"  {units.flops(core.flops):>14}" if core.in_use else "  idle (not listed)",
-                        pal["text"] if core.in_use else pal["dim"],
+                        f"  {units.flops(state.flops):>14}" if state else "  idle (not listed)",
+                        pal["text"] if state else pal["dim"],
                     ),
                     (f"  {physical}" if physical else "", pal["dim"]),
                 )
