@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict
 from trnwatch import __version__
 from trnwatch.collectors.lines import ClockMark, Line, SourceEvent
 from trnwatch.collectors.recording_frames import FrameEncoder, header_frame
+from trnwatch.collectors.scheduler import SchedulerJob
 from trnwatch.output import OutputError, create_exclusive, make_dirs, os_error_reason
 from trnwatch.redaction import redact
 
@@ -63,6 +64,9 @@ class RecordingHeader(BaseModel):
     # /2: the thresholds the session judged by (ledger/rules.py's fields), so a replay judges the
     # same; absent in recordings made before they were kept (the defaults then).
     rules: dict[str, float] = {}
+    # The scheduler job the recording session served (collectors/scheduler.py), so a replay
+    # reports it and not the replaying shell's; absent: none (or a recording made before).
+    scheduler: SchedulerJob | None = None
 
 
 class RecordingError(ValueError):
@@ -134,6 +138,7 @@ class Recorder:
         monotonic: Callable[[], float] = time.monotonic,
         simulated_sources: Callable[[], Collection[str]] | None = None,
         rules: dict[str, float] | None = None,
+        scheduler: SchedulerJob | None = None,
     ):
         self.target = target
         self.folder = folder
@@ -152,6 +157,7 @@ class Recorder:
             ultraservers=ultraservers,
             session=self.session_id,
             rules=dict(rules or {}),
+            scheduler=scheduler,
         )
         self.files: list[Path] = []
         self.frames = 0

@@ -21,6 +21,7 @@ import random
 from dataclasses import asdict, dataclass, field
 from statistics import fmean
 
+from trnwatch.collectors.scheduler import SchedulerJob, job_words
 from trnwatch.ledger.boundary import (
     BOUNDARY_FIELDS,
     COMPILER_KEYS,
@@ -104,6 +105,9 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
     # Incidents by kind on each side (receipts before `incidents[]` existed count none).
     incidents: list[IncidentCount] = field(default_factory=list)
+    # The scheduler job of each side in words (boundary.scheduler; None: outside an allocation, or
+    # a receipt before the field): information, never a mismatch, as two runs are two jobs.
+    scheduler_jobs: tuple[str | None, str | None] = (None, None)
 
     def to_json(self) -> dict:
         out = asdict(self)
@@ -359,6 +363,13 @@ def compare(baseline: dict, candidate: dict, allow: set[str] | None = None) -> C
         raise CompareError(f"a receipt has a malformed field ({type(exc).__name__}: {exc})") from None
 
 
+def scheduler_job(receipt: dict) -> str | None:
+    """The receipt's scheduler job in words, None when it has none."""
+    boundary = receipt.get("boundary")
+    job = boundary.get("scheduler") if isinstance(boundary, dict) else None
+    return None if job is None else job_words(SchedulerJob.model_validate(job))
+
+
 def _compare(baseline: dict, candidate: dict, allow: set[str]) -> Comparison:
     bb, bc = boundary_of(baseline), boundary_of(candidate)
     mismatched, unverified = [], []
@@ -371,7 +382,12 @@ def _compare(baseline: dict, candidate: dict, allow: set[str]) -> Comparison:
     allowed = [key for key, _, _ in mismatched if key in allow]
     refused = len(allowed) < len(mismatched)
     result = Comparison(
-        refused=refused, like_for_like=not mismatched, mismatched=mismatched, allowed=allowed, unverified=unverified
+        refused=refused,
+        like_for_like=not mismatched,
+        mismatched=mismatched,
+        allowed=allowed,
+        unverified=unverified,
+        scheduler_jobs=(scheduler_job(baseline), scheduler_job(candidate)),
     )
     if not refused:
         result.figures, result.notes = figures(baseline, candidate)
@@ -445,6 +461,13 @@ def render_markdown(result: Comparison, baseline_name: str, candidate_name: str)
         lines.append(
             "Boundary fields unknown on one or both sides (not verified): "
             + ", ".join(f"{k} ({_show(b)} vs {_show(c)})" for k, b, c in result.unverified)
+        )
+    job_b, job_c = result.scheduler_jobs
+    if job_b is not None or job_c is not None:
+        lines.append("")
+        lines.append(
+            f"Scheduler jobs ({'the same' if job_b == job_c else 'different'}; information, not a boundary field): "
+            f"baseline {_show(job_b or 'none')}, candidate {_show(job_c or 'none')}."
         )
     lines += [
         "",

@@ -30,6 +30,7 @@ from trnwatch.collectors.kernel_log import DriverLine, HardwareError, OtherLine
 from trnwatch.collectors.limits import MAX_HOSTS, MAX_RUNTIMES_TOTAL
 from trnwatch.collectors.lines import ClockMark, Line, SourceEvent
 from trnwatch.collectors.neuron_monitor import FieldRejection, Report
+from trnwatch.collectors.scheduler import SchedulerJob
 from trnwatch.collectors.stack_records import StackCapture
 from trnwatch.collectors.sysfs_sample import SysfsSample
 from trnwatch.collectors.topology import Origin, TopologyAnswer
@@ -147,8 +148,17 @@ class Ledger:
     """All scoped state of one session. Fold decoded lines into it (`fold`, or `ingest` a raw
     line); read hosts, chips and rollups."""
 
-    def __init__(self, mode: Evidence, ultraservers: dict[str, str] | None = None, rules: Rules = DEFAULT_RULES):
+    def __init__(
+        self,
+        mode: Evidence,
+        ultraservers: dict[str, str] | None = None,
+        rules: Rules = DEFAULT_RULES,
+        scheduler: SchedulerJob | None = None,
+    ):
         self.mode: Evidence = mode
+        # The scheduler job the session serves (collectors/scheduler.py): read at start, or the
+        # recorded session's on a replay; None outside an allocation.
+        self.scheduler = scheduler
         # The one rules object (ledger/rules.py), from the command line: the job ledger and the
         # goodput clock judge by it, and the findings read the verdicts they give.
         self.rules = rules

@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from trnwatch import __version__
+from trnwatch.collectors.scheduler import SchedulerJob
 from trnwatch.collectors.stack_records import StackCapture
 from trnwatch.ledger.boundary import (
     COMPILER_KEYS,
@@ -245,6 +246,9 @@ class Boundary(_Section):
     parallel: str | None
     evidence: Evidence
     inferred_from: dict[str, str]  # field -> how it was obtained, where it is not read directly
+    # The scheduler job (SLURM_JOB_* of trnwatch's environment at start, or the recording's):
+    # information that compare shows, not a field it requires equal; null outside an allocation.
+    scheduler: SchedulerJob | None = None
 
 
 class ColdCompile(_Section):
@@ -859,6 +863,7 @@ def boundary_of(ledger: Ledger, job: JobSection | None, clock: GoodputClock | No
         parallel=parallel_text(parallel),
         evidence=ledger.evidence,
         inferred_from=inferred,
+        scheduler=ledger.scheduler,
     )
 
 

@@ -10,6 +10,7 @@ import time
 from collections import Counter
 from datetime import UTC, datetime
 
+from trnwatch.collectors.scheduler import job_words
 from trnwatch.ledger import units
 from trnwatch.ledger.incidents import incident_words, site_words, worst_first
 from trnwatch.ledger.job_summary import Percentiles
@@ -107,6 +108,8 @@ def boundary_words(r: Receipt) -> str:
         text += f"; {_md_text(kit)}"
     if b.lnc is not None:
         text += f", LNC {b.lnc}"
+    if b.scheduler is not None:
+        text += f"; {_md_text(job_words(b.scheduler))}"
     return text
 
 
@@ -248,9 +251,20 @@ def _boundary_section(r: Receipt) -> list[str]:
         "|---|---|---|",
     ]
     for key, value in r.boundary:
-        if key in ("inferred_from", "versions"):
+        if key in ("inferred_from", "versions", "scheduler"):
             continue
         lines.append(f"| {key} | {_v(value)} | {_md_text(notes.get(key, BOUNDARY_SOURCES.get(key, 'reported')))} |")
+    job = r.boundary.scheduler
+    lines += [
+        "",
+        "Scheduler job (shown by compare, not required equal): "
+        + (
+            "none: not inside a Slurm allocation (no SLURM_JOB_ID in trnwatch's environment)"
+            if job is None
+            else f"{_md_text(job_words(job))} (SLURM_JOB_ID, SLURM_JOB_NAME, SLURM_JOB_NODELIST at start)"
+        )
+        + ".",
+    ]
     return lines
 
 

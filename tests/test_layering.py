@@ -74,6 +74,7 @@ LEDGER_MAY_IMPORT = {
     "trnwatch.collectors.stack_records",
     "trnwatch.collectors.sysfs_sample",
     "trnwatch.collectors.topology",
+    "trnwatch.collectors.scheduler",  # the SchedulerJob record; its reader takes the environment passed in
     # The sampler's constants: standard library only, so it also runs alone on a remote host;
     # the ledger calls none of its functions.
     "trnwatch.collectors.sysfs_reader",

@@ -749,6 +749,7 @@ def _make_session(args):
     UsageError for bad input."""
     from trnwatch import sources
     from trnwatch.collectors.recording import Recorder, Rotation
+    from trnwatch.collectors.scheduler import slurm_job
     from trnwatch.ledger.ledger import Ledger
     from trnwatch.session import Session
 
@@ -762,7 +763,9 @@ def _make_session(args):
         _warn(note)
     # An --ultraservers file has the last word over a hosts file's or a recording's map.
     ultraservers = {**chosen.built.ultraservers, **_load_ultraservers(args.ultraservers)}
-    ledger = Ledger(chosen.mode, ultraservers, sources.rules_of(args, chosen.built.rules))
+    # The scheduler job: a replay's is the recorded session's, never the replaying shell's.
+    scheduler = chosen.built.scheduler if chosen.built.replay is not None else slurm_job(os.environ)
+    ledger = Ledger(chosen.mode, ultraservers, sources.rules_of(args, chosen.built.rules), scheduler)
     recorder = None
     if args.command == "record":
         rotation = Rotation(
@@ -779,6 +782,7 @@ def _make_session(args):
             simulated_sources=ledger.simulated_source_ids,
             on_file=lambda path: _say(f"recording to {path}"),
             rules=asdict(ledger.rules),
+            scheduler=ledger.scheduler,
         )
     elif args.record:
         recorder = Recorder.to_file(
@@ -788,6 +792,7 @@ def _make_session(args):
             known_hosts=lambda: ledger.hosts.keys(),
             simulated_sources=ledger.simulated_source_ids,
             rules=asdict(ledger.rules),
+            scheduler=ledger.scheduler,
         )
     if recorder is not None and recorder.error is not None:
         raise UsageError(f"cannot record to {args.record or args.folder}: {recorder.error}")

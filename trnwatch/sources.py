@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from trnwatch import scaleout
+from trnwatch.collectors.scheduler import SchedulerJob
 from trnwatch.scaleout import OptionError
 from trnwatch.session import SourceSpec
 
@@ -98,6 +99,7 @@ class Built:
     recorded_evidence: str | None = None
     notes: list[str] = field(default_factory=list)  # said once on stderr before the session starts
     rules: Any = None  # a replay: the rules (ledger/rules.py) the recorded session judged by
+    scheduler: SchedulerJob | None = None  # a replay: the scheduler job the recorded session served
 
 
 @dataclass(frozen=True)
@@ -385,6 +387,7 @@ def _replay_build(args: argparse.Namespace, ctx: Context) -> Built:
         replay=replayed,
         recorded_evidence=describe(recording).evidence,  # from the data (catalog marks), not the header's mode
         rules=recorded_rules(recording.header.rules),
+        scheduler=recording.header.scheduler,
         notes=list(recording.warnings),
     )
 
@@ -869,5 +872,6 @@ def build(args: argparse.Namespace, keys_fd: Callable[[], int]) -> Chosen:
         recorded_evidence=first.recorded_evidence,
         notes=[note for part in parts for note in part.notes],
         rules=first.rules,
+        scheduler=first.scheduler,
     )
     return Chosen((device, *joined), built, device.mode, device.remote, device.progress_every_s)

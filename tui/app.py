@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
@@ -277,11 +278,20 @@ class TrnwatchApp(App[None]):
         return clock
 
     def _scope_line(self, frame: Frame, subject: Text, clock_cols: int) -> Text:
-        """The scope shown and its boundary: the left of the header, cut to leave the clock room."""
+        """The scope shown and its boundary: the left of the header, cut to leave the clock room.
+        The scheduler job follows where it fits whole ("slurm 4242 pretrain", else "slurm 4242"),
+        never cutting the scope's own figures."""
         line = styled(" ") + subject
         room = max(0, frame.width - clock_cols)
         if line.cell_len > room:
             line.truncate(room, overflow="ellipsis")
+        job = self.ledger.scheduler
+        if job is not None:
+            short = f" · {job.kind} {job.job_id}"
+            for tag in (f"{short} {job.name}" if job.name else short, short):
+                if line.cell_len + cell_len(tag) <= room:
+                    line.append(tag, frame.palette["label"])
+                    break
         return line
 
     def _status(self, frame: Frame) -> Text:
