@@ -454,8 +454,9 @@ def print_pair_figures(warmup_s: float, window_s: float, rounds: int, against: s
             for size in SIZES:
                 pairs = {
                     side: (
-                        start_screen(size, colours, command(f"{tmp}/r-{i}.json"), tree),
-                        start_headless(command(f"{tmp}/h-{i}.json", headless=True), tree),
+                        # a receipt name per run: an existing receipt path is refused at start
+                        start_screen(size, colours, command(f"{tmp}/r-{i}-{size[0]}-{colours}.json"), tree),
+                        start_headless(command(f"{tmp}/h-{i}-{size[0]}-{colours}.json", headless=True), tree),
                     )
                     for i, (side, tree) in enumerate(trees.items())
                 }
