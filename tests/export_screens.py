@@ -11,6 +11,7 @@
     python tests/export_screens.py [--receipts] [DOCS_DIR]     (default docs/)
 """
 
+import argparse
 import asyncio
 import shutil
 import subprocess
@@ -57,13 +58,16 @@ def receipts(docs: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    args = [a for a in argv if a != "--receipts"]
-    docs = Path(args[0]) if args else ROOT / "docs"
+    parser = argparse.ArgumentParser(description="Make every picture in docs/ again, from the code as it is.")
+    parser.add_argument("docs", nargs="?", type=Path, default=ROOT / "docs", help="where to write (default docs/)")
+    parser.add_argument("--receipts", action="store_true", help="also the demo's receipts (75 s, healthy and hang)")
+    args = parser.parse_args(argv)
+    docs = args.docs
     (docs / "screens").mkdir(parents=True, exist_ok=True)
     for scenario in SCENARIO_TICKS:
         print(asyncio.run(export(scenario, docs / "screens" / f"{scenario}-80x24.svg", (80, 24))))
     print(asyncio.run(export("hang", docs / "screenshot-ultraserver.svg", (80, 24))))
-    if "--receipts" in argv:
+    if args.receipts:
         receipts(docs)
     return 0
 
