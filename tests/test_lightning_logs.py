@@ -75,7 +75,9 @@ def check_receipt(receipt: dict, truth: dict) -> dict:
     assert got["p50"] == pytest.approx(got["truth_p50"], abs=0.02)
     # Up to 100 steady steps, p99 is the longest: the stalled step, with its own length.
     assert window["first_step"] <= STALL_STEP <= window["last_step"]
-    assert got["p99"] == pytest.approx(got["truth_stall"], abs=0.02)
+    # Within 5% of the stall (1.6 s against 0.12 s steps): a few ms when quiet, 29 ms once with both
+    # cores busy, where the bar's redraw lags the step's end by the scheduler's delay.
+    assert got["p99"] == pytest.approx(got["truth_stall"], rel=0.05)
     assert got["saves"] == got["truth_saves"] == STEPS // SAVE_EVERY
     print(json.dumps(got))
     return got

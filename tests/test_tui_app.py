@@ -323,7 +323,8 @@ def test_clicking_a_grid_cell_opens_that_chip():
         x0, host_id, chip = app.view._cell_x[y][5]  # the sixth cell drawn on the first grid line
         region = detail.content_region
         await pilot.click(offset=(region.x + x0 - detail.scroll_offset.x, region.y + y))
-        await pilot.pause()
+        # The view posts OpenChip up to the app: on a busy machine that can take more than one pause.
+        await wait_until(pilot, lambda: app.selection.scope == "chip", "the chip view opened")
         assert (app.selection.scope, app.selection.host_id, app.selection.chip) == ("chip", host_id, chip)
 
     drive(make_app(), check=check)
