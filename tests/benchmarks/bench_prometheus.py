@@ -40,7 +40,6 @@ side-by-side figures of one run, not figures across runs.
 import argparse
 import asyncio
 import gc
-import importlib.util
 import json
 import os
 import resource
@@ -76,6 +75,7 @@ from trnwatch.ledger.hosts import HISTORY_SAMPLES
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.session import Session, SourceSpec
 from trnwatch.workloads.sim.exporter import ExporterState, _process_series, fleet
+from tests.benchmarks.revisions import package_tree, rev_package_tree
 from tests.benchmarks.scrape_ingest import scrape_ingest_s
 from tests.prometheus_server import MISSING, LocalPrometheus
 
@@ -165,27 +165,6 @@ def scrape_bodies(hosts) -> list[str]:
     return bodies
 
 
-def _package_tree(source: Path, into: Path) -> Path:
-    """`source`'s trnwatch laid out as it installs (.ci/typecheck.py's staging, from the tree's
-    own package-dir table) under `into`, for PYTHONPATH: a child run with it imports that code."""
-    spec = importlib.util.spec_from_file_location("typecheck", ROOT / ".ci" / "typecheck.py")
-    assert spec is not None and spec.loader is not None
-    typecheck = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(typecheck)
-    typecheck.stage(source, into)
-    return into
-
-
-def _tree_at(rev: str, into: Path) -> Path:
-    """The files of commit `rev` of this repository under `into`."""
-    into.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=False)
-    if archive.returncode:
-        sys.exit(f"--against {rev}: {archive.stderr.decode(errors='replace').strip()}")
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
-    return into
-
-
 def scrape_against(bodies: list[str], rev: str, rounds: int) -> None:
     """Ingest and reader per body with this tree's code and with commit `rev`'s, side by side: one
     child process per side (tests/benchmarks/scrape_ingest.py, the same bodies), measuring a round
@@ -196,8 +175,8 @@ def scrape_against(bodies: list[str], rev: str, rounds: int) -> None:
         work = Path(tmp)
         (work / "bodies.json").write_text(json.dumps(bodies))
         trees = {
-            "this tree": _package_tree(ROOT, work / "this"),
-            rev: _package_tree(_tree_at(rev, work / "rev-src"), work / "rev"),
+            "this tree": package_tree(ROOT, work / "this"),
+            rev: rev_package_tree(rev, work),
         }
         children = {
             side: subprocess.Popen(

@@ -71,7 +71,6 @@ import tempfile
 import termios
 import threading
 import time
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,6 +88,7 @@ from trnwatch.workloads.sim.fleet import fleet_hosts
 from trnwatch.workloads.sim.job import rank_events
 from trnwatch.workloads.sim.source import host_source_id
 from trnwatch.workloads.sim.topology import get_topology
+from tests.benchmarks.revisions import rev_package_tree
 from tests.tui_fleet import SEED, cluster_view_latency, now_at, received_s, scale_app, summary_ms
 
 TRNWATCH = [sys.executable, "-m", "trnwatch"]
@@ -217,26 +217,6 @@ def start_headless(command: list[str], tree: Path | None = None) -> subprocess.P
     )
 
 
-def staged_tree(rev: str, into: Path) -> Path:
-    """Commit `rev`'s trnwatch laid out as it installs (from that commit's package-dir table), under
-    `into`, for PYTHONPATH: a child run with it imports that code (ahead of the editable install)."""
-    source = into / "src"
-    source.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=False)
-    if archive.returncode:
-        sys.exit(f"--against {rev}: {archive.stderr.decode(errors='replace').strip()}")
-    subprocess.run(["tar", "-x", "-C", str(source)], input=archive.stdout, check=True)
-    package_dir = tomllib.loads((source / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
-    package = into / "tree" / "trnwatch"
-    package.mkdir(parents=True)
-    for entry in (source / package_dir["trnwatch"]).iterdir():
-        (package / entry.name).symlink_to(entry)
-    for name, folder in package_dir.items():
-        if name.count(".") == 1:  # trnwatch.X (deeper packages are folders inside these)
-            (package / name.split(".")[1]).symlink_to(source / folder)
-    return into / "tree"
-
-
 def key_latency_ms(run: Run) -> list[float]:
     """Press h and u alternately on `run` (on the chip view: h shows its host) and time each
     from the write until the answer's scope name arrived on the terminal."""
@@ -323,7 +303,7 @@ def print_refresh_against(rev: str, rounds: int) -> None:
     alternating), and the figures are each side's median refresh over all rounds, and the median
     of the rounds' ratios of medians."""
     with tempfile.TemporaryDirectory(prefix="trnwatch-bench-") as tmp:
-        trees: dict[str, Path | None] = {"this tree": None, rev: staged_tree(rev, Path(tmp) / "against")}
+        trees: dict[str, Path | None] = {"this tree": None, rev: rev_package_tree(rev, Path(tmp) / "against")}
         print(f"UltraServer view in process, this tree and {rev} side by side, {rounds} alternating rounds:")
         for size in SIZES:
             cpu_ms: dict[str, list[list[float]]] = {side: [] for side in trees}
@@ -422,7 +402,7 @@ def print_pair_figures(warmup_s: float, window_s: float, rounds: int, against: s
     with tempfile.TemporaryDirectory(prefix="trnwatch-bench-") as tmp:
         trees: dict[str, Path | None] = {"this tree": None}
         if against:
-            trees[against] = staged_tree(against, Path(tmp) / "against")
+            trees[against] = rev_package_tree(against, Path(tmp) / "against")
         if data == "replay":
             # One recording of the demo for every run: each side replays the same lines. It outlasts
             # the windows, so no replay reaches its end inside one.
@@ -547,7 +527,7 @@ def print_split_figures(warmup_s: float, window_s: float, rounds: int, against: 
     with tempfile.TemporaryDirectory(prefix="trnwatch-bench-") as tmp:
         trees: dict[str, Path | None] = {"this tree": None}
         if against:
-            trees[against] = staged_tree(against, Path(tmp) / "against")
+            trees[against] = rev_package_tree(against, Path(tmp) / "against")
         apps: dict[tuple[str, tuple[int, int]], tuple[Run, str]] = {}
         baselines: dict[str, subprocess.Popen] = {}
         for i, (side, tree) in enumerate(trees.items()):
