@@ -64,6 +64,9 @@ class RuntimeState:
     total_latency_s: dict[str, float] = field(default_factory=dict)
     device_latency_s: dict[str, float] = field(default_factory=dict)
     loaded_models: list[LoadedModelState] = field(default_factory=list)
+    # the report's own list the states above were built from: the next report's is usually equal
+    # (a runtime loads its NEFFs once), and then nothing is rebuilt (frozen Structs, compared in C)
+    loaded_models_seen: list[LoadedModel] | None = None
     executions: CounterFamily = field(default_factory=CounterFamily)
     group_errors: dict[str, str] = field(default_factory=dict)
 
@@ -168,8 +171,9 @@ def _fold_memory(runtime: RuntimeState, mem: MemoryUsed | None, frame: ChipFrame
                 for name, value in categories.items():
                     bucket[name] = bucket.get(name, 0) + value
                 frame.hbm[chip] += sum(categories.values())
-    if mem.loaded_models is not None:
+    if mem.loaded_models is not None and mem.loaded_models != runtime.loaded_models_seen:
         runtime.loaded_models = [_loaded_model(m) for m in mem.loaded_models]
+        runtime.loaded_models_seen = mem.loaded_models
 
 
 def _loaded_model(m: LoadedModel) -> LoadedModelState:

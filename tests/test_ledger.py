@@ -588,3 +588,27 @@ def test_executions_that_timed_out_are_errors_in_the_rate_the_runtimes_list_and_
     assert f"- {host_id} pid 7 tag rank0: status.timed_out 3" in runtimes
     chip = chip_model(ledger.read(1002.5), host_id, 0)
     assert chip is not None and ("status.timed_out", 3) in chip.execution_errors
+
+
+def test_loaded_models_follow_each_report_though_an_unchanged_list_is_not_rebuilt():
+    """The simulated host's runtimes load their NEFFs at tick 9 (not running) and run them from
+    the warmup on: the ledger's runtime state follows every change, and a report whose list
+    equals the previous one keeps the same state objects (nothing rebuilt per report)."""
+    from trnwatch.workloads.sim.fleet import SimHost
+    from trnwatch.workloads.sim.topology import get_topology
+
+    host = SimHost(get_topology("trn3-gen2-us"), 0, 0, "healthy")
+    ledger = Ledger("simulated")
+
+    def runtime_models(tick):
+        feed(ledger, host.report_line(tick), t=1000.0 + tick)
+        (h,) = ledger.hosts.values()
+        return {r.tag: r.loaded_models for r in h.runtimes.values()}
+
+    assert all(models == [] for models in runtime_models(8).values())
+    loaded = runtime_models(9)
+    assert all(len(m) == 4 and not any(x.is_running for x in m) for m in loaded.values())
+    running = runtime_models(25)
+    assert all(len(m) == 4 and all(x.is_running for x in m) for m in running.values())
+    again = runtime_models(26)
+    assert all(again[tag] is running[tag] for tag in running)
