@@ -17,9 +17,14 @@ unavailable, never as zero. Nodes read, each where it is documented:
 - per EFA device and port: `class/infiniband/<dev>/ports/<port>/hw_counters/<name>`, cumulative
   counts (Linux `drivers/infiniband/hw/efa/efa_verbs.c`, `EFA_DEFINE_PORT_STATS`; newer kernels
   add `rdma_write_*`, `retrans_*`, `unresponsive_remote_events`, `impaired_remote_conn_events`).
-- UltraServer membership, `class/neuron_device/{reservation_id,node_id,ultraserver_mode}` (the
-  driver's class attributes on trn3pds, as aws-neuron-sdk `src/k8/k8s-ultraserver-init-script.sh`
-  reads them; what each says: `UltraServerNodes`), found by leaf name under the class directory.
+- UltraServer membership, found by leaf name under `class/neuron_device/`: on trn3pds (Trn3)
+  `{reservation_id,node_id,ultraserver_mode}`; on trn2u (Trn2 UltraServers) one server id and node
+  id per multi-node mode, `{server_id_4,node_id_4,server_id_2,node_id_2,ultraserver_mode}` (the
+  driver's class attributes, aws-neuron-driver@fca19f7 `neuron_cdev.c` `ncdev_class_attrs`, values
+  from `v3/neuron_pelect.c` `npe_class_*_show_data`; both forms as aws-neuron-sdk@81ce03a
+  `src/k8/k8s-ultraserver-init-script.sh` reads them: "trn3pds exposes: node_id, reservation_id,
+  ultraserver_mode / trn2u exposes: node_id_N, server_id_N, ultraserver_mode"; the Neuron sysfs
+  user guide does not list them). What each says: `UltraServerNodes`.
 - the instance id, `devices/virtual/dmi/id/board_asset_tag` (on EC2 Nitro instances the instance
   id), which joins the sample to the host neuron-monitor names by the same id.
 """
@@ -51,7 +56,15 @@ NEURON_CLASS = Path("class/neuron_device")
 INFINIBAND = Path("class/infiniband")
 BOARD_ASSET_TAG = Path("devices/virtual/dmi/id/board_asset_tag")
 DEVICE_LEAVES = ("utilization", "unhealthy_components")
-ULTRASERVER_LEAVES = ("reservation_id", "node_id", "ultraserver_mode")
+ULTRASERVER_LEAVES = (
+    "reservation_id",
+    "node_id",
+    "ultraserver_mode",
+    "server_id_4",
+    "node_id_4",
+    "server_id_2",
+    "node_id_2",
+)
 # Bounds: a device directory is walked this deep for its leaves; values past these are dropped.
 MAX_WALK_DEPTH = 6
 

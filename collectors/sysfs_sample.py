@@ -30,36 +30,64 @@ class DeviceHealth:
     unhealthy_components: str | None  # None: the node is absent; "": none unhealthy
 
 
+def _hex_id(text: str | None) -> str | None:
+    """A `%016llx` id as read, lower case; None when it is no such id."""
+    if text is None or not (0 < len(text) <= 16 and all(c in "0123456789abcdef" for c in text.lower())):
+        return None
+    return text.lower()
+
+
 @dataclass(frozen=True, slots=True)
 class UltraServerNodes:
     """The `class/neuron_device` UltraServer nodes of a host, as read (None: the node is absent).
 
-    `reservation_id` is `%016llx` of the pod's serial number, all zeros when the host is in no
-    UltraServer (or its election is under way); `node_id` is the host's place in it, `-1` when
-    in none, `busy` during the election; `ultraserver_mode` lists the supported modes (`1,2,4`:
-    X4, X2H, X1), empty on a host that is no UltraServer node (aws-neuron-driver `neuron_cdev.c`
-    class attributes, `npe_class_*_show_data`; the three leaves as aws-neuron-sdk
-    `src/k8/k8s-ultraserver-init-script.sh` reads them on trn3pds)."""
+    Trn3 (trn3pds): `reservation_id` is `%016llx` of the pod's serial number, all zeros when the
+    host is in no UltraServer (or its election is under way); `node_id` is the host's place in it,
+    `-1` when in none, `busy` during the election. Trn2 (trn2u): the same pair per multi-node mode,
+    `server_id_4` / `node_id_4` (the 4-node UltraServer; all zeros and `-1` unless the pod has 4
+    nodes) and `server_id_2` / `node_id_2` (the 2-node pair the host is in, in either 2-node mode).
+    `ultraserver_mode` lists the supported modes (`1,2,4`: X4, X2H, X1; `busy` during the election),
+    empty on a host that is no UltraServer node (aws-neuron-driver@fca19f7 `neuron_cdev.c` class
+    attributes, `v3/neuron_pelect.c` `npe_class_*_show_data` and `npe_get_modal_*`; the leaves as
+    aws-neuron-sdk@81ce03a `src/k8/k8s-ultraserver-init-script.sh` reads them)."""
 
     reservation_id: str | None
     node_id: str | None
     ultraserver_mode: str | None
+    server_id_4: str | None = None
+    node_id_4: str | None = None
+    server_id_2: str | None = None
+    node_id_2: str | None = None
 
     @property
-    def membership(self) -> tuple[str | None, str]:
-        """(UltraServer id, what the nodes say): ("<id>", "member"), (None, "none") when the
-        driver says the host is in no UltraServer, (None, "busy") during an election, (None,
-        "unreadable") for a value it does not write, (None, "absent") without the node."""
-        rid, node = self.reservation_id, self.node_id
-        if rid is None:
-            return None, "absent"
-        if node == "busy" or self.ultraserver_mode == "busy":
-            return None, "busy"
-        if not (0 < len(rid) <= 16 and all(c in "0123456789abcdef" for c in rid.lower())):
-            return None, "unreadable"
-        if int(rid, 16) == 0 or node == "-1":
-            return None, "none"
-        return rid.lower(), "member"
+    def membership(self) -> tuple[str | None, str, str]:
+        """(UltraServer id, what the nodes say, where in it the host is): ("<id>", "member",
+        "node 2"; on Trn2 "node 1 of 4 (server_id_4)"), (None, "none", "") when the driver says the
+        host is in no UltraServer, (None, "busy", "") during an election, (None, "unreadable", "")
+        for a value it does not write, (None, "absent", "") without the nodes."""
+        if self.node_id == "busy" or self.ultraserver_mode == "busy":
+            return None, "busy", ""
+        if self.reservation_id is not None:  # Trn3's form
+            rid = _hex_id(self.reservation_id)
+            if rid is None:
+                return None, "unreadable", ""
+            if int(rid, 16) == 0 or self.node_id == "-1":
+                return None, "none", ""
+            return rid, "member", f"node {self.node_id}"
+        # Trn2's form: the 4-node UltraServer, else the 2-node pair.
+        trn2 = ((4, self.server_id_4, self.node_id_4), (2, self.server_id_2, self.node_id_2))
+        read = [(n, sid, node) for n, sid, node in trn2 if sid is not None]
+        if not read:
+            return None, "absent", ""
+        if any(node == "busy" for _, _, node in trn2):
+            return None, "busy", ""
+        for n, sid, node in read:
+            us = _hex_id(sid)
+            if us is None:
+                return None, "unreadable", ""
+            if int(us, 16) and node not in (None, "-1"):
+                return us, "member", f"node {node} of {n} (server_id_{n})"
+        return None, "none", ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,4 +156,12 @@ def _ultraserver_nodes(leaves: object) -> UltraServerNodes | None:
         value = leaves.get(name)
         return value[:MAX_VALUE_CHARS] if isinstance(value, str) else None
 
-    return UltraServerNodes(leaf("reservation_id"), leaf("node_id"), leaf("ultraserver_mode"))
+    return UltraServerNodes(
+        leaf("reservation_id"),
+        leaf("node_id"),
+        leaf("ultraserver_mode"),
+        leaf("server_id_4"),
+        leaf("node_id_4"),
+        leaf("server_id_2"),
+        leaf("node_id_2"),
+    )

@@ -6,8 +6,9 @@ Asked in this order, the first that answers wins (issue 23):
    it overrides all.
 2. `kubernetes`: the node label `topology.k8s.aws/ultraserver-id` (`kubectl get nodes -o json`),
    by host id, stream label or instance name.
-3. `sysfs`: the host's own `class/neuron_device/reservation_id` and `node_id`; a driver that says
-   the host is in no UltraServer (all-zero id, node -1) is an answer too: "in none".
+3. `sysfs`: the host's own `class/neuron_device/reservation_id` and `node_id` (Trn3), or
+   `server_id_4` / `node_id_4`, else `server_id_2` / `node_id_2` (Trn2 UltraServers); a driver that
+   says the host is in no UltraServer (all-zero id, node -1) is an answer too: "in none".
 4. `slurm`: the block `scontrol show topology` puts the node in.
 5. `report`: `instance_info.ultraserver_id` in the host's neuron-monitor reports.
 
@@ -60,9 +61,9 @@ def membership_of(
         return Membership(us, "kubernetes")
     nodes = sysfs[host.host_id].ultraserver if host.host_id in sysfs else None
     if nodes is not None:
-        us, said = nodes.membership
+        us, said, where = nodes.membership
         if said == "member":
-            return Membership(us, "sysfs", f"node {nodes.node_id}")
+            return Membership(us, "sysfs", where)
         if said == "none":
             return Membership(None, "sysfs", "in no UltraServer")
     if us := _from_scheduler(discovered.get("slurm"), host):

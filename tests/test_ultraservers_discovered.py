@@ -19,7 +19,7 @@ from trnwatch.collectors.topology_source import kubernetes_members, slurm_member
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.ledger.receipt import build_receipt
 from trnwatch.ledger.receipt_markdown import render_markdown
-from trnwatch.workloads.sim.sysfs_tree import write_host_tree, write_ultraserver_nodes
+from trnwatch.workloads.sim.sysfs_tree import write_host_tree, write_trn2_ultraserver_nodes, write_ultraserver_nodes
 from tests import reports
 from tests.scheduler_outputs import (
     K8sNode,
@@ -43,12 +43,57 @@ def test_sysfs_class_nodes_say_member_none_or_busy_found_by_leaf_name(tmp_path):
     # A node moved one level deeper (driver 2.31 moved nodes; new paths not published): found by leaf name.
     write_ultraserver_nodes(tmp_path / "d" / "class/neuron_device" / "pod", "00000000000000c1", "1", "1,2,4")
     said = {k: decode_sysfs(sample_sysfs(tmp_path / k)).ultraserver for k in "abcde"}
-    assert said["a"] is not None and said["a"].membership == ("3f2a9c0d11e4b7a5", "member")
+    assert said["a"] is not None and said["a"].membership == ("3f2a9c0d11e4b7a5", "member", "node 2")
     assert said["a"].node_id == "2" and said["a"].ultraserver_mode == "1,2,4"
-    assert said["b"] is not None and said["b"].membership == (None, "none")
-    assert said["c"] is not None and said["c"].membership == (None, "busy")
-    assert said["d"] is not None and said["d"].membership == ("00000000000000c1", "member")
+    assert said["b"] is not None and said["b"].membership == (None, "none", "")
+    assert said["c"] is not None and said["c"].membership == (None, "busy", "")
+    assert said["d"] is not None and said["d"].membership == ("00000000000000c1", "member", "node 1")
     assert said["e"] is None  # no class directory: absent, nothing said
+
+
+def test_trn2_class_nodes_place_a_host_in_its_4_node_ultraserver_else_its_2_node_pair(tmp_path):
+    """Trn2 UltraServers (trn2u) say it per mode, `server_id_4`/`node_id_4` and `server_id_2`/
+    `node_id_2` (aws-neuron-driver@fca19f7 `neuron_cdev.c`, `v3/neuron_pelect.c`, written by
+    `write_trn2_ultraserver_nodes` as the driver's show functions would): the 4-node UltraServer
+    first (in it, nodes 1 and 3 have another `server_id_2`: their pair's), else the 2-node pair."""
+    write_trn2_ultraserver_nodes(tmp_path / "a", 0x5A0C, 4, 3)
+    write_trn2_ultraserver_nodes(tmp_path / "b", 0x77, 2, 1, "2,4")
+    write_trn2_ultraserver_nodes(tmp_path / "c", 0, 0, 0)  # an instance in no UltraServer
+    write_trn2_ultraserver_nodes(tmp_path / "d", 0x5A0C, 4, 0, busy=True)
+    # A node moved one level deeper (driver 2.31 moved nodes; new paths not published): found by leaf name.
+    write_trn2_ultraserver_nodes(tmp_path / "e" / "class/neuron_device" / "pod", 0x5A0C, 4, 1)
+    said = {k: decode_sysfs(sample_sysfs(tmp_path / k)).ultraserver for k in "abcde"}
+    assert said["a"] is not None and said["a"].server_id_2 == "0000000000005a0b"  # node 3's pair
+    assert said["a"].membership == ("0000000000005a0c", "member", "node 3 of 4 (server_id_4)")
+    assert said["b"] is not None and said["b"].membership == ("0000000000000077", "member", "node 1 of 2 (server_id_2)")
+    assert said["c"] is not None and said["c"].membership == (None, "none", "")
+    assert said["d"] is not None and said["d"].membership == (None, "busy", "")
+    assert said["e"] is not None and said["e"].membership == ("0000000000005a0c", "member", "node 1 of 4 (server_id_4)")
+
+
+def test_trn2_hosts_are_placed_by_their_sysfs_in_the_receipt(tmp_path):
+    """Four hosts of a 4-node Trn2 UltraServer, two of a 2-node one and one in none, placed by
+    their own sysfs with no --ultraservers file: the receipt's hosts say `ultraserver_from` sysfs
+    and where, and the UltraServers are the pods, not the pairs inside the 4-node one."""
+    ledger = Ledger("live")
+    pods = {f"i-x4-{n}": (0x5A0C, 4, n) for n in range(4)} | {f"i-x2-{n}": (0x77, 2, n) for n in range(2)}
+    pods["i-single"] = (0, 0, 0)
+    for host_id, (serial, count, node) in pods.items():
+        _host(ledger, f"src-{host_id}", host_id)
+        write_host_tree(tmp_path / host_id, host_id, {}, {}, {})
+        write_trn2_ultraserver_nodes(tmp_path / host_id, serial, count, node)
+        ledger.ingest(Line(f"sysfs-{host_id}", "sysfs", T0, sample_sysfs(tmp_path / host_id)))
+    r = build_receipt(ledger, "eof", written_at_s=T0 + 1)
+    placed = {h.host: (h.ultraserver, h.ultraserver_from, h.ultraserver_detail) for h in r.hosts}
+    assert placed == {
+        **{f"i-x4-{n}": ("0000000000005a0c", "sysfs", f"node {n} of 4 (server_id_4)") for n in range(4)},
+        **{f"i-x2-{n}": ("0000000000000077", "sysfs", f"node {n} of 2 (server_id_2)") for n in range(2)},
+        "i-single": (None, "sysfs", "in no UltraServer"),
+    }
+    assert {u.id: u.hosts for u in r.ultraservers} == {"0000000000005a0c": 4, "0000000000000077": 2}
+    text = render_markdown(r)
+    assert "1 host(s) in no UltraServer (1 by their sysfs, the rest placed by no source)" in text
+    assert "UltraServer membership from: sysfs 6" in text
 
 
 def test_kubectl_nodes_name_each_labelled_node_by_name_instance_id_and_dns():

@@ -71,3 +71,35 @@ def write_ultraserver_nodes(root: Path, reservation_id: str, node_id: str, modes
     link = base / "neuron0"
     if not link.is_symlink():
         link.symlink_to("../../devices/virtual/neuron_device/neuron0")
+
+
+def write_trn2_ultraserver_nodes(
+    root: Path, pod_serial: int, node_count: int, node_id: int, modes: str = "1,2,4", *, busy: bool = False
+) -> None:
+    """The class directory's UltraServer leaves of a trn2u host, as the Trainium2 driver writes them
+    (aws-neuron-driver@fca19f7 `neuron_cdev.c` `ncdev_class_attrs`: `node_id_2/4`, `server_id_2/4`,
+    `ultraserver_mode`; values from `v3/neuron_pelect.c` `npe_class_*_show_data`, `npe_get_modal_*`):
+    the host is node `node_id` of a pod of `node_count` nodes (0: no pod, as a non-UltraServer
+    instance shows it) with serial `pod_serial`; `modes` lists the supported modes (X4=1, X2H=2,
+    X2V=3, X1=4); `busy`: an election is under way."""
+    base = root / "class/neuron_device"
+    if busy:
+        values = {"node_id_4": "busy", "node_id_2": "busy", "server_id_4": f"{0:016x}", "server_id_2": f"{0:016x}"}
+        modes = "busy"
+    elif not node_count:
+        values = {"node_id_4": "-1", "node_id_2": "-1", "server_id_4": f"{0:016x}", "server_id_2": f"{0:016x}"}
+        modes = ""
+    else:
+        four = node_count == 4
+        horizontal = "2" in modes.split(",")  # X2H when supported, else X2V (npe_class_*_show_data)
+        pair_node = ((0, 0, 1, 1) if horizontal else (0, 1, 0, 1))[node_id] if four else node_id
+        second = ((False, True, False, True) if horizontal else (False, False, True, True))[node_id]
+        values = {
+            "node_id_4": str(node_id if four else -1),
+            "server_id_4": f"{pod_serial if four else 0:016x}",
+            "node_id_2": str(pair_node),
+            "server_id_2": f"{pod_serial - 1 if four and second else pod_serial:016x}",
+        }
+    for name, value in values.items():
+        _write(base / name, value)
+    _write(base / "ultraserver_mode", modes)
