@@ -8,7 +8,8 @@ types it as a `TopologyAnswer`. The parsers there read the public formats:
   core/v1). A node carrying the EKS label `topology.k8s.aws/ultraserver-id` is in that
   UltraServer; it is named by `metadata.name`, by the instance id at the end of
   `spec.providerID` (`aws:///<zone>/<instance id>`, the AWS cloud provider's form) and by its
-  `Hostname` / `InternalDNS` addresses, so it joins the host neuron-monitor names by any of them.
+  `Hostname` / `InternalDNS` / `InternalIP` addresses (collectors/kubernetes.py `node_identity`),
+  so it joins the host neuron-monitor names by any of them.
   A node without the label says nothing (the label may simply not be applied).
 - Slurm (`scontrol show topology` with the topology/block plugin): one line per block,
   `BlockName=<name> BlockIndex=<n> Nodes=<hostlist> BlockSize=<n>` (SchedMD/slurm

@@ -14,6 +14,7 @@ import time
 from collections.abc import AsyncIterator
 
 from trnwatch.collectors.hostlist import HostlistError, HostNameError, expand_hostlist
+from trnwatch.collectors.kubernetes import node_identity
 from trnwatch.collectors.lines import Line, LineKind
 from trnwatch.collectors.streams import SourceLost
 from trnwatch.collectors.topology import MAX_MEMBERS, Origin, TopologyRejected, name_or_none, topology_line
@@ -42,24 +43,14 @@ def kubernetes_members(text: str) -> tuple[dict[str, str], int]:
         meta = node.get("metadata") if isinstance(node, dict) else None
         labels = meta.get("labels") if isinstance(meta, dict) else None
         ultraserver = name_or_none(labels.get(K8S_LABEL)) if isinstance(labels, dict) else None
-        if ultraserver is None or not isinstance(meta, dict):
+        if ultraserver is None:
             continue
-        spec, status = node.get("spec"), node.get("status")
-        provider = spec.get("providerID") if isinstance(spec, dict) else None
-        names = [meta.get("name")]
-        if isinstance(provider, str) and provider.startswith("aws://"):
-            names.append(provider.rsplit("/", 1)[-1])
-        addresses = status.get("addresses") if isinstance(status, dict) else None
-        for address in addresses if isinstance(addresses, list) else []:
-            if isinstance(address, dict) and address.get("type") in ("Hostname", "InternalDNS"):
-                names.append(address.get("address"))
-        for raw in names:
-            name = name_or_none(raw)
-            if name is None or len(members) >= MAX_MEMBERS:
-                if raw is not None:
-                    dropped += 1
+        name, instance, addresses = node_identity(node)
+        for known in (n for n in (name, instance, *addresses) if n is not None):
+            if len(members) >= MAX_MEMBERS:
+                dropped += 1
                 continue
-            members[name] = ultraserver
+            members[known] = ultraserver
     return members, dropped
 
 

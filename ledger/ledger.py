@@ -30,7 +30,7 @@ from trnwatch.collectors.kernel_log import DriverLine, HardwareError, OtherLine
 from trnwatch.collectors.limits import MAX_HOSTS, MAX_RUNTIMES_TOTAL
 from trnwatch.collectors.lines import ClockMark, Line, SourceEvent
 from trnwatch.collectors.neuron_monitor import FieldRejection, Report
-from trnwatch.collectors.scheduler import SchedulerJob
+from trnwatch.collectors.scheduler import KubernetesPod, SchedulerJob, header_tags
 from trnwatch.collectors.stack_records import StackCapture
 from trnwatch.collectors.sysfs_sample import SysfsSample
 from trnwatch.collectors.topology import Origin, TopologyAnswer
@@ -40,6 +40,7 @@ from trnwatch.ledger.hosts import HostState
 from trnwatch.ledger.job import JobDiagnosis, JobEventRejected, JobLedger
 from trnwatch.ledger.job_summary import JobSection
 from trnwatch.ledger.membership import Membership, membership_of
+from trnwatch.ledger.pods import PodIndex, pod_index, pods_of
 from trnwatch.ledger.read_model import ReadModel
 from trnwatch.ledger.rollups import Kept, reported_within, stale_after_s
 from trnwatch.ledger.rules import DEFAULT_RULES, Rules
@@ -159,6 +160,7 @@ class Ledger:
         # The scheduler job the session serves (collectors/scheduler.py): read at start, or the
         # recorded session's on a replay; None outside an allocation.
         self.scheduler = scheduler
+        self._pods: tuple[SchedulerJob | None, PodIndex] = (None, {})  # the job's pods by node name (`pods_on`)
         # The one rules object (ledger/rules.py), from the command line: the job ledger and the
         # goodput clock judge by it, and the findings read the verdicts they give.
         self.rules = rules
@@ -420,6 +422,17 @@ class Ledger:
             if name in (host.host_id, host.source_id, host.instance_name):
                 return host
         return None
+
+    def pods_on(self, host: HostState) -> tuple[KubernetesPod, ...]:
+        """The Kubernetes job's pods on `host` (`--k8s-job`; ledger/pods.py matches them by their
+        node's names); empty outside Kubernetes."""
+        if self._pods[0] is not self.scheduler:
+            self._pods = (self.scheduler, pod_index(self.scheduler))
+        return pods_of(self._pods[1], host)
+
+    def scheduler_tags(self) -> tuple[str, ...]:
+        """The scheduler job for the header, longest first ("slurm 4242 pretrain", "slurm 4242"); empty without one."""
+        return () if self.scheduler is None else header_tags(self.scheduler)
 
     def host_of_hardware_error(self, error: HardwareError) -> HostState | None:
         """The host a hardware-error line names: by its instance id (how reports name hosts),

@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from trnwatch import __version__
-from trnwatch.collectors.scheduler import SchedulerJob
+from trnwatch.collectors.scheduler import KubernetesJob, SchedulerJob
 from trnwatch.collectors.stack_records import StackCapture
 from trnwatch.ledger.boundary import (
     COMPILER_KEYS,
@@ -32,6 +32,7 @@ from trnwatch.ledger.incidents import Incident, IncidentLog, with_stacks
 from trnwatch.ledger.job import percentile
 from trnwatch.ledger.job_summary import JobSection, Percentiles
 from trnwatch.ledger.ledger import Evidence, Ledger
+from trnwatch.ledger.pods import placed_job
 from trnwatch.ledger.rollups import known_sum
 from trnwatch.ledger.runtimes import EXECUTION_ERROR_STATUSES
 from trnwatch.ledger.sysfs_host import HostSysfs, efa_rollup
@@ -131,6 +132,7 @@ class HostEntry(_Section):
     # a job's ranks report: suspects[].host).
     instance_id: str | None = None
     name: str | None = None
+    pods: list[str] = []  # the Kubernetes job's pods on this host ("namespace/name"; --k8s-job)
 
 
 class Ecc(_Section):
@@ -246,8 +248,9 @@ class Boundary(_Section):
     parallel: str | None
     evidence: Evidence
     inferred_from: dict[str, str]  # field -> how it was obtained, where it is not read directly
-    # The scheduler job (SLURM_JOB_* of trnwatch's environment at start, or the recording's):
-    # information that compare shows, not a field it requires equal; null outside an allocation.
+    # The scheduler job (SLURM_JOB_* of trnwatch's environment at start, or --k8s-job's pods, or
+    # the recording's): information that compare shows, not a field it requires equal; null
+    # outside an allocation. A Kubernetes job's pods carry the host and ranks they were matched to.
     scheduler: SchedulerJob | None = None
 
 
@@ -659,6 +662,9 @@ def _host_entry(ledger: Ledger, h: HostState) -> HostEntry:
         runtimes_evicted=h.runtimes_evicted,
         instance_id=h.host_id if h.host_id != h.source_id else None,
         name=h.instance_name,
+        pods=[f"{ledger.scheduler.namespace}/{p.name}" for p in ledger.pods_on(h)]
+        if isinstance(ledger.scheduler, KubernetesJob)
+        else [],
     )
 
 
@@ -863,8 +869,19 @@ def boundary_of(ledger: Ledger, job: JobSection | None, clock: GoodputClock | No
         parallel=parallel_text(parallel),
         evidence=ledger.evidence,
         inferred_from=inferred,
-        scheduler=ledger.scheduler,
+        scheduler=_scheduler(ledger),
     )
+
+
+def _scheduler(ledger: Ledger) -> SchedulerJob | None:
+    """The scheduler job; a Kubernetes job with its pods placed on the session's hosts and ranks."""
+    job = ledger.scheduler
+    if not isinstance(job, KubernetesJob):
+        return job
+    ranks = ledger.job.ranks if ledger.job is not None else {}
+    named = {name: ledger.host_named(name) for name in {r.host for r in ranks.values() if r.host}}
+    rank_hosts = {n: named[r.host] if r.host else None for n, r in ranks.items()}
+    return placed_job(job, ledger.hosts.values(), rank_hosts)
 
 
 def _segments(job: JobSection, clock: GoodputClock | None) -> Segments:

@@ -10,7 +10,7 @@ import time
 from collections import Counter
 from datetime import UTC, datetime
 
-from trnwatch.collectors.scheduler import job_words
+from trnwatch.collectors.scheduler import KubernetesJob, job_words
 from trnwatch.ledger import units
 from trnwatch.ledger.incidents import incident_words, site_words, worst_first
 from trnwatch.ledger.job_summary import Percentiles
@@ -255,16 +255,34 @@ def _boundary_section(r: Receipt) -> list[str]:
             continue
         lines.append(f"| {key} | {_v(value)} | {_md_text(notes.get(key, BOUNDARY_SOURCES.get(key, 'reported')))} |")
     job = r.boundary.scheduler
+    if isinstance(job, KubernetesJob):
+        how = f"--k8s-job: kubectl get pods and nodes at start, pods labelled {', '.join(job.labels)}"
+    else:
+        how = "SLURM_JOB_ID, SLURM_JOB_NAME, SLURM_JOB_NODELIST at start"
     lines += [
         "",
         "Scheduler job (shown by compare, not required equal): "
         + (
-            "none: not inside a Slurm allocation (no SLURM_JOB_ID in trnwatch's environment)"
+            "none: not inside a Slurm allocation (no SLURM_JOB_ID in trnwatch's environment) and no --k8s-job"
             if job is None
-            else f"{_md_text(job_words(job))} (SLURM_JOB_ID, SLURM_JOB_NAME, SLURM_JOB_NODELIST at start)"
+            else f"{_md_text(job_words(job))} ({_md_text(how)})"
         )
         + ".",
     ]
+    return lines + (_pods_table(job) if isinstance(job, KubernetesJob) else [])
+
+
+def _pods_table(job: KubernetesJob) -> list[str]:
+    """Each pod of a Kubernetes job: where Kubernetes put it and which host and ranks it was matched to."""
+    lines = ["", "| pod | phase | node | instance | host | ranks | note |", "|---|---|---|---|---|---|---|"]
+    for p in job.pods:
+        note = p.problem or ("" if p.host else "no host of the telemetry has its node's names")
+        cells = (p.name, p.phase, p.node, p.instance_id, p.host, p.ranks, note)
+        lines.append("| " + " | ".join(_md_text(c) if c else "-" for c in cells) + " |")
+    if job.pods_dropped:
+        lines += ["", f"{job.pods_dropped} pod(s) of the job not listed (past the bound or unreadable)."]
+    if job.ranks_unmapped:
+        lines += ["", f"Ranks on no pod's host: {_md_text(job.ranks_unmapped)}."]
     return lines
 
 

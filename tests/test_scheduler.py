@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from trnwatch.collectors.scheduler import SchedulerJob, slurm_job
+from trnwatch.collectors.scheduler import SlurmJob, slurm_job
 from trnwatch.ledger.compare import compare, render_markdown
 from trnwatch.ledger.receipt import Receipt
 from tests import reports as R
@@ -42,8 +42,8 @@ def _watch(tmp_path: Path, name: str, slurm: dict[str, str], *extra: str) -> dic
 
 
 def test_slurm_variables_are_the_job_and_none_outside_an_allocation():
-    assert slurm_job(SLURM) == SchedulerJob(kind="slurm", job_id="4242", name="pretrain-70b", nodelist="trn[001-004]")
-    assert slurm_job({"SLURM_JOB_ID": "7"}) == SchedulerJob(kind="slurm", job_id="7", name=None, nodelist=None)
+    assert slurm_job(SLURM) == SlurmJob(kind="slurm", job_id="4242", name="pretrain-70b", nodelist="trn[001-004]")
+    assert slurm_job({"SLURM_JOB_ID": "7"}) == SlurmJob(kind="slurm", job_id="7", name=None, nodelist=None)
     assert slurm_job({"SLURM_JOB_NAME": "x", "HOME": "/root"}) is None
     assert slurm_job({"SLURM_JOB_ID": "9", "SLURM_JOB_NAME": "a\x1b[31mb\n"}).name == "a[31mb"  # data, no escapes
 
@@ -92,10 +92,10 @@ def test_a_child_in_a_slurm_allocation_writes_its_job_into_the_receipt_and_recor
 
 
 def test_the_header_shows_the_job_where_it_fits_and_never_cuts_the_scope():
-    job = SchedulerJob(kind="slurm", job_id="4242", name="pretrain-70b", nodelist="trn[001-004]")
+    job = SlurmJob(kind="slurm", job_id="4242", name="pretrain-70b", nodelist="trn[001-004]")
     long_name = job.model_copy(update={"name": "x" * 120})
 
-    def shown(width: int, scheduler: SchedulerJob | None) -> str:
+    def shown(width: int, scheduler: SlurmJob | None) -> str:
         app = make_app()
         app.ledger.scheduler = scheduler
         return drive(app, size=(width, 24)).header

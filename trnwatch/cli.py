@@ -749,7 +749,6 @@ def _make_session(args):
     UsageError for bad input."""
     from trnwatch import sources
     from trnwatch.collectors.recording import Recorder, Rotation
-    from trnwatch.collectors.scheduler import slurm_job
     from trnwatch.ledger.ledger import Ledger
     from trnwatch.session import Session
 
@@ -764,7 +763,7 @@ def _make_session(args):
     # An --ultraservers file has the last word over a hosts file's or a recording's map.
     ultraservers = {**chosen.built.ultraservers, **_load_ultraservers(args.ultraservers)}
     # The scheduler job: a replay's is the recorded session's, never the replaying shell's.
-    scheduler = chosen.built.scheduler if chosen.built.replay is not None else slurm_job(os.environ)
+    scheduler = chosen.built.scheduler if chosen.built.replay is not None else _scheduler_job(args)
     ledger = Ledger(chosen.mode, ultraservers, sources.rules_of(args, chosen.built.rules), scheduler)
     recorder = None
     if args.command == "record":
@@ -815,6 +814,24 @@ def _make_session(args):
         session.background.append(session.stacks.run)
     _add_alerts(args, session)
     return session, chosen.progress_every_s
+
+
+def _scheduler_job(args):
+    """The job this session serves: `--k8s-job`'s pods (two kubectl calls, now), else the Slurm
+    allocation trnwatch runs in, else None; UsageError when kubectl cannot say."""
+    from trnwatch.collectors.kubernetes import KubernetesError, resolve_job
+    from trnwatch.collectors.scheduler import slurm_job
+
+    ref = getattr(args, "k8s_job", None)
+    if ref is None:
+        return slurm_job(os.environ)
+    try:
+        job = resolve_job(ref, _warn)
+    except KubernetesError as exc:
+        raise UsageError(str(exc)) from None
+    if job.pods_dropped:
+        _warn(f"--k8s-job {ref}: {job.pods_dropped} pod(s) of the job left out (unreadable or past the bound)")
+    return job
 
 
 def _stack_options(args):

@@ -673,6 +673,13 @@ def _topology_options(o: Options) -> None:
         help="ask, once at start, which UltraServer each host is in: kubernetes (kubectl get nodes -o json, "
         "label topology.k8s.aws/ultraserver-id), slurm (scontrol show topology, block plugin); repeatable",
     )
+    o.group("scheduler job").add_argument(
+        "--k8s-job",
+        metavar="NAMESPACE/NAME",
+        help="the Kubernetes job (batch Job, PyTorchJob, MPIJob) the hosts serve: its pods, asked once at start "
+        "(kubectl get pods -n NAMESPACE -o json, kubectl get nodes -o json), go to each host, the header and "
+        "the receipt (default: the Slurm job of SLURM_JOB_ID, if any)",
+    )
 
 
 def _topology_build(args: argparse.Namespace, ctx: Context) -> Built:

@@ -279,19 +279,16 @@ class TrnwatchApp(App[None]):
 
     def _scope_line(self, frame: Frame, subject: Text, clock_cols: int) -> Text:
         """The scope shown and its boundary: the left of the header, cut to leave the clock room.
-        The scheduler job follows where it fits whole ("slurm 4242 pretrain", else "slurm 4242"),
-        never cutting the scope's own figures."""
+        The scheduler job follows where it fits whole ("slurm 4242 pretrain", else "slurm 4242";
+        "k8s team/llama", else "k8s llama"), never cutting the scope's own figures."""
         line = styled(" ") + subject
         room = max(0, frame.width - clock_cols)
         if line.cell_len > room:
             line.truncate(room, overflow="ellipsis")
-        job = self.ledger.scheduler
-        if job is not None:
-            short = f" · {job.kind} {job.job_id}"
-            for tag in (f"{short} {job.name}" if job.name else short, short):
-                if line.cell_len + cell_len(tag) <= room:
-                    line.append(tag, frame.palette["label"])
-                    break
+        for tag in self.ledger.scheduler_tags():
+            if line.cell_len + cell_len(f" · {tag}") <= room:
+                line.append(f" · {tag}", frame.palette["label"])
+                break
         return line
 
     def _status(self, frame: Frame) -> Text:

@@ -43,6 +43,7 @@ class HostModel:
     # (index, power status, power average %, unhealthy components); a figure left out is unavailable.
     efa_rates_per_s: tuple[tuple[str, float], ...] | None = None
     devices_health: tuple[tuple[int, str | None, float | None, str | None], ...] = ()
+    pods: tuple[str, ...] = ()  # the Kubernetes job's pods on this host (--k8s-job), "name (phase)"
 
 
 def _runtime_line(host: HostState, rt: RuntimeState) -> RuntimeLine:
@@ -93,6 +94,7 @@ def host_model(read: ReadModel, host_id: str) -> HostModel | None:
         period_s=host.period_s,
         source_rejected=sum(source.rejected.values()) if source else 0,
         source_last_rejection=source.last_rejection if source else "",
+        pods=tuple(f"{p.name} ({p.phase or 'phase n/a'})" for p in ledger.pods_on(host)),
         efa_rates_per_s=None if sysfs is None else tuple(sorted(sysfs.efa_rates_per_s.items())),
         devices_health=()
         if sysfs is None

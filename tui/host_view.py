@@ -128,6 +128,7 @@ class HostView(ScopeView):
                 (f"  {units.plural(len(r.chips), 'chip')} × {m.cores_per_chip or '?'} cores{lnc}", pal["text"]),
                 ("  UltraServer ", pal["label"]),
                 outside(m.group or "none", 24, pal["text"]),
+                *((("  pod ", pal["label"]), outside(", ".join(m.pods), 60, pal["text"])) if m.pods else ()),
             ),
             styled(
                 ("CPU ", pal["label"]),
