@@ -700,47 +700,20 @@ KERNEL_LOG = SourceKind(
     "kernel-log", ("kernel-log",), _kernel_log_options, lambda a: a.kernel_log or bool(a.kmsg), _kernel_log_build
 )
 
-# What each command offers, in the order of its help: device kinds (the one wanted is used, else
-# NEURON_MONITOR), and the job kinds that may join them.
-WATCH_KINDS = (
-    STDIN,
-    NEURON_MONITOR,
-    SSH,
-    SCRAPE,
-    PROMETHEUS,
-    JOB_DIR,
-    JOB_LOG,
-    CKPT_DIR,
-    KERNEL_LOG,
-    SYSFS,
-    SSH_SYSFS,
-    TOPOLOGY,
-)
-COMMAND_KINDS: dict[str, tuple[SourceKind, ...]] = {
-    "watch": WATCH_KINDS,
-    "record": WATCH_KINDS,
-    "snapshot": (
-        STDIN,
-        NEURON_MONITOR,
-        SIM,
-        REPLAY,
-        SSH,
-        SCRAPE,
-        PROMETHEUS,
-        JOB_DIR,
-        JOB_LOG,
-        CKPT_DIR,
-        KERNEL_LOG,
-        SYSFS,
-        SSH_SYSFS,
-        TOPOLOGY,
-    ),
-    "demo": (SIM,),
-    "replay": (REPLAY,),
-}
 JOB_KINDS = (JOB_DIR, JOB_LOG, CKPT_DIR)
 # Kinds that join the device kind chosen (any of them, or none).
 JOINING_KINDS = (*JOB_KINDS, KERNEL_LOG, SYSFS, SSH_SYSFS, TOPOLOGY)
+REMOTE_KINDS = (SSH, SCRAPE, PROMETHEUS)
+# What each command offers, in the order of its help: device kinds (the one wanted is used, else
+# NEURON_MONITOR), and the job kinds that may join them.
+WATCH_KINDS = (STDIN, NEURON_MONITOR, *REMOTE_KINDS, *JOINING_KINDS)
+COMMAND_KINDS: dict[str, tuple[SourceKind, ...]] = {
+    "watch": WATCH_KINDS,
+    "record": WATCH_KINDS,
+    "snapshot": (STDIN, NEURON_MONITOR, SIM, REPLAY, *REMOTE_KINDS, *JOINING_KINDS),
+    "demo": (SIM,),
+    "replay": (REPLAY,),
+}
 
 
 def add_options(parser: argparse.ArgumentParser, command: str) -> None:
