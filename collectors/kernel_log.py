@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass
 
 HW_ERR_TOKEN = "NEURON_HW_ERR="
+SSH_SOURCE_PREFIX = "kernel-log:"  # + a host's label: its kernel log over the SSH fan-out (kernel_source.py)
 # Lengths kept of outside strings (kept as data; every output cleans them): a type, an id, an
 # action are short; a line is bounded.
 MAX_FIELD_CHARS = 80
@@ -115,3 +116,13 @@ def parse_kernel_line(text: str) -> KernelRecord:
         logged_at=logged_at,
         message=message[:MAX_LINE_CHARS],
     )
+
+
+def remote_source_id(label: str) -> str:
+    """The source id of the kernel log of the fan-out's host `label`."""
+    return SSH_SOURCE_PREFIX + label
+
+
+def remote_host_label(source_id: str) -> str | None:
+    """The fan-out label of the host whose kernel log a source reads over SSH (None: another source)."""
+    return source_id[len(SSH_SOURCE_PREFIX) :] if source_id.startswith(SSH_SOURCE_PREFIX) else None

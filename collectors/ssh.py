@@ -45,7 +45,7 @@ import random
 import shlex
 import signal
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -234,12 +234,13 @@ async def ssh_stream(
     source_id: str,
     kind: LineKind,
     options: SshOptions,
-    stdin_line: bytes,
+    stdin_line: bytes | Callable[[], bytes],
     backoff: Backoff = Backoff(),
     rng: random.Random | None = None,
 ) -> AsyncIterator[Line | SourceEvent]:
     """The remote command's lines (as `kind`) from `host`, for the whole session; `stdin_line` is
-    the first line its stdin gets (REMOTE_WRAPPER hands it to the command).
+    the first line its stdin gets (REMOTE_WRAPPER hands it to the command), or what makes it
+    when each attempt starts (after "connecting": a command that resumes where the last ended).
 
     Yields "connecting" before each attempt, the lines, and "down" with ssh's error when an
     attempt ends; then waits out the backoff and tries again, under the same source id.
@@ -251,7 +252,8 @@ async def ssh_stream(
         yield SourceEvent(source_id, kind, time.time(), "connecting")
         started_s = time.monotonic()
         try:
-            async for line in ssh_run_lines(argv, stdin_line, source_id, kind):
+            first_line = stdin_line() if callable(stdin_line) else stdin_line
+            async for line in ssh_run_lines(argv, first_line, source_id, kind):
                 yield line
         except SourceLost as exc:
             error = str(exc)

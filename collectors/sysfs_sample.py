@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from trnwatch.collectors.sysfs_reader import EFA_COUNTERS, MAX_DEVICES, MAX_EFA_PORTS, MAX_VALUE_CHARS, SCHEMA
 
 MAX_COUNTER = (1 << 64) - 1
+SSH_SOURCE_PREFIX = "sysfs:"  # + a host's label: its sysfs over the SSH fan-out (collectors/sysfs.py)
 
 
 class SysfsRejected(ValueError):
@@ -165,3 +166,8 @@ def _ultraserver_nodes(leaves: object) -> UltraServerNodes | None:
         leaf("server_id_2"),
         leaf("node_id_2"),
     )
+
+
+def remote_source_id(label: str) -> str:
+    """The source id of the sysfs samples of the fan-out's host `label`."""
+    return SSH_SOURCE_PREFIX + label

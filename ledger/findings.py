@@ -24,6 +24,7 @@ from itertools import pairwise
 from statistics import median
 from typing import TYPE_CHECKING, Literal, TypeGuard
 
+from trnwatch.collectors.kernel_log import remote_host_label
 from trnwatch.ledger.hosts import ChipState, HostState
 from trnwatch.ledger.job import JobDiagnosis
 from trnwatch.ledger.rollups import ChipEcc, Freshness, Kept, host_ecc
@@ -339,11 +340,14 @@ def _hardware_error_rule(ctx: Context) -> Iterable[Finding]:
     ledger = ctx.ledger
     for first, _last, lines in ledger.kernel.faults():
         e = first.error
-        host = ledger.host_of_hardware_error(e)
+        host = ledger.host_of_hardware_error(first)
+        label = remote_host_label(first.source_id)
         if host is not None:
             site = _site_of_host(ledger, host, chip=e.device)
+        elif label is not None and ledger.stream_connecting(label):
+            continue  # read over SSH before its host's first report: one incident, on that host, once it reports
         else:
-            site = Site(host=e.hostname or e.instance_id, chip=e.device, source_id=first.source_id)
+            site = Site(host=label or e.hostname or e.instance_id, chip=e.device, source_id=first.source_id)
         what = f"NEURON_HW_ERR={e.error_type}" + ("" if e.core is None else f" nc-id {e.core}")
         what += f", action {e.action}" if e.action else ""
         if lines > 1:

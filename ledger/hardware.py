@@ -1,9 +1,10 @@
 """What the kernel logs said about the Neuron hardware: hardware errors kept, driver lines counted.
 
 Folded from the kernel-log source's records (collectors/kernel_log.py); no I/O, no clock. A
-hardware error is placed on its host by the instance id its line carries (the id neuron-monitor
-reports name the host by), else by its hostname, else it stays with the kernel-log source that
-read it; its chip is the line's `nd-id`, its core the `nc-id`. A hardware error does not heal:
+hardware error read from a host's own kernel log over SSH (`kernel-log:<label>`) is that host's;
+another is placed on its host by the instance id its line carries (the id neuron-monitor reports
+name the host by), else by its hostname, else it stays with the kernel-log source that read it
+(Ledger.host_of_hardware_error); its chip is the line's `nd-id`, its core the `nc-id`. A hardware error does not heal:
 it stays a finding for the rest of the session (the guide's actions are to replace the instance
 or reload the driver), as the Neuron problem detector's conditions are permanent.
 """
@@ -11,7 +12,7 @@ or reload the driver), as the Neuron problem detector's conditions are permanent
 from collections import Counter
 from dataclasses import dataclass, field
 
-from trnwatch.collectors.kernel_log import DriverLine, HardwareError
+from trnwatch.collectors.kernel_log import DriverLine, HardwareError, remote_host_label
 
 # Hardware errors kept per session; past it the oldest repeats are dropped (counted).
 MAX_HARDWARE_ERRORS = 1024
@@ -27,9 +28,11 @@ class HardwareErrorSeen:
 
     @property
     def site_key(self) -> tuple:
-        """What makes two lines the same fault: the machine, the device, the core, the type."""
+        """What makes two lines the same fault: the machine (the host whose kernel log it was
+        read from over SSH, else the one the line names), the device, the core, the type."""
         e = self.error
-        return (e.instance_id or e.hostname or self.source_id, e.device, e.core, e.error_type)
+        machine = remote_host_label(self.source_id) or e.instance_id or e.hostname or self.source_id
+        return (machine, e.device, e.core, e.error_type)
 
 
 @dataclass(slots=True)

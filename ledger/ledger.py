@@ -26,16 +26,16 @@ from trnwatch.collectors.decode import (
     decode,
 )
 from trnwatch.collectors.job_events import PASSIVE_SOURCE_PREFIXES, DecodedJobLine, JobLogStats
-from trnwatch.collectors.kernel_log import DriverLine, HardwareError, OtherLine
+from trnwatch.collectors.kernel_log import DriverLine, HardwareError, OtherLine, remote_host_label
 from trnwatch.collectors.limits import MAX_HOSTS, MAX_RUNTIMES_TOTAL
 from trnwatch.collectors.lines import ClockMark, Line, SourceEvent
 from trnwatch.collectors.neuron_monitor import FieldRejection, Report
 from trnwatch.collectors.scheduler import KubernetesPod, SchedulerJob, header_tags
 from trnwatch.collectors.stack_records import StackCapture
-from trnwatch.collectors.sysfs_sample import SysfsSample
+from trnwatch.collectors.sysfs_sample import SysfsSample, remote_source_id
 from trnwatch.collectors.topology import Origin, TopologyAnswer
 from trnwatch.ledger.goodput import GoodputClock
-from trnwatch.ledger.hardware import KernelLogState
+from trnwatch.ledger.hardware import HardwareErrorSeen, KernelLogState
 from trnwatch.ledger.hosts import HostState
 from trnwatch.ledger.job import JobDiagnosis, JobEventRejected, JobLedger
 from trnwatch.ledger.job_summary import JobSection
@@ -182,6 +182,9 @@ class Ledger:
         self.kernel = KernelLogState()  # hardware errors and Neuron driver lines from kernel logs
         # sysfs samples by host id (the sample's instance id, else its source id): device health, EFA rates.
         self.sysfs: dict[str, HostSysfs] = {}
+        # Device stream or sysfs source id -> the host id its data went to (a host's kernel log
+        # over SSH is placed on the host whose stream or sampler has its label).
+        self._stream_hosts: dict[str, str] = {}
         # The latest UltraServer membership each scheduler answered (collectors/topology.py).
         self.discovered: dict[Origin, TopologyAnswer] = {}
         # Counts every change (a line, a link event, a source's end): a read model is of one.
@@ -303,6 +306,7 @@ class Ledger:
                 stats.count_rejection("too-many-hosts", f"sysfs of {key[:80]!r} beyond the {MAX_HOSTS} kept")
                 return
             host = self.sysfs[key] = HostSysfs(key, stats.source_id)
+            self._stream_hosts[stats.source_id] = key
         host.fold(sample, t)
         if stats.first_s is None:
             stats.first_s = t
@@ -325,6 +329,7 @@ class Ledger:
                 stats.count_rejection("too-many-hosts", f"host {host_id[:80]!r} beyond the {MAX_HOSTS} kept")
                 return False
             host = self.hosts[host_id] = HostState(host_id, source_id)
+            self._stream_hosts[source_id] = host_id
         if stats.last_s is not None and (stats.interrupted or t - stats.last_s > stale_after_s(host.period_s)):
             stats.gaps += 1
             stats.gap_s += t - stats.last_s
@@ -434,20 +439,37 @@ class Ledger:
         """The scheduler job for the header, longest first ("slurm 4242 pretrain", "slurm 4242"); empty without one."""
         return () if self.scheduler is None else header_tags(self.scheduler)
 
-    def host_of_hardware_error(self, error: HardwareError) -> HostState | None:
-        """The host a hardware-error line names: by its instance id (how reports name hosts),
-        else by its hostname; None when no host of the device telemetry is that machine."""
+    def host_of_hardware_error(self, seen: HardwareErrorSeen) -> HostState | None:
+        """The host a hardware-error line is from: the host whose kernel log it was read from over
+        SSH (the host of the device stream, else of the sysfs sampler, with that label), else the
+        host its instance id names (how reports name hosts), else its hostname; None when no
+        host of the device telemetry is that machine."""
+        label = remote_host_label(seen.source_id)
+        if label is not None:
+            host_id = self._stream_hosts.get(label) or self._stream_hosts.get(remote_source_id(label))
+            if host_id in self.hosts:
+                return self.hosts[host_id]
+        error = seen.error
         if error.instance_id and error.instance_id in self.hosts:
             return self.hosts[error.instance_id]
         return self.host_named(error.hostname) if error.hostname else None
+
+    def stream_connecting(self, label: str) -> bool:
+        """Whether the fan-out host `label`'s device stream or sysfs sampler is on its first way
+        in: registered, no line yet, never down, not ended."""
+        for source_id in (label, remote_source_id(label)):
+            s = self.sources.get(source_id)
+            if s is not None and s.last_s is None and not s.downs and s.link != "down" and s.ended_s is None:
+                return True
+        return False
 
     def hardware_faults_by_chip(self, host: HostState) -> dict[int, int]:
         """Chip index -> distinct kernel-log hardware errors placed on that chip of `host`."""
         faults: dict[int, int] = {}
         for first, _last, _lines in self.kernel.faults():
-            e = first.error
-            if e.device is not None and self.host_of_hardware_error(e) is host:
-                faults[e.device] = faults.get(e.device, 0) + 1
+            device = first.error.device
+            if device is not None and self.host_of_hardware_error(first) is host:
+                faults[device] = faults.get(device, 0) + 1
         return faults
 
     def chip_util_pct(self, host_name: str, chip: int, now_s: float | None = None) -> float | None:

@@ -576,7 +576,7 @@ def _kernel_log(ledger: Ledger) -> KernelLogEntry | None:
     errors = []
     for first, last, lines in ledger.kernel.faults():
         e = first.error
-        host = ledger.host_of_hardware_error(e)
+        host = ledger.host_of_hardware_error(first)
         errors.append(
             HardwareErrorEntry(
                 error_type=e.error_type,

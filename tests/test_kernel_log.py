@@ -3,7 +3,7 @@
 The messages come from the simulator's generator (workloads/sim/kernel_log.py), which prints the
 exact layouts of aws-neuron-sdk's nrt-troubleshoot.rst; the lines around them are made by the real
 tools: `dmesg -F` renders a raw kernel buffer file, and `journalctl --file` renders a journal that
-`systemd-journal-remote` wrote from journal export entries (apt: systemd-journal-remote).
+`systemd-journal-remote` wrote from journal export entries (tests/kernel_journal.py).
 """
 
 import shutil
@@ -18,19 +18,17 @@ from trnwatch.ledger.findings import finding_text
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.ledger.receipt import build_receipt
 from trnwatch.ledger.receipt_markdown import render_markdown
-from trnwatch.workloads.sim.kernel_log import dmesg_line, driver_message, hw_error_message, short_iso_line
-from tests import reports
-
-JOURNAL_REMOTE = Path("/lib/systemd/systemd-journal-remote")
-DOC_ERROR = hw_error_message(
-    "SRAM_UNCORRECTABLE_ERROR",
-    "i-0592464924bd45322",
-    "ip-172-31-61-252",
-    0,
-    0,
-    "19fcda00f5ff6eb9",
-    "TERMINATE_INSTANCE",
+from trnwatch.workloads.sim.kernel_log import (
+    dmesg_line,
+    driver_message,
+    guide_example_message,
+    hw_error_message,
+    short_iso_line,
 )
+from tests import reports
+from tests.kernel_journal import JOURNAL_REMOTE, write_kernel_journal
+
+DOC_ERROR = guide_example_message()
 T0 = 1_764_700_000.0
 
 
@@ -83,15 +81,8 @@ def test_dmesg_rendering_of_a_raw_buffer_is_parsed(tmp_path):
 )
 def test_journalctl_short_iso_rendering_is_parsed(tmp_path):
     entries = [(T0, 3, DOC_ERROR), (T0 + 1, 6, driver_message(90193, 0)), (T0 + 2, 6, "EXT4-fs (nvme0n1p1): mounted")]
-    export = b"".join(
-        b"__CURSOR=s=0;i=%d\n__REALTIME_TIMESTAMP=%d\n__MONOTONIC_TIMESTAMP=%d\n"
-        b"_BOOT_ID=0123456789abcdef0123456789abcdef\n_TRANSPORT=kernel\nPRIORITY=%d\nSYSLOG_FACILITY=0\n"
-        b"SYSLOG_IDENTIFIER=kernel\n_HOSTNAME=trn3-a07\nMESSAGE=%s\n\n"
-        % (i + 1, int(t * 1e6), i + 1, lvl, msg.encode())
-        for i, (t, lvl, msg) in enumerate(entries)
-    )
     journal = tmp_path / "kernel.journal"
-    subprocess.run([str(JOURNAL_REMOTE), "-o", str(journal), "-"], input=export, capture_output=True, check=True)
+    write_kernel_journal(journal, entries, "trn3-a07")
     out = subprocess.run(
         ["journalctl", "--file", str(journal), "-k", "-o", "short-iso", "--no-pager", "--utc"],
         capture_output=True,

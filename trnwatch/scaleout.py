@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from trnwatch.collectors import kernel_source
 from trnwatch.collectors.hostlist import (
     HostEntry,
     HostlistError,
@@ -20,11 +21,13 @@ from trnwatch.collectors.hostlist import (
     load_hosts_file,
     slurm_job_hosts,
 )
+from trnwatch.collectors.kernel_log import remote_source_id as remote_kernel_source_id
 from trnwatch.collectors.prometheus_http import TOKEN_ENV, TokenError, UrlError, check_url, load_token
 from trnwatch.collectors.prometheus_sources import promql_lines, scrape_lines
 from trnwatch.collectors.ssh import DEFAULT_REMOTE_COMMAND, SshOptions, ssh_host_lines, ssh_stream
 from trnwatch.collectors.sysfs import KIND as KIND_SYSFS
 from trnwatch.collectors.sysfs import remote_reader_command
+from trnwatch.collectors.sysfs_sample import remote_source_id
 from trnwatch.collectors.text_files import TextFileError, read_text_file
 from trnwatch.session import SourceSpec
 
@@ -65,12 +68,26 @@ def add_ssh_options(o) -> None:
 
 def add_ssh_sysfs_options(o) -> None:
     """The option of the hosts' sysfs over SSH (beside `--scrape`, or `--hosts` with `--sysfs`)."""
-    o.group("remote sources").add_argument(
+    _remote_command_option(
+        o,
         "--remote-sysfs-command",
-        metavar="COMMAND",
-        help="command run on each host instead of trnwatch's sysfs reader (python3 -c ...); it must write "
+        "command run on each host instead of trnwatch's sysfs reader (python3 -c ...); it must write "
         "one trnwatch.sysfs/1 line per period (docs/hardware.md)",
     )
+
+
+def add_ssh_kernel_log_options(o) -> None:
+    """The option of the hosts' kernel log over SSH (`--kernel-log` beside `--hosts`/`--hosts-file`)."""
+    _remote_command_option(
+        o,
+        "--remote-kernel-log-command",
+        "command run on each host instead of journalctl -k -f / dmesg -w; its stdin's first line is the "
+        "UNIX second to start from, and it must write kernel-log lines (journalctl short-iso, dmesg, or bare)",
+    )
+
+
+def _remote_command_option(o, flag: str, help_text: str) -> None:
+    o.group("remote sources").add_argument(flag, metavar="COMMAND", help=help_text)
 
 
 def add_scrape_options(o) -> None:
@@ -168,7 +185,9 @@ def _host_entries(args: argparse.Namespace) -> list[HostEntry]:
 
 def _checked_command(command: str) -> str:
     if not command.strip() or not command.isprintable():
-        raise OptionError("--remote-command / --remote-sysfs-command must be a non-empty single line")
+        raise OptionError(
+            "--remote-command / --remote-sysfs-command / --remote-kernel-log-command must be a non-empty single line"
+        )
     return command
 
 
@@ -203,8 +222,23 @@ def ssh_sysfs_sources(args: argparse.Namespace) -> ScaleOut:
     options = _ssh_options(args, command)
     sources = []
     for e in entries:
-        source_id = f"sysfs:{e.label}"
+        source_id = remote_source_id(e.label)
         sources.append(
             SourceSpec(source_id, KIND_SYSFS, partial(ssh_stream, e.host, source_id, KIND_SYSFS, options, b"\n"))
         )
     return ScaleOut(sources, {e.label: e.ultraserver for e in entries if e.ultraserver is not None})
+
+
+def ssh_kernel_log_sources(args: argparse.Namespace, started_s: float) -> ScaleOut:
+    """Each host's kernel log over SSH, one source `kernel-log:<label>` per host
+    (collectors/kernel_source.py `ssh_kernel_log_lines`), from a while before `started_s`."""
+    entries = _host_entries(args)
+    given = args.remote_kernel_log_command
+    command = _checked_command(given) if given is not None else kernel_source.REMOTE_COMMAND
+    options = _ssh_options(args, command)
+    sources = []
+    for e in entries:
+        source_id = remote_kernel_source_id(e.label)
+        lines = partial(kernel_source.ssh_kernel_log_lines, e.host, source_id, options, started_s)
+        sources.append(SourceSpec(source_id, kernel_source.KIND, lines))
+    return ScaleOut(sources, {})

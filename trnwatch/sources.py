@@ -606,7 +606,8 @@ def _kernel_log_options(o: Options) -> None:
         "--kernel-log",
         action="store_true",
         help="follow this host's kernel log (journalctl -k, else dmesg -w; needs root or the "
-        "systemd-journal/adm group): NEURON_HW_ERR lines become critical findings on their chip",
+        "systemd-journal/adm group), or with --hosts/--hosts-file each host's over SSH: NEURON_HW_ERR "
+        "lines become critical findings on their chip",
     )
     g.add_argument(
         "--kmsg",
@@ -620,7 +621,7 @@ def _kernel_log_build(args: argparse.Namespace, ctx: Context) -> Built:
     from trnwatch.collectors.kernel_source import KIND, kernel_log_lines, kmsg_file_lines
 
     specs = []
-    if args.kernel_log:
+    if args.kernel_log and not scaleout.ssh_requested(args):  # with the hosts: SSH_KERNEL_LOG
         specs.append(SourceSpec("kernel-log", KIND, lambda: kernel_log_lines("kernel-log")))
     if args.kmsg:
         path, source_id = str(args.kmsg), f"kmsg:{args.kmsg.name}"
@@ -697,12 +698,26 @@ TOPOLOGY = SourceKind(
     "topology", ("topology",), _topology_options, lambda a: bool(a.ultraservers_from), _topology_build
 )
 KERNEL_LOG = SourceKind(
-    "kernel-log", ("kernel-log",), _kernel_log_options, lambda a: a.kernel_log or bool(a.kmsg), _kernel_log_build
+    "kernel-log",
+    ("kernel-log",),
+    _kernel_log_options,
+    lambda a: (a.kernel_log and not scaleout.ssh_requested(a)) or bool(a.kmsg),
+    _kernel_log_build,
+)
+# Each host's kernel log over SSH: --kernel-log beside --hosts/--hosts-file (neuron-monitor over
+# SSH, or --scrape with the hosts' sysfs over SSH).
+SSH_KERNEL_LOG = SourceKind(
+    "ssh-kernel-log",
+    ("kernel-log",),
+    scaleout.add_ssh_kernel_log_options,  # and KERNEL_LOG's and SSH's
+    lambda a: scaleout.ssh_requested(a) and a.kernel_log,
+    lambda args, ctx: Built(scaleout.ssh_kernel_log_sources(args, time.time()).sources),
+    remote=True,
 )
 
 JOB_KINDS = (JOB_DIR, JOB_LOG, CKPT_DIR)
 # Kinds that join the device kind chosen (any of them, or none).
-JOINING_KINDS = (*JOB_KINDS, KERNEL_LOG, SYSFS, SSH_SYSFS, TOPOLOGY)
+JOINING_KINDS = (*JOB_KINDS, KERNEL_LOG, SSH_KERNEL_LOG, SYSFS, SSH_SYSFS, TOPOLOGY)
 REMOTE_KINDS = (SSH, SCRAPE, PROMETHEUS)
 # What each command offers, in the order of its help: device kinds (the one wanted is used, else
 # NEURON_MONITOR), and the job kinds that may join them.
@@ -834,13 +849,15 @@ def build(args: argparse.Namespace, keys_fd: Callable[[], int]) -> Chosen:
             )
     if SSH_SYSFS in kinds and args.remote_sysfs_command and not SSH_SYSFS.wanted(args):
         raise OptionError("--remote-sysfs-command goes with --hosts/--hosts-file and --scrape or --sysfs")
+    if SSH_KERNEL_LOG in kinds and args.remote_kernel_log_command and not SSH_KERNEL_LOG.wanted(args):
+        raise OptionError("--remote-kernel-log-command goes with --hosts/--hosts-file and --kernel-log")
     joined = (
         tuple(kind for kind in kinds if kind in JOINING_KINDS and kind.wanted(args)) if device.with_job_kinds else ()
     )
     context = Context(
         job_requested=any(kind in JOB_KINDS for kind in joined),
         keys_fd=keys_fd,
-        hardware_requested=KERNEL_LOG in joined or SYSFS in joined or SSH_SYSFS in joined,
+        hardware_requested=any(kind in (KERNEL_LOG, SSH_KERNEL_LOG, SYSFS, SSH_SYSFS) for kind in joined),
     )
     parts = [kind.build(args, context) for kind in (device, *joined)]
     first = parts[0]

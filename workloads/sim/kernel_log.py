@@ -35,6 +35,14 @@ def hw_error_message(
     )
 
 
+def guide_example_message(device: int = 0, core: int = 0) -> str:
+    """The guide's example line as it prints it (its instance, hostname, serial number and
+    action), on `device` and `core`."""
+    return hw_error_message(
+        HW_ERROR_TYPE, "i-0592464924bd45322", "ip-172-31-61-252", device, core, "19fcda00f5ff6eb9", HW_ERROR_ACTION
+    )
+
+
 def driver_message(pid: int, slot: int) -> str:
     return f"neuron:npid_detach: neuron:npid_detach: pid={pid}, slot={slot}"
 
