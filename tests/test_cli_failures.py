@@ -88,7 +88,9 @@ def test_a_misspelt_option_gets_its_commands_usage_and_the_close_match():
 
 
 def test_an_unreadable_ultraserver_map_names_the_option(tmp_path):
-    result = run(["demo", "--headless", "--ultraservers", "/nonexistent", "--receipt", str(tmp_path / "r.json")])
+    result = run(
+        ["watch", "--headless", "--stdin", "--ultraservers", "/nonexistent", "--receipt", str(tmp_path / "r.json")]
+    )
     assert result.returncode == 2
     assert "trnwatch: --ultraservers: cannot read /nonexistent" in result.stderr
 

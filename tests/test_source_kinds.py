@@ -211,6 +211,8 @@ def test_job_kinds_join_the_device_kind_and_alone_say_so(monkeypatch, tmp_path):
 def test_snapshot_offers_the_demo_and_a_replay_as_device_kinds(monkeypatch):
     chosen = _chosen(["snapshot", "--demo"], monkeypatch)
     assert [k.name for k in chosen.kinds] == ["sim"] and chosen.mode == "simulated"
-    assert len(chosen.built.sources) == 37 and len(chosen.built.background) == 1  # 36 hosts + the job
+    kinds = [s.kind for s in chosen.built.sources]
+    assert (kinds.count("neuron-monitor"), kinds.count("sysfs"), kinds.count("job")) == (36, 36, 1)  # + their job
+    assert len(kinds) == 73 and len(chosen.built.background) == 1
     with pytest.raises(sources.OptionError):
         _chosen(["snapshot", "--replay", "/nonexistent.trnrec"], monkeypatch)

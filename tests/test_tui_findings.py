@@ -23,7 +23,14 @@ from trnwatch.tui.fault_line import fault_line
 from trnwatch.tui.scope import NO_DEVICE_SOURCE
 from trnwatch.tui.widgets import TextLines
 from tests.test_tui_app import drive, header
-from tests.tui_fleet import FAULT_SITE, SCENARIO_TICKS, make_scenario_app, now_at, scenario_ledger
+from tests.tui_fleet import (
+    FAULT_SITE,
+    SCENARIO_TICKS,
+    make_scenario_app,
+    now_at,
+    scenario_fault_host,
+    scenario_ledger,
+)
 
 SIZES = [(80, 24), (200, 60)]
 # What the fault line must say first, per scenario: the label and the culprit's site.
@@ -292,11 +299,12 @@ def test_wrapped_keeps_every_character_and_style_breaks_at_spaces_and_keeps_a_fi
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", list(SCENARIO_NAMED_S))
 def test_snapshot_help_says_when_each_scenario_names_its_fault_as_measured(scenario):
-    # The demo's reports and rank files folded tick by tick: the fault line names the fault at its
-    # site first at the tick `snapshot --help` says (seconds = tick + 1), and not the tick before.
+    # The demo's reports, sysfs samples and rank files folded tick by tick: the fault line names the
+    # fault at its site first at the tick `snapshot --help` says (seconds = tick + 1), and not the tick before.
     seconds = SCENARIO_NAMED_S[scenario]
     for tick, named in ((seconds - 2, False), (seconds - 1, True)):
-        top = scenario_ledger(scenario, tick, report_ticks=tick + 1).read(now_at(tick)).findings
-        found = bool(top) and top[0].site.host == FAULT_SITE and top[0].label not in ("COMPILING", "ECC-BURST")
+        top = scenario_ledger(scenario, tick, report_ticks=tick + 1, sysfs=True).read(now_at(tick)).findings
+        site = scenario_fault_host(scenario)
+        found = bool(top) and top[0].site.host == site and top[0].label not in ("COMPILING", "ECC-BURST")
         assert found == named, (scenario, tick, top[:1])
     assert f"{scenario} {seconds} s" in SCENARIO_HELP

@@ -23,8 +23,10 @@ from trnwatch.ledger.ledger import Ledger
 from trnwatch.tui.app import TrnwatchApp
 from trnwatch.workloads.sim.exporter import fleet
 from trnwatch.workloads.sim.fleet import SimHost, fleet_hosts
+from trnwatch.workloads.sim.host_sysfs import SimSysfs
 from trnwatch.workloads.sim.job import rank_events
-from trnwatch.workloads.sim.source import host_source_id
+from trnwatch.workloads.sim.scenarios import fleet_ultraservers
+from trnwatch.workloads.sim.source import host_source_id, sysfs_source_id
 from trnwatch.workloads.sim.topology import get_topology
 
 BASE_S = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC
@@ -80,7 +82,13 @@ def fleet_ledger(scenario: str = "straggler", last_tick: int = LAST_TICK, with_j
 # tick of each is when the fault line must have named the fault: 10 s after onset for hang,
 # host-loss and ecc (its uncorrected error), 40 s for hbm-leak and straggler.
 SCENARIO_TICKS = {"healthy": 44, "straggler": 70, "hang": 40, "hbm-leak": 60, "ecc": 60, "host-loss": 55}
-FAULT_SITE = "sim-trn3-gen2-us-07"  # host 7 (chip 2, core 8, rank 120) in every fault scenario
+FAULT_SITE = "sim-trn3-gen2-us-07"  # host 7 (chip 2, core 8, rank 120) in every fault scenario but efa-link
+EFA_LINK_SITE = "sim-trn3-gen2-us-1-07"  # efa-link's: host 7 of UltraServer 1 (its EFA device of chip 2)
+
+
+def scenario_fault_host(scenario: str) -> str:
+    """The host the fault line names in a demo scenario (scenarios.py)."""
+    return EFA_LINK_SITE if scenario == "efa-link" else FAULT_SITE
 
 
 def rank_file_source(rank: int) -> str:
@@ -89,11 +97,15 @@ def rank_file_source(rank: int) -> str:
     return f"job:rank-{rank:05d}.jsonl"
 
 
-def scenario_lines(scenario: str, last_tick: int, report_ticks: int = TICKS):
+def scenario_lines(scenario: str, last_tick: int, report_ticks: int = TICKS, sysfs: bool = False):
     """The demo's lines up to `last_tick`: every rank's job events from tick 0 (job events half a
     period before the screen's `now_at`), each host's reports for the last TICKS ticks (enough
-    history for sparklines and HBM trends; rendering reports is what costs), in arrival order."""
-    hosts = fleet_hosts(get_topology("trn3-gen2-us"), SEED, scenario, 1.0)
+    history for sparklines and HBM trends; rendering reports is what costs), in arrival order;
+    `sysfs`: each host's sysfs samples too, half a period after its report, as the demo has them.
+    As many UltraServers as the demo runs the scenario on."""
+    topology = get_topology("trn3-gen2-us")
+    hosts = fleet_hosts(topology, SEED, scenario, 1.0, ultraservers=fleet_ultraservers(topology, scenario, None))
+    sysfs_of = {host: SimSysfs(host) for host in hosts} if sysfs else {}
     for tick in range(last_tick + 1):
         for host in hosts:
             for chip in range(host.topology.chips_per_host):
@@ -104,18 +116,21 @@ def scenario_lines(scenario: str, last_tick: int, report_ticks: int = TICKS):
             continue
         for host in hosts:
             if host.alive(tick):
-                yield Line(
-                    host_source_id(host), "neuron-monitor", received_s(tick, host.host_index), host.report_line(tick)
-                )
+                t = received_s(tick, host.host_index)
+                yield Line(host_source_id(host), "neuron-monitor", t, host.report_line(tick))
+                if sysfs:
+                    yield Line(sysfs_source_id(host), "sysfs", t + 0.5, sysfs_of[host].line(tick, t + 0.5))
 
 
 @functools.cache
-def scenario_ledger(scenario: str, last_tick: int | None = None, report_ticks: int = TICKS) -> Ledger:
+def scenario_ledger(
+    scenario: str, last_tick: int | None = None, report_ticks: int = TICKS, sysfs: bool = False
+) -> Ledger:
     """A demo scenario's ledger up to `last_tick` (default: its SCENARIO_TICKS tick), with the
-    reports of the last `report_ticks` ticks; shared, read-only."""
+    reports (and, with `sysfs`, the sysfs samples) of the last `report_ticks` ticks; shared, read-only."""
     ledger = Ledger("simulated")
     last_tick = SCENARIO_TICKS[scenario] if last_tick is None else last_tick
-    for line in scenario_lines(scenario, last_tick, report_ticks):
+    for line in scenario_lines(scenario, last_tick, report_ticks, sysfs):
         ledger.ingest(line)
     return ledger
 

@@ -56,7 +56,9 @@ def _retain_arg(value: str) -> int:
     return int(value)
 
 
-def _session_options(p: argparse.ArgumentParser) -> None:
+def _session_options(p: argparse.ArgumentParser, ultraserver_map: bool = True) -> None:
+    """The options every session command has; `ultraserver_map`: `--ultraservers FILE` (the demo's
+    `--ultraservers N` counts its simulated UltraServers instead, which place themselves)."""
     from trnwatch.sources import positive
 
     p.set_defaults(default_receipt=True)
@@ -79,12 +81,15 @@ def _session_options(p: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="record every raw line ingested (trnwatch.recording/2, index in PATH.idx), for `trnwatch replay`",
     )
-    g.add_argument(
-        "--ultraservers",
-        type=Path,
-        metavar="FILE",
-        help="map hosts to UltraServers: lines of '<host id or stream label> <ultraserver id>'",
-    )
+    if ultraserver_map:
+        g.add_argument(
+            "--ultraservers",
+            type=Path,
+            metavar="FILE",
+            help="map hosts to UltraServers: lines of '<host id or stream label> <ultraserver id>'",
+        )
+    else:
+        p.set_defaults(ultraservers=None)
     g.add_argument(
         "--refresh", type=positive, default=1.0, metavar="SECONDS", help="screen refresh interval (default 1)"
     )
@@ -229,7 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
         "to JSON text and parsed exactly like a live stream. Everything it shows is labelled SIMULATED.",
     )
     sources.add_options(demo, "demo")
-    _session_options(demo)
+    _session_options(demo, ultraserver_map=False)
 
     sim = sub.add_parser(
         "sim",

@@ -193,9 +193,17 @@ def _checked_executable(given: str) -> str:
 
 
 # Seconds from a demo's start until the fault line names each scenario's fault at its site (tick +
-# 1: a report a second from tick 0), measured by folding the simulator's reports and rank files
-# tick by tick (tests/test_tui_findings.py checks each, and that the tick before does not).
-SCENARIO_NAMED_S = {"straggler": 46, "hang": 35, "hbm-leak": 32, "ecc": 51, "host-loss": 50, "hw-error": 41}
+# 1: a report a second from tick 0), measured by folding the simulator's reports, sysfs samples and
+# rank files tick by tick (tests/test_tui_findings.py checks each, and that the tick before does not).
+SCENARIO_NAMED_S = {
+    "straggler": 46,
+    "hang": 35,
+    "hbm-leak": 32,
+    "ecc": 51,
+    "host-loss": 50,
+    "hw-error": 41,
+    "efa-link": 31,
+}
 SCENARIO_HELP = (
     "--demo fault scenario. The fault line names the fault after (seconds from the start): "
     + ", ".join(f"{name} {seconds} s" for name, seconds in SCENARIO_NAMED_S.items())
@@ -214,7 +222,8 @@ def _sim_options(o: Options) -> None:
             "--topology", default="trn3-gen2-us", choices=sorted(TOPOLOGIES), help="--demo fleet shape"
         )
         o.parser.add_argument("--seed", type=int, default=0, help="--demo simulator seed (default 0)")
-        o.parser.set_defaults(job_format="job")  # the simulated job as rank files, into --job-dir
+        # the simulated job as rank files, into --job-dir; as many UltraServers as the scenario needs
+        o.parser.set_defaults(job_format="job", sim_ultraservers=None)
         return
     o.parser.set_defaults(demo=True)
     o.parser.add_argument(
@@ -224,6 +233,13 @@ def _sim_options(o: Options) -> None:
         "--topology", default="trn3-gen2-us", choices=sorted(TOPOLOGIES), help="fleet shape (default trn3-gen2-us)"
     )
     o.parser.add_argument("--seed", type=int, default=0, help="simulator seed (default 0)")
+    o.parser.add_argument(
+        "--ultraservers",
+        dest="sim_ultraservers",
+        type=positive_int,
+        metavar="N",
+        help="simulated UltraServers, one job over all of them (default 1; efa-link: 2, and refuses 1)",
+    )
     g = o.group("job telemetry")
     g.add_argument(
         "--job-dir",
@@ -245,26 +261,37 @@ def _sim_build(args: argparse.Namespace, ctx: Context) -> Built:
     """The demo: every simulated host's report stream, and the simulated job (its writer runs
     beside the sources, its files are read back by the follower a live job uses)."""
     from trnwatch.workloads.sim.fleet import fleet_hosts
+    from trnwatch.workloads.sim.scenarios import fleet_ultraservers
     from trnwatch.workloads.sim.source import (
         KERNEL_LOG_SOURCE,
         fleet_has_kernel_log,
         host_source_id,
         sim_host_lines,
         sim_kernel_lines,
+        sim_sysfs_lines,
+        sysfs_source_id,
     )
     from trnwatch.workloads.sim.topology import get_topology
 
     period_s = args.period
-    hosts = fleet_hosts(get_topology(args.topology), args.seed, args.scenario, period_s)
+    topology = get_topology(args.topology)
+    try:
+        ultraservers = fleet_ultraservers(topology, args.scenario, args.sim_ultraservers)
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
+    hosts = fleet_hosts(topology, args.seed, args.scenario, period_s, ultraservers=ultraservers)
     start = time.monotonic()
-    specs = [
-        SourceSpec(
-            host_source_id(h),
-            "neuron-monitor",
-            functools.partial(sim_host_lines, h, period_s, start, period_s * i / len(hosts)),
+    specs = []
+    for i, h in enumerate(hosts):
+        offset_s = period_s * i / len(hosts)
+        specs.append(
+            SourceSpec(
+                host_source_id(h), "neuron-monitor", functools.partial(sim_host_lines, h, period_s, start, offset_s)
+            )
         )
-        for i, h in enumerate(hosts)
-    ]
+        specs.append(
+            SourceSpec(sysfs_source_id(h), "sysfs", functools.partial(sim_sysfs_lines, h, period_s, start, offset_s))
+        )
     if fleet_has_kernel_log(hosts):
         specs.append(
             SourceSpec(KERNEL_LOG_SOURCE, "kernel-log", functools.partial(sim_kernel_lines, hosts, period_s, start))
@@ -433,7 +460,7 @@ PROMETHEUS = SourceKind(
 )
 SIM = SourceKind(
     "sim",
-    ("neuron-monitor", "job", "job-log", "kernel-log"),
+    ("neuron-monitor", "job", "job-log", "kernel-log", "sysfs"),
     _sim_options,
     lambda a: a.demo,
     _sim_build,

@@ -576,7 +576,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(1))
     hosts = fleet("trn3-gen2-us", args.ultraservers, 0, "healthy", args.scrape_interval)
     n = len(hosts)
-    ultraservers = {h.report(0)["instance_info"]["instance_id"]: f"us-{h.seed:02d}" for h in hosts}
+    ultraservers = {h.report(0)["instance_info"]["instance_id"]: f"us-{h.ultraserver:02d}" for h in hosts}
     exporter, port = start_exporter(args.ultraservers, args.scrape_interval)
     with tempfile.TemporaryDirectory(prefix="trnwatch-bench-") as tmp:
         server = LocalPrometheus.start(

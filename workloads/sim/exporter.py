@@ -40,8 +40,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.utils import floatToGoString
 
-from trnwatch.workloads.sim.fleet import SimHost
-from trnwatch.workloads.sim.scenarios import SCENARIOS
+from trnwatch.workloads.sim.fleet import SimHost, fleet_hosts
+from trnwatch.workloads.sim.scenarios import SCENARIOS, fleet_ultraservers
 from trnwatch.workloads.sim.topology import TOPOLOGIES, get_topology
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -336,19 +336,11 @@ def serve_host(host: SimHost, port: int, count: int | None, log) -> int:
         exporter.close()
 
 
-def fleet(
-    topology_name: str,
-    ultraservers: int,
-    seed: int,
-    scenario: str,
-    period_s: float,
-    hosts_per_ultraserver: int | None = None,
-) -> list[SimHost]:
-    """Hosts of `ultraservers` simulated UltraServers; UltraServer k uses seed `seed + k`, so every
-    host has its own instance id and each UltraServer its own ultraserver_id."""
-    topology = get_topology(topology_name)
-    per_us = topology.hosts if hosts_per_ultraserver is None else hosts_per_ultraserver
-    return [SimHost(topology, h, seed + k, scenario, period_s) for k in range(ultraservers) for h in range(per_us)]
+def fleet(topology_name: str, ultraservers: int, seed: int, scenario: str, period_s: float) -> list[SimHost]:
+    """Hosts of `ultraservers` simulated UltraServers running one job, as the demo's
+    `--ultraservers` (fleet.py `fleet_hosts`): each host has its own instance id and each
+    UltraServer its own ultraserver_id."""
+    return fleet_hosts(get_topology(topology_name), seed, scenario, period_s, ultraservers=ultraservers)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -359,14 +351,23 @@ def main(argv: list[str] | None = None) -> int:
         "http://127.0.0.1:PORT/hosts/<n>/metrics (n = 0 .. hosts-1).",
     )
     parser.add_argument("--topology", choices=list(TOPOLOGIES), default="trn3-gen2-us")
-    parser.add_argument("--ultraservers", type=int, default=1, help="number of simulated UltraServers (default 1)")
+    parser.add_argument(
+        "--ultraservers",
+        type=int,
+        default=None,
+        help="number of simulated UltraServers, one job over all of them (default 1; efa-link: 2, and refuses 1)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--scenario", choices=list(SCENARIOS), default="healthy")
     parser.add_argument("--period", type=float, default=1.0, help="seconds per simulated tick (default 1)")
     parser.add_argument("--start-tick", type=int, default=0, help="first tick served (default 0)")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free one)")
     args = parser.parse_args(argv)
-    hosts = fleet(args.topology, args.ultraservers, args.seed, args.scenario, args.period)
+    try:
+        ultraservers = fleet_ultraservers(get_topology(args.topology), args.scenario, args.ultraservers)
+    except ValueError as exc:
+        parser.error(str(exc))
+    hosts = fleet(args.topology, ultraservers, args.seed, args.scenario, args.period)
     exporter = FleetExporter(hosts, TickClock(args.period, args.start_tick), args.port).start()
     print(f"serving {len(hosts)} hosts on http://127.0.0.1:{exporter.port}/hosts/<n>/metrics", flush=True)
     try:

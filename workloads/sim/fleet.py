@@ -76,9 +76,14 @@ class SimHost:
         period_s: float = 1.0,
         groups: Iterable[str] | None = None,
         group_periods_s: Mapping[str, float] | None = None,
+        ultraserver: int = 0,
+        ultraservers: int = 1,
     ) -> None:
         """`groups`: enabled metric groups (None = all); `group_periods_s`: per-group periods
-        (missing = `period_s`), rounded to whole multiples of `period_s`."""
+        (missing = `period_s`), rounded to whole multiples of `period_s`; `ultraserver`: which of
+        the fleet's `ultraservers` UltraServers the host is in (`host_index` is its place there)."""
+        if not 0 <= ultraserver < ultraservers:
+            raise ValueError(f"UltraServer {ultraserver} is outside a fleet of {ultraservers}")
         if not 0 <= host_index < topology.hosts:
             raise ValueError(f"host {host_index} is outside {topology.name} (hosts 0-{topology.hosts - 1})")
         if period_s <= 0:
@@ -91,6 +96,8 @@ class SimHost:
         self.seed = seed
         self.scenario = check_scenario(scenario)
         self.period_s = period_s
+        self.ultraserver = ultraserver
+        self.ultraservers = ultraservers
         periods_s = group_periods_s or {}
         self._ticks_per_refresh = {
             group: max(1, round(periods_s.get(group, period_s) / period_s)) for group in ALL_GROUPS if group in enabled
@@ -134,10 +141,15 @@ class SimHost:
         """Pid of the Neuron runtime process driving `chip` (the pid its job ranks report)."""
         return self._base_pid + chip
 
+    @property
+    def fleet_host_index(self) -> int:
+        """The host's place in the whole fleet: UltraServer by UltraServer, then its index there."""
+        return self.ultraserver * self.topology.hosts + self.host_index
+
     def first_job_rank(self, chip: int) -> int:
         """The job's rank on logical core 0 of `chip` (job.py's `job_rank`): the chip's runtime is
         tagged with it, so a fault's rank is found in the process list under its own number."""
-        return chip_model.rank(self.topology, self.host_index, chip) * self.topology.cores_per_chip
+        return chip_model.rank(self.topology, self.fleet_host_index, chip) * self.topology.cores_per_chip
 
     def lost_message(self, tick: int) -> str:
         """What the drop-in says on stderr when its host goes silent."""
@@ -147,7 +159,7 @@ class SimHost:
 
     def alive(self, tick: int) -> bool:
         """False from the tick this host goes silent on (host-loss scenario)."""
-        return host_alive(self.topology, self.scenario, self.host_index, tick)
+        return host_alive(self.topology, self.scenario, self.host_index, tick, self.ultraserver)
 
     def report(self, tick: int) -> dict:
         """The neuron-monitor report for `tick` (virtual time tick * period_s); raises HostLostError."""
@@ -189,14 +201,18 @@ class SimHost:
         return round(len(window) * self.period_s * (1 + rng.uniform(-1e-3, 5e-4)), 9)
 
     def _condition(self, chip: int, tick: int) -> ChipCondition:
-        return chip_condition(self.topology, self.scenario, self.host_index, chip, tick)
+        return chip_condition(self.topology, self.scenario, self.host_index, chip, tick, self.ultraserver)
 
     def _build_instance_info(self) -> dict:
         topology = self.topology
-        host_digest = _digest(f"{topology.name}/{self.seed}/{self.host_index}")
+        # UltraServer 0 keeps the names and ids of a fleet of one; the others add their number.
+        us = f"/us{self.ultraserver}" if self.ultraserver else ""
+        host_digest = _digest(f"{topology.name}/{self.seed}{us}/{self.host_index}")
         fleet_digest = _digest(f"{topology.name}/{self.seed}")
+        us_digest = _digest(f"{topology.name}/{self.seed}{us}")
+        name = f"sim-{topology.name}-{self.ultraserver}" if self.ultraserver else f"sim-{topology.name}"
         info = {
-            "instance_name": f"sim-{topology.name}-{self.host_index:02d}",
+            "instance_name": f"{name}-{self.host_index:02d}",
             "instance_id": "i-0sim" + host_digest[:13],
             "instance_type": topology.instance_type,
             "instance_availability_zone": "us-east-2b",
@@ -206,7 +222,7 @@ class SimHost:
             "subnet_id": "subnet-0sim" + fleet_digest[13:21],
         }
         if topology.is_ultraserver:
-            info["ultraserver_id"] = "us-0sim" + fleet_digest[21:34]  # an assumption, see topology.py
+            info["ultraserver_id"] = "us-0sim" + us_digest[21:34]  # an assumption, see topology.py
         info["error"] = ""
         return info
 
@@ -407,7 +423,13 @@ def fleet_hosts(
     period_s: float = 1.0,
     groups: Iterable[str] | None = None,
     group_periods_s: Mapping[str, float] | None = None,
+    ultraservers: int = 1,
 ) -> list[SimHost]:
-    """Every host of the topology, for in-process use (the demo): one SimHost per host."""
+    """Every host of `ultraservers` copies of the topology (one job over all of them), for
+    in-process use (the demo) and the exporter: one SimHost per host, UltraServer by UltraServer."""
     groups = None if groups is None else tuple(groups)
-    return [SimHost(topology, h, seed, scenario, period_s, groups, group_periods_s) for h in range(topology.hosts)]
+    return [
+        SimHost(topology, h, seed, scenario, period_s, groups, group_periods_s, k, ultraservers)
+        for k in range(ultraservers)
+        for h in range(topology.hosts)
+    ]

@@ -27,8 +27,15 @@ events timed with the wall clock the caller passes. The ground truth per scenari
 | hw-error  | at tick 40 the fault-site rank writes an `error` event (source runtime, the       |
 |           | runtime's documented SRAM message) and nothing after (its process died); the      |
 |           | others wait in collective:all_reduce                                              |
+| efa-link  | from tick 30 every rank's step takes 1.6 ticks, as in straggler, but every rank   |
+|           | computes ~50% of it and waits ~45% (no rank waits least: no straggler); the ranks |
+|           | of UltraServer 1, behind the bad EFA link, also spend EFA_SLOW_TRANSFER_TICKS     |
+|           | more in each all_reduce's transfer (their collective latency is longer)           |
 | hbm-leak, | like healthy: those faults show in the device telemetry only (the job keeps       |
 | ecc       | stepping through a corrected or a single uncorrected ECC event)                   |
+
+With several UltraServers (`SimHost.ultraservers`) the job spans all of them: ranks are numbered
+over the fleet's hosts UltraServer by UltraServer (`SimHost.fleet_host_index`), DP over every host.
 """
 
 import functools
@@ -44,12 +51,14 @@ from trnwatch.workloads.sim.scenarios import (
     CHECKPOINT_EVERY_TICKS,
     CHECKPOINT_TICKS,
     COMPILE_TICKS,
+    EFA_LINK_TICK,
     HANG_START_TICK,
     HOST_LOSS_TICK,
     HW_ERROR_TICK,
     STRAGGLER_START_TICK,
     WARMUP_TICKS,
     fault_site,
+    fault_ultraserver,
 )
 from trnwatch.workloads.sim.topology import Topology
 
@@ -69,6 +78,8 @@ SRAM_ERROR_MESSAGE = (
     "(FATAL-RT-UNDEFINED-STATE) [ND {device}][NC {core}] Uncorrectable memory error is detected, metadata: 0x16. "
     "Please terminate or stop/start this instance to prevent future impact from the hardware error."
 )
+# The extra transfer time of an all_reduce on UltraServer 1 in efa-link, in ticks.
+EFA_SLOW_TRANSFER_TICKS = 0.5
 SIM_VERSIONS = {"neuron_sdk": "simulated", "neuronx-cc": "simulated", "torch-neuronx": "simulated", "trnwatch_sim": "1"}
 
 
@@ -92,7 +103,7 @@ def rank_events(host: SimHost, chip: int, core: int, tick: int, ts: float) -> li
     topology, scenario = host.topology, host.scenario
     if not host.alive(tick):
         return []
-    rank = job_rank(topology, host.host_index, chip, core)
+    rank = job_rank(topology, host.fleet_host_index, chip, core)
     at_fault = rank == fault_rank(topology)
     base = {"v": SCHEMA, "ts": ts, "run": run_id(host), "rank": rank}
     out: list[dict] = []
@@ -112,7 +123,7 @@ def rank_events(host: SimHost, chip: int, core: int, tick: int, ts: float) -> li
         cores_per_host = topology.chips_per_host * topology.cores_per_chip
         emit(
             "run_start",
-            world_size=topology.chips * topology.cores_per_chip,
+            world_size=topology.chips * topology.cores_per_chip * host.ultraservers,
             host=host.instance_name,
             pid=host.runtime_pid(chip),
             local_rank=chip * topology.cores_per_chip + core,
@@ -124,7 +135,7 @@ def rank_events(host: SimHost, chip: int, core: int, tick: int, ts: float) -> li
             global_batch=GLOBAL_BATCH,
             micro_batch=MICRO_BATCH,
             seq_len=SEQ_LEN,
-            parallel={"tp": cores_per_host, "pp": 1, "dp": topology.hosts},
+            parallel={"tp": cores_per_host, "pp": 1, "dp": topology.hosts * host.ultraservers},
             versions=SIM_VERSIONS,
             restart=0,
             lnc=topology.lnc,
@@ -147,19 +158,24 @@ def rank_events(host: SimHost, chip: int, core: int, tick: int, ts: float) -> li
         emit("checkpoint", action="save", state="end", step=_last_step(scenario, tick) + 1)
         emit("phase", phase="checkpoint", state="end")
 
-    straggling = scenario == "straggler" and tick >= STRAGGLER_START_TICK
-    step_s = host.period_s * (float(SLOW_STEP_TICKS) if straggling else 1.0)
+    slow_from = _slow_from(scenario)
+    slowed = slow_from is not None and tick >= slow_from
+    straggling = slowed and scenario == "straggler"
+    step_s = host.period_s * (float(SLOW_STEP_TICKS) if slowed else 1.0)
     ends = _step_ends(scenario, tick)
     for step, end in enumerate(ends, start=_last_step(scenario, tick) - len(ends) + 1):
         # A step that ends inside the tick is stamped when it ended (the tick's events are at its end).
         ended_ts = ts - float(1 - end) * host.period_s
         if straggling:
             compute_share, wait_share = (0.95, 0.01) if at_fault else (0.5, 0.45)
+        elif slowed:  # efa-link: everyone waits on the slow all_reduce alike
+            compute_share, wait_share = 0.5, 0.45
         else:
             compute_share, wait_share = 0.8, 0.05
         rng = random.Random(f"{host.seed}/{rank}/{tick}/job")
         wait_s = round(step_s * wait_share * rng.uniform(0.9, 1.1), 6)
-        transfer_s = round(host.period_s * 0.1, 6)
+        behind_bad_link = slowed and scenario == "efa-link" and host.ultraserver == fault_ultraserver(scenario)
+        transfer_s = round(host.period_s * (0.1 + (EFA_SLOW_TRANSFER_TICKS if behind_bad_link else 0.0)), 6)
         loss = round(2.2 + 8.5 * math.exp(-step / 150) + rng.uniform(-0.02, 0.02), 4)
         emit(
             "collective",
@@ -210,30 +226,37 @@ def _training(scenario: str, tick: int) -> bool:
     return tick >= COMPILE_TICKS and not stopped and not _in_checkpoint(tick)
 
 
+def _slow_from(scenario: str) -> int | None:
+    """The tick from which every step takes SLOW_STEP_TICKS (a straggler, a bad EFA link)."""
+    return {"straggler": STRAGGLER_START_TICK, "efa-link": EFA_LINK_TICK}.get(scenario)
+
+
 def _step_ends(scenario: str, tick: int) -> list[Fraction]:
     """Where in `tick` (0 its start, 1 its end) steps end: one per training tick, or while the
-    straggler holds every rank back, one every SLOW_STEP_TICKS training ticks."""
+    straggler (or the bad EFA link) holds every rank back, one every SLOW_STEP_TICKS training ticks."""
     if not _training(scenario, tick):
         return []
-    if scenario != "straggler" or tick < STRAGGLER_START_TICK:
+    slow_from = _slow_from(scenario)
+    if slow_from is None or tick < slow_from:
         return [Fraction(1)]
-    trained = _slow_ticks(tick)  # training ticks since the slowdown, this one included
+    trained = _slow_ticks(slow_from, tick)  # training ticks since the slowdown, this one included
     first, last = int((trained - 1) / SLOW_STEP_TICKS), int(trained / SLOW_STEP_TICKS)
     return [k * SLOW_STEP_TICKS - (trained - 1) for k in range(first + 1, last + 1)]
 
 
 @functools.lru_cache(maxsize=4096)
-def _slow_ticks(tick: int) -> int:
-    """Training ticks from STRAGGLER_START_TICK to `tick` inclusive (checkpoints pause training)."""
-    return sum(1 for t in range(STRAGGLER_START_TICK, tick + 1) if not _in_checkpoint(t))
+def _slow_ticks(slow_from: int, tick: int) -> int:
+    """Training ticks from `slow_from` to `tick` inclusive (checkpoints pause training)."""
+    return sum(1 for t in range(slow_from, tick + 1) if not _in_checkpoint(t))
 
 
 def _last_step(scenario: str, tick: int) -> int:
     """The last step completed by the end of `tick` (0 before the first one). Steps are numbered
-    by the tick they end in (step = tick - COMPILE_TICKS), and, while the straggler holds the
-    job back, on from the last one before it."""
-    if scenario == "straggler" and tick >= STRAGGLER_START_TICK:
-        return STRAGGLER_START_TICK - 1 - COMPILE_TICKS + int(_slow_ticks(tick) / SLOW_STEP_TICKS)
+    by the tick they end in (step = tick - COMPILE_TICKS), and, while the straggler (or the bad
+    EFA link) holds the job back, on from the last one before it."""
+    slow_from = _slow_from(scenario)
+    if slow_from is not None and tick >= slow_from:
+        return slow_from - 1 - COMPILE_TICKS + int(_slow_ticks(slow_from, tick) / SLOW_STEP_TICKS)
     for t in range(tick, COMPILE_TICKS - 1, -1):
         if _training(scenario, t):
             return t - COMPILE_TICKS
@@ -245,10 +268,11 @@ class SimJobWriter:
 
     def __init__(self, hosts: list[SimHost], run_dir: Path):
         run_dir.mkdir(parents=True, exist_ok=True)
-        self.hosts = hosts
         self._files = {
-            (h.host_index, chip, core): open(
-                run_dir / f"rank-{job_rank(h.topology, h.host_index, chip, core):05d}.jsonl", "a", encoding="utf-8"
+            (h, chip, core): open(
+                run_dir / f"rank-{job_rank(h.topology, h.fleet_host_index, chip, core):05d}.jsonl",
+                "a",
+                encoding="utf-8",
             )
             for h in hosts
             for chip in range(h.topology.chips_per_host)
@@ -257,8 +281,8 @@ class SimJobWriter:
 
     def write_tick(self, tick: int, ts: float) -> None:
         """Write and flush every rank's events for `tick` (whole lines only)."""
-        for (host_index, chip, core), f in self._files.items():
-            events = rank_events(self.hosts[host_index], chip, core, tick, ts)
+        for (host, chip, core), f in self._files.items():
+            events = rank_events(host, chip, core, tick, ts)
             if events:
                 f.write("".join(json.dumps(e, separators=(",", ":")) + "\n" for e in events))
                 f.flush()

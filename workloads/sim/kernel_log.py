@@ -20,7 +20,7 @@ import hashlib
 import time
 
 from trnwatch.workloads.sim.fleet import SimHost
-from trnwatch.workloads.sim.scenarios import HW_ERROR_TICK, fault_site
+from trnwatch.workloads.sim.scenarios import HW_ERROR_TICK, fault_site, fault_ultraserver
 
 HW_ERROR_TYPE = "SRAM_UNCORRECTABLE_ERROR"  # the guide's example, and a type the problem detector matches
 HW_ERROR_ACTION = "TERMINATE_INSTANCE"
@@ -68,7 +68,8 @@ def host_kernel_messages(host: SimHost, tick: int) -> list[str]:
     HW_ERROR_TICK on the fault site's host, the hardware error on (its chip, core 0) and the
     driver's detach of the dead runtime's process."""
     fault_host, fault_chip = fault_site(host.topology)
-    if host.scenario != "hw-error" or host.host_index != fault_host or tick != HW_ERROR_TICK:
+    at_fault = host.ultraserver == fault_ultraserver(host.scenario) and host.host_index == fault_host
+    if host.scenario != "hw-error" or not at_fault or tick != HW_ERROR_TICK:
         return []
     error = hw_error_message(
         HW_ERROR_TYPE,

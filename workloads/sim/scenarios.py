@@ -46,8 +46,22 @@ Chip indices are host-local device indices (`neuronN` on that host).
 |            |                |           | line with nd-id = F's chip, nc-id = 0, action=TERMINATE_INSTANCE, |
 |            |                |           | then the driver's npid_detach line for F's runtime (kernel_log.py);|
 |            |                |           | F's rank dies (job.py); every chip: no core in use from tick 40.  |
+| efa-link   | E: F of        | 30        | E's EFA device of chip F (`rdmap18s27` on trn3-gen2-us, efa.py)   |
+|            | UltraServer 1  |           | has a bad link: each tick that carries collective traffic (warmup,|
+|            |                |           | steady) its hw_counters add EFA_LINK_ERRORS_PER_TICK (retrans_pkts|
+|            |                |           | 1500, retrans_timeout_events 40, unresponsive_remote_events 4,    |
+|            |                |           | impaired_remote_conn_events 2: 1546 errors/s at 1 s); every other |
+|            |                |           | port: no errors (host_sysfs.py). UltraServer 1's all-reduce       |
+|            |                |           | between UltraServers is slow, and the job is synchronous: every   |
+|            |                |           | chip of every UltraServer waits (utilisation 55-65%, execution    |
+|            |                |           | latency x1.6, as the straggler's peers) and every rank's step     |
+|            |                |           | takes 1.6 ticks (job.py); no chip and no rank stands out: only E's|
+|            |                |           | EFA errors name the cause. Needs 2 or more UltraServers.          |
 
-Exact per-chip HBM bytes and utilisation per tick: see `ground_truth.py`.
+A fleet of several UltraServers (`trnwatch demo --ultraservers N`) runs one job over all of them;
+every fault but efa-link's is in UltraServer 0 (`fault_ultraserver`), so UltraServer 0 is the fleet
+of one UltraServer unchanged. Exact per-chip HBM bytes, utilisation and EFA counters per tick: see
+`ground_truth.py`.
 """
 
 from dataclasses import dataclass
@@ -63,6 +77,7 @@ SCENARIOS: dict[str, str] = {
     "ecc": "one chip: corrected mem ECC from tick 40, one uncorrected at tick 50",
     "host-loss": "the fault-site host stops reporting at tick 45; the job stalls",
     "hw-error": "an uncorrectable SRAM error on one chip at tick 40 (kernel log) kills its rank; the job stops",
+    "efa-link": "from tick 30 one host of UltraServer 1 has a bad EFA link (retransmits, timeouts); every rank slows",
 }
 
 COMPILE_TICKS = 10
@@ -87,6 +102,16 @@ def ecc_corrected_at(tick: int) -> int:
 ECC_UNCORRECTED_TICK = 50
 HOST_LOSS_TICK = 45
 HW_ERROR_TICK = 40
+EFA_LINK_TICK = 30
+# The bad link's hw_counters, added each tick that carries collective traffic (efa.py).
+EFA_LINK_ERRORS_PER_TICK = {
+    "retrans_pkts": 1500,
+    "retrans_timeout_events": 40,
+    "unresponsive_remote_events": 4,
+    "impaired_remote_conn_events": 2,
+}
+# Scenarios whose fault needs traffic between UltraServers, and the fewest UltraServers they need.
+MIN_ULTRASERVERS = {"efa-link": 2}
 
 Phase = Literal["compile", "warmup", "steady", "checkpoint", "stalled"]
 Role = Literal["normal", "straggler", "waiting"]
@@ -113,13 +138,36 @@ def check_scenario(name: str) -> str:
 
 
 def fault_site(topology: Topology) -> tuple[int, int]:
-    """(host, chip) where the scenario's fault is injected."""
+    """(host, chip) where the scenario's fault is injected, in UltraServer `fault_ultraserver`."""
     return min(7, topology.hosts - 1), min(2, topology.chips_per_host - 1)
 
 
-def host_alive(topology: Topology, scenario: str, host: int, tick: int) -> bool:
+def fleet_ultraservers(topology: Topology, scenario: str, asked: int | None) -> int:
+    """How many UltraServers the fleet has: `asked`, else as many as the scenario needs (1, or
+    MIN_ULTRASERVERS); ValueError saying why when the scenario needs more than asked, or when
+    several are asked of a topology that is one server, not an UltraServer."""
+    needed = MIN_ULTRASERVERS.get(scenario, 1)
+    count = needed if asked is None else asked
+    if count < needed:
+        raise ValueError(
+            f"--scenario {scenario} needs --ultraservers {needed} or more: its bad link is in UltraServer "
+            f"{fault_ultraserver(scenario)}, and EFA carries the traffic between UltraServers"
+        )
+    if count > 1 and not topology.is_ultraserver:
+        raise ValueError(f"--topology {topology.name} is one server, not an UltraServer: --ultraservers must be 1")
+    return count
+
+
+def fault_ultraserver(scenario: str) -> int:
+    """The UltraServer (0-based, of the fleet) the scenario's fault is in: 1 for efa-link (the
+    link between UltraServers), else 0."""
+    return 1 if scenario == "efa-link" else 0
+
+
+def host_alive(topology: Topology, scenario: str, host: int, tick: int, ultraserver: int = 0) -> bool:
     """False once the host has gone silent (host-loss only)."""
-    return not (scenario == "host-loss" and host == fault_site(topology)[0] and tick >= HOST_LOSS_TICK)
+    at_fault = ultraserver == fault_ultraserver(scenario) and host == fault_site(topology)[0]
+    return not (scenario == "host-loss" and at_fault and tick >= HOST_LOSS_TICK)
 
 
 def _timeline_phase(scenario: str, tick: int) -> tuple[Phase, int]:
@@ -138,14 +186,18 @@ def _timeline_phase(scenario: str, tick: int) -> tuple[Phase, int]:
     return "steady", 0
 
 
-def chip_condition(topology: Topology, scenario: str, host: int, chip: int, tick: int) -> ChipCondition:
-    """What the scenario does to (host, chip) at `tick`."""
+def chip_condition(
+    topology: Topology, scenario: str, host: int, chip: int, tick: int, ultraserver: int = 0
+) -> ChipCondition:
+    """What the scenario does to (host, chip) of UltraServer `ultraserver` at `tick`."""
     phase, ticks_into_phase = _timeline_phase(scenario, tick)
-    at_fault = (host, chip) == fault_site(topology)
+    at_fault = ultraserver == fault_ultraserver(scenario) and (host, chip) == fault_site(topology)
 
     role: Role = "normal"
     if scenario == "straggler" and tick >= STRAGGLER_START_TICK and phase == "steady":
         role = "straggler" if at_fault else "waiting"
+    if scenario == "efa-link" and tick >= EFA_LINK_TICK and phase == "steady":
+        role = "waiting"  # every chip waits on UltraServer 1's slow collective
 
     leaked_bytes = 0
     if scenario == "hbm-leak" and at_fault and tick >= LEAK_START_TICK:

@@ -13,13 +13,20 @@ from collections.abc import AsyncIterator
 
 from trnwatch.collectors.lines import Line
 from trnwatch.workloads.sim.fleet import SimHost
+from trnwatch.workloads.sim.host_sysfs import SimSysfs
 from trnwatch.workloads.sim.kernel_log import host_kernel_messages, short_iso_line
 
 KERNEL_LOG_SOURCE = "sim-kernel-log"
 
 
 def host_source_id(host: SimHost) -> str:
-    return f"sim-host-{host.host_index:02d}"
+    us = f"us{host.ultraserver}-" if host.ultraserver else ""
+    return f"sim-{us}host-{host.host_index:02d}"
+
+
+def sysfs_source_id(host: SimHost) -> str:
+    """The host's sysfs stream, named as the SSH fan-out names one (`sysfs:<label>`)."""
+    return f"sysfs:{host_source_id(host)}"
 
 
 async def sim_host_lines(host: SimHost, period_s: float, start_s: float, offset_s: float) -> AsyncIterator[Line]:
@@ -35,6 +42,20 @@ async def sim_host_lines(host: SimHost, period_s: float, start_s: float, offset_
         yield Line(source_id, "neuron-monitor", time.time(), host.report_line(tick))
         tick += 1
     await asyncio.Event().wait()  # silent, not ended: the monitor must notice on its own
+
+
+async def sim_sysfs_lines(host: SimHost, period_s: float, start_s: float, offset_s: float) -> AsyncIterator[Line]:
+    """Yield one simulated host's sysfs sample each period (host_sysfs.py), as the sampler over
+    SSH would, half a period after the host's report; a lost host goes silent."""
+    source_id = sysfs_source_id(host)
+    sysfs = SimSysfs(host)
+    tick = 0
+    while host.alive(tick):
+        await asyncio.sleep(max(0.0, start_s + offset_s + (tick + 0.5) * period_s - time.monotonic()))
+        now = time.time()
+        yield Line(source_id, "sysfs", now, sysfs.line(tick, now))
+        tick += 1
+    await asyncio.Event().wait()
 
 
 def fleet_has_kernel_log(hosts: list[SimHost]) -> bool:

@@ -28,6 +28,8 @@ ASSUMPTIONS: dict[str, str] = {
     'fixtures, undocumented); its value format here ("us-0sim" + hex, shared by the hosts of one '
     "simulated UltraServer) is invented.",
     "neuron_device_memory_size": "exactly 144 GiB on Trn3; real firmware may reserve some of it.",
+    "EFA devices": "one EFA device per chip, named rdmap<16 + chip>s27 (host_sysfs.py); AWS publishes no "
+    "per-server EFA device count or PCI layout for Trn3.",
 }
 
 
