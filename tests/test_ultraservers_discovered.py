@@ -100,6 +100,7 @@ def test_kubectl_nodes_name_each_labelled_node_by_name_instance_id_and_dns():
     members, dropped = kubernetes_members(kubectl_get_nodes_json(NODES))
     assert dropped == 0
     assert members["i-0a1b2c3d4e5f60001"] == members["ip-10-0-1-18.us-east-2.compute.internal"] == "us-7f3a"
+    assert members["10.0.1.18"] == "us-7f3a"  # its InternalIP: a hosts file may name hosts by address
     assert "i-0a1b2c3d4e5f60003" not in members and NODES[2].name not in members  # unlabelled: says nothing
 
 
