@@ -17,6 +17,7 @@ from trnwatch.ledger.receipt import ExitReason
 from trnwatch.ledger.rollups import HBM_HIGH_PCT, ClusterRollup, Rollup, UltraServerRollup, hbm_high
 from trnwatch.ledger.runtimes import is_execution_error
 from trnwatch.ledger.snapshot import Snapshot, build_snapshot, session_now_s, snapshot_json
+from trnwatch.ledger.sysfs_host import EfaRollup
 
 __all__ = [
     "HBM_HIGH_PCT",
@@ -28,6 +29,7 @@ __all__ = [
     "ChipSummary",
     "ClusterRollup",
     "CoreState",
+    "EfaRollup",
     "Evidence",
     "ExitReason",
     "Finding",

@@ -45,6 +45,7 @@ from trnwatch.ledger.rollups import (
     stale_after_s,
     summed,
 )
+from trnwatch.ledger.sysfs_host import EfaRollup, efa_rollup
 
 if TYPE_CHECKING:
     from trnwatch.ledger.ledger import Ledger, SourceState
@@ -301,6 +302,35 @@ class ReadModel:
             **{name: sum(getattr(r, name) for r in everything) for name in counts},
             **self.kept.totals[1],
         )
+
+    # --- EFA (sysfs) ------------------------------------------------------------------------------
+
+    @cached_property
+    def sysfs_sampled(self) -> bool:
+        """Whether sysfs is sampled at all (`--sysfs`, or each host's over SSH): without it no
+        output shows EFA, not even as unavailable."""
+        return bool(self.ledger.sysfs) or any(s.kind == "sysfs" for s in self.ledger.sources.values())
+
+    @cached_property
+    def _efa_by_group(self) -> Mapping[str, EfaRollup]:
+        return {
+            group: efa_rollup((h.host_id for h in hosts), self.ledger.sysfs, self.now_s)
+            for group, hosts in self.hosts_by_group.items()
+        }
+
+    def efa(self, group: str) -> EfaRollup | None:
+        """EFA (between UltraServers) of the hosts of `group` (an UltraServer id, or NO_GROUP);
+        None when sysfs is not sampled, `hosts` 0 when none of them gave rates (unavailable)."""
+        if not self.sysfs_sampled:
+            return None
+        return self._efa_by_group.get(group) or efa_rollup((), self.ledger.sysfs, self.now_s)
+
+    @cached_property
+    def efa_cluster(self) -> EfaRollup | None:
+        """EFA of every host, those sysfs names that no report does too (None: sysfs not sampled)."""
+        if not self.sysfs_sampled:
+            return None
+        return efa_rollup(set(self.ledger.hosts) | set(self.ledger.sysfs), self.ledger.sysfs, self.now_s)
 
     # --- the job and the findings -----------------------------------------------------------------
 

@@ -7,7 +7,7 @@ separate sections; the `boundary` says what the figures cover, so `trnwatch comp
 comparison across boundaries, and the evidence state (live / replayed / simulated) heads every file.
 """
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from itertools import pairwise
 from statistics import median
 from typing import Literal
@@ -33,9 +33,10 @@ from trnwatch.ledger.job import percentile
 from trnwatch.ledger.job_summary import JobSection, Percentiles
 from trnwatch.ledger.ledger import Evidence, Ledger
 from trnwatch.ledger.pods import placed_job
+from trnwatch.ledger.read_model import ReadModel
 from trnwatch.ledger.rollups import known_sum
 from trnwatch.ledger.runtimes import EXECUTION_ERROR_STATUSES
-from trnwatch.ledger.sysfs_host import HostSysfs, efa_rollup
+from trnwatch.ledger.sysfs_host import EfaRollup, HostSysfs
 from trnwatch.outside import json_safe
 
 SCHEMA = "trnwatch.receipt/1"
@@ -189,13 +190,17 @@ class RuntimeEntry(_Section):
 
 
 class EfaEntry(_Section):
-    """EFA rates of a group of hosts at the window's end (ledger/sysfs_host.py `efa_rollup`): the
-    traffic between UltraServers, summed over the `hosts` whose sysfs gave rates."""
+    """EFA rates of a group of hosts at the window's end (the read model's `efa`, ledger/sysfs_host.py
+    `efa_rollup`, the figures the screen shows): the traffic between UltraServers, summed over the
+    `hosts` of its `members` whose sysfs gave rates."""
 
     hosts: int
     tx_bytes_per_s: float | None
     rx_bytes_per_s: float | None
     errors_per_s: float | None  # drops, retransmits, timeouts, unresponsive / impaired peers
+    members: int | None = None  # hosts in the group (null in receipts older than the field)
+    worst_host: str | None = None  # the host with the most errors/s, when any has errors
+    worst_errors_per_s: float | None = None
 
 
 class UltraServerEntry(_Section):
@@ -503,7 +508,8 @@ def build_receipt(
     start, end = ledger.first_s, ledger.last_s
     clock = ledger.goodput
     goodput = _goodput(clock, _silence_at_end_s(ledger, job, judged_s))
-    periods = ledger.read(judged_s).source_periods_s if judged_s is not None else {}
+    read = ledger.read(judged_s) if judged_s is not None else None
+    periods = read.source_periods_s if read is not None else {}
     return Receipt(
         schema_=SCHEMA,
         tool=f"trnwatch {__version__}",
@@ -523,7 +529,7 @@ def build_receipt(
         hosts_forgotten=ledger.hosts_forgotten,
         chips=chips,
         runtimes=runtimes,
-        ultraservers=_ultraserver_entries(ledger),
+        ultraservers=_ultraserver_entries(ledger, read),
         boundary=boundary_of(ledger, job, clock),
         segments=None if job is None else _segments(job, clock),
         goodput=goodput,
@@ -537,7 +543,7 @@ def build_receipt(
         output_failures=list(output_failures),
         kernel_log=_kernel_log(ledger),
         sysfs=[_sysfs_entry(h) for _, h in sorted(ledger.sysfs.items())],
-        efa=_efa_entry(ledger.sysfs.values()),
+        efa=None if read is None else _efa_entry(read.efa_cluster),
         recording=recording,
         replay=replay,
         stacks=StackSection(captures=list(ledger.stacks.captures), dropped=ledger.stacks.dropped)
@@ -742,7 +748,7 @@ def _runtime_entry(h: HostState, r) -> RuntimeEntry:
     )
 
 
-def _ultraserver_entries(ledger: Ledger) -> list[UltraServerEntry]:
+def _ultraserver_entries(ledger: Ledger, read: ReadModel | None) -> list[UltraServerEntry]:
     out = []
     for us, hosts in sorted(ledger.ultraservers().items()):
         chips = [c for h in hosts for c in h.chips]
@@ -757,21 +763,25 @@ def _ultraserver_entries(ledger: Ledger) -> list[UltraServerEntry]:
                 hbm_capacity_bytes=known_sum(capacities),
                 hbm_peak_sum_bytes=known_sum(peaks),
                 util_mean_pct=_r(sum(means) / len(means)) if means else None,
-                efa=_efa_entry(ledger.sysfs[h.host_id] for h in hosts if h.host_id in ledger.sysfs),
+                efa=None if read is None else _efa_entry(read.efa(us)),
             )
         )
     return out
 
 
-def _efa_entry(hosts: Iterable[HostSysfs]) -> EfaEntry | None:
-    rollup = efa_rollup(hosts)
-    if rollup is None:
+def _efa_entry(rollup: EfaRollup | None) -> EfaEntry | None:
+    """The read model's EFA rollup as the receipt keeps it: null when sysfs was not sampled or no
+    member host gave rates (never a zero)."""
+    if rollup is None or not rollup.hosts:
         return None
     return EfaEntry(
         hosts=rollup.hosts,
         tx_bytes_per_s=_r(rollup.tx_bytes_per_s),
         rx_bytes_per_s=_r(rollup.rx_bytes_per_s),
         errors_per_s=_r(rollup.errors_per_s),
+        members=rollup.members,
+        worst_host=rollup.worst_host,
+        worst_errors_per_s=_r(rollup.worst_errors_per_s),
     )
 
 

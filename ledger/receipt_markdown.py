@@ -528,9 +528,10 @@ def _efa_words(e: EfaEntry | None) -> str:
     if e is None:
         return "n/a"
     errors = units.NA if e.errors_per_s is None else f"{e.errors_per_s:g}"
+    hosts = units.plural(e.hosts, "host") if e.members is None else f"{e.hosts}/{units.plural(e.members, 'host')}"
+    worst = "" if e.worst_host is None else f", most on {_md_text(e.worst_host)} ({e.worst_errors_per_s:g}/s)"
     return (
-        f"tx {units.gbps(e.tx_bytes_per_s)}, rx {units.gbps(e.rx_bytes_per_s)}, {errors} errors/s over "
-        f"{units.plural(e.hosts, 'host')}"
+        f"tx {units.gbps(e.tx_bytes_per_s)}, rx {units.gbps(e.rx_bytes_per_s)}, {errors} errors/s over {hosts}{worst}"
     )
 
 

@@ -202,8 +202,12 @@ def test_efa_is_rolled_up_per_ultraserver_and_for_the_cluster(tmp_path):
     assert r.efa is not None and (r.efa.hosts, r.efa.tx_bytes_per_s, r.efa.errors_per_s) == (4, 8 * gib, 500.0)
     text = render_markdown(r)
     # 4 GiB/s = 34.36 Gb/s per UltraServer; 8 GiB/s = 68.72 Gb/s for the cluster.
-    assert "| tx 34.36 Gb/s, rx 17.18 Gb/s, 500 errors/s over 2 hosts |" in text
-    assert "EFA (between UltraServers), cluster: tx 68.72 Gb/s, rx 34.36 Gb/s, 500 errors/s over 4 hosts." in text
+    assert "| tx 34.36 Gb/s, rx 17.18 Gb/s, 500 errors/s over 2/2 hosts, most on i-3 (500/s) |" in text
+    assert "| tx 34.36 Gb/s, rx 17.18 Gb/s, 0 errors/s over 2/2 hosts |" in text
+    assert (
+        "EFA (between UltraServers), cluster: tx 68.72 Gb/s, rx 34.36 Gb/s, 500 errors/s over 4/4 hosts, "
+        "most on i-3 (500/s)." in text
+    )
 
 
 def test_without_sysfs_there_is_no_efa_figure_not_a_zero(tmp_path):

@@ -170,15 +170,21 @@ def cluster_line(host: SimHost, tick: int, source_id: str | None = None) -> Line
     return Line(source_id, "neuron-monitor", received_s(tick, host.host_index), host.report_line(tick))
 
 
-@functools.cache
-def cluster_ledger() -> Ledger:
-    """The cluster fleet's reports of the CLUSTER_TICKS ticks up to CLUSTER_LAST_TICK; shared, read-only."""
-    ledger = Ledger("simulated")
+def cluster_report_lines():
+    """The cluster fleet's reports of the CLUSTER_TICKS ticks up to CLUSTER_LAST_TICK, in arrival order."""
     hosts = cluster_hosts()
     for tick in range(CLUSTER_LAST_TICK - CLUSTER_TICKS + 1, CLUSTER_LAST_TICK + 1):
         for host in hosts:
             if host.alive(tick):
-                ledger.ingest(cluster_line(host, tick))
+                yield cluster_line(host, tick)
+
+
+@functools.cache
+def cluster_ledger() -> Ledger:
+    """The cluster fleet's reports (`cluster_report_lines`); shared, read-only."""
+    ledger = Ledger("simulated")
+    for line in cluster_report_lines():
+        ledger.ingest(line)
     return ledger
 
 

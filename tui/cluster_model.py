@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from trnwatch.ledger import NO_GROUP, ClusterRollup, JobDiagnosis, ReadModel, UltraServerRollup
+from trnwatch.ledger import NO_GROUP, ClusterRollup, EfaRollup, JobDiagnosis, ReadModel, UltraServerRollup
 
 # What `s` sorts the cluster's UltraServer rows by (the same keys as the host grid's).
 CLUSTER_SORT_HELP = {
@@ -20,6 +20,7 @@ class UltraServerLine:
     group: str  # UltraServer id, or NO_GROUP
     rollup: UltraServerRollup
     suspect_ranks: tuple[int, ...]  # the job's suspect ranks on its hosts (empty: none, or no job)
+    efa: EfaRollup | None = None  # EFA (between UltraServers) of its hosts; None: sysfs not sampled
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class ClusterModel:
     diagnosis: JobDiagnosis | None  # None: no job telemetry connected
     suspects_unseen: tuple[int, ...]  # suspect ranks on a host the device telemetry does not show
     sort: str
+    efa: EfaRollup | None = None  # EFA of every host; None: sysfs not sampled
 
 
 def _cluster_sort_key(sort: str):
@@ -57,11 +59,15 @@ def cluster_model(read: ReadModel, sort: str = "host") -> ClusterModel:
     cluster = read.cluster
     diagnosis = read.diagnosis
     placed, unseen = read.suspects_by_ultraserver
-    rows = [UltraServerLine(r.ultraserver, r, tuple(sorted(placed.get(r.ultraserver, ())))) for r in cluster.rows]
+    rows = [
+        UltraServerLine(r.ultraserver, r, tuple(sorted(placed.get(r.ultraserver, ()))), read.efa(r.ultraserver))
+        for r in cluster.rows
+    ]
     return ClusterModel(
         rollup=cluster,
         rows=tuple(sorted(rows, key=_cluster_sort_key(sort))),
         diagnosis=diagnosis,
         suspects_unseen=tuple(unseen),
         sort=sort,
+        efa=read.efa_cluster,
     )

@@ -19,8 +19,9 @@ from rich.text import Text
 from textual import events
 from textual.geometry import Region
 
-from trnwatch.ledger import NO_GROUP, hbm_high, units
+from trnwatch.ledger import NO_GROUP, EfaRollup, hbm_high, units
 from trnwatch.tui.cluster_model import CLUSTER_SORT_HELP, ClusterModel, UltraServerLine, cluster_model
+from trnwatch.tui.efa_lines import SUMMARY_MIN_COLS, efa_rows, efa_summary
 from trnwatch.tui.job_view import VERDICT_ROLE
 from trnwatch.tui.rollup_lines import rollup_lines
 from trnwatch.tui.scope import Frame, OpenUltraServer, ScopeView, Screenful, Selection, no_host_yet, styled
@@ -49,6 +50,11 @@ def _stalls(row: UltraServerLine, m: ClusterModel) -> str:
         return ""
     ranks = row.suspect_ranks
     return f"{m.diagnosis.verdict.upper()} " + (f"r{ranks[0]}" if len(ranks) == 1 else f"{len(ranks)} ranks")
+
+
+def _worst(efa: EfaRollup | None) -> str:
+    """The host with the most EFA errors/s, by its id (empty: none has errors)."""
+    return clip(efa.worst_host, 24) if efa is not None and efa.worst_host else ""
 
 
 def _row(cells: tuple[str, ...], widths: list[int], styles: list[Style], cursor: Style | None = None) -> Text:
@@ -108,7 +114,26 @@ class ClusterView(ScopeView):
             _row(line, widths, self._styles(row, m, frame), cursor if row.group == selected else None)
             for row, line in zip(m.rows, cells[1:], strict=True)
         ]
-        return Screenful(subject, summary, detail)
+        return Screenful(subject, summary, detail + self._efa_rows(m, frame, widths[0]))
+
+    def _efa_rows(self, m: ClusterModel, frame: Frame, id_cols: int) -> list[Text]:
+        """EFA (between UltraServers) per UltraServer, in the table's order (nothing without sysfs)."""
+        if m.efa is None:
+            return []
+        rows = [(self._label(row, frame), row.efa, _worst(row.efa)) for row in m.rows if row.efa is not None]
+        cluster = (
+            [] if frame.width >= SUMMARY_MIN_COLS else efa_summary(m.efa, frame.palette, frame.width, _worst(m.efa))
+        )
+        return [Text(), *cluster, *efa_rows(rows, frame.palette, frame.width, id_cols)]
+
+    @staticmethod
+    def _label(row: UltraServerLine, frame: Frame) -> str:
+        """An UltraServer's id as its table row shows it."""
+        return (
+            NO_GROUP_LABEL
+            if row.group == NO_GROUP
+            else clip(row.group, ID_COLS if frame.width < WIDE_MIN_COLS else WIDE_ID_COLS)
+        )
 
     def _summary(self, m: ClusterModel, frame: Frame) -> list[Text]:
         pal = frame.palette
@@ -117,7 +142,8 @@ class ClusterView(ScopeView):
             (CLUSTER_SORT_HELP[m.sort], pal["text"]),
             (" · Enter opens the selected UltraServer", pal["dim"]),
         )
-        return [*rollup_lines(m.rollup, pal, frame.width), self._job_line(m, frame), legend]
+        efa = efa_summary(m.efa, pal, frame.width, _worst(m.efa)) if frame.width >= SUMMARY_MIN_COLS else []
+        return [*rollup_lines(m.rollup, pal, frame.width), *efa, self._job_line(m, frame), legend]
 
     def _job_line(self, m: ClusterModel, frame: Frame) -> Text:
         """The job's verdict and where its suspect ranks are, or why the stalls column is empty."""
@@ -147,7 +173,6 @@ class ClusterView(ScopeView):
 
     def _cells(self, m: ClusterModel, frame: Frame) -> list[tuple[str, ...]]:
         """The column heads, then each row's cells as text."""
-        id_cols = ID_COLS if frame.width < WIDE_MIN_COLS else WIDE_ID_COLS
         unit, per, places = _hbm_unit(m)
         out: list[tuple[str, ...]] = [HEADS[:3] + (f"HBM {unit}",) + HEADS[4:]]
         for row in m.rows:
@@ -159,7 +184,7 @@ class ClusterView(ScopeView):
                 hbm = f"{r.hbm_used_bytes / per:.{places}f}/{capacity}"
             out.append(
                 (
-                    NO_GROUP_LABEL if row.group == NO_GROUP else clip(row.group, id_cols),
+                    self._label(row, frame),
                     f"{r.hosts_fresh}/{r.hosts_total}",
                     f"{r.chips}",
                     hbm,

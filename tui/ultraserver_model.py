@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from trnwatch.ledger import HostSummary, ReadModel, UltraServerRollup
+from trnwatch.ledger import EfaRollup, HostSummary, ReadModel, UltraServerRollup
 from trnwatch.tui.host_rows import sort_and_filter
 
 
@@ -17,6 +17,7 @@ class UltraServerModel:
     rows: tuple[HostSummary, ...]  # sorted and filtered
     sort: str
     filter: str
+    efa: EfaRollup | None = None  # EFA (between UltraServers) of its hosts; None: sysfs not sampled
 
 
 def ultraserver_model(
@@ -38,4 +39,5 @@ def ultraserver_model(
         rows=tuple(sort_and_filter(read.hosts(hosts), sort, filter_)),
         sort=sort,
         filter=filter_,
+        efa=read.efa(group),
     )

@@ -13,9 +13,11 @@ from rich.text import Text
 from textual import events
 
 from trnwatch.ledger import NO_GROUP, ChipSummary, HostSummary, units
+from trnwatch.tui.efa_lines import SUMMARY_MIN_COLS, efa_spread, efa_summary
 from trnwatch.tui.host_rows import FILTER_HELP
 from trnwatch.tui.rollup_lines import rollup_lines
 from trnwatch.tui.scope import Frame, OpenChip, ScopeView, Screenful, Selection, column, no_host_yet, outside, styled
+from trnwatch.tui.text import clip
 from trnwatch.tui.ultraserver_model import UltraServerModel, ultraserver_model
 from trnwatch.tui.widgets import BARS, SHADES, TextLines, hbm_glyph, util_glyph
 
@@ -144,10 +146,10 @@ class UltraServerView(ScopeView):
         subject = self._subject(model, frame)
         summary = self._summary(model, frame)
         if frame.width < WIDE_MIN_COLS:
-            return Screenful(
-                subject, summary, self._blocks(model, frame) + [Text()] + self._attention(model, frame, ATTENTION_ROWS)
-            )
+            attention = self._attention(model, frame, ATTENTION_ROWS) + self._efa_hosts(model, frame, frame.width)
+            return Screenful(subject, summary, self._blocks(model, frame) + [Text()] + attention)
         table = self._table(model, frame)
+        table += self._efa_hosts(model, frame, _cols(table))  # as wide as the table, so the side column still fits
         attention = self._attention(model, frame, WIDE_ATTENTION_ROWS)
         # Side by side only when both fit (with padding and scroll bar); else the list goes below.
         if _cols(table) + 2 + _cols(attention) + 3 <= frame.width:
@@ -193,7 +195,31 @@ class UltraServerView(ScopeView):
             (f" HBM {SHADES}", pal["text"]),
             (f" {ECC_MARK} ECC {UNCORRECTED_MARK} uncorr. {STALE_MARK} stale {LOST_MARK} lost", pal["dim"]),
         )
-        return [title, *rollup_lines(r, pal, frame.width), legend]
+        efa = (
+            efa_summary(m.efa, pal, frame.width, self._worst_host(m, frame)) if frame.width >= SUMMARY_MIN_COLS else []
+        )
+        return [title, *rollup_lines(r, pal, frame.width), *efa, legend]
+
+    def _worst_host(self, m: UltraServerModel, frame: Frame) -> str:
+        """The host with the most EFA errors/s as the grid numbers it (with its name where wide)."""
+        worst = m.efa.worst_host if m.efa is not None else None
+        if worst is None:
+            return ""
+        row = next((r for r in m.rows if r.host_id == worst), None)
+        if row is None:
+            return clip(worst, 24)
+        return f"host {row.number}" + (f" {clip(row.name or row.host_id, 24)}" if frame.width >= WIDE_MIN_COLS else "")
+
+    def _efa_hosts(self, m: UltraServerModel, frame: Frame, width: int) -> list[Text]:
+        """The hosts' own EFA figures, lowest to highest, wrapped to `width` (and, on narrow
+        screens, the UltraServer's, left out of the summary); nothing without sysfs."""
+        lines = (
+            []
+            if frame.width >= SUMMARY_MIN_COLS
+            else efa_summary(m.efa, frame.palette, width, self._worst_host(m, frame))
+        )
+        lines += efa_spread(m.efa, frame.palette, width)
+        return [Text(), *lines] if lines else []
 
     def _filtered_note(self, m: UltraServerModel, frame: Frame) -> list[Text]:
         if m.filter == "all":
