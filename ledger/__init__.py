@@ -6,8 +6,9 @@ snapshot the screen exports. tests/test_layering.py holds tui/ to importing thes
 """
 
 from trnwatch.ledger import units
+from trnwatch.ledger.chip_history import HBM_TREND_MIN_SAMPLES, HBM_TREND_WINDOW_S
 from trnwatch.ledger.chips import CoreState
-from trnwatch.ledger.findings import HBM_TREND_MIN_SAMPLES, HBM_TREND_WINDOW_S, Finding, HbmTrend, Site, trend_text
+from trnwatch.ledger.findings import Finding, HbmTrend, Site, trend_text
 from trnwatch.ledger.hosts import ChipState, HostState, RuntimeState
 from trnwatch.ledger.job import JobDiagnosis, JobLedger
 from trnwatch.ledger.job_summary import JobSection, Percentiles, Suspect

@@ -20,95 +20,21 @@ Definitions pinned by the receipt contract:
 A chip's ECC counts (`neuron_hw_counters`) are a counter family each (ledger/counters.py).
 """
 
-import math
-from array import array
 from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import msgspec
 
 from trnwatch.collectors.neuron_monitor import DeviceEcc, NeuronCoreCounters
+from trnwatch.ledger.chip_history import ChipHistory
 from trnwatch.ledger.counters import CounterFamily
 from trnwatch.ledger.report_groups import group_ok
-
-# Five minutes of 1 Hz samples per chip: enough for sparklines and trend, bounded for a day-long run.
-HISTORY_SAMPLES = 300
 
 ECC_FIELDS = ("mem_ecc_corrected", "mem_ecc_uncorrected", "sram_ecc_corrected", "sram_ecc_uncorrected")
 ECC_CORRECTED_FIELDS = ("mem_ecc_corrected", "sram_ecc_corrected")
 ECC_UNCORRECTED_FIELDS = ("mem_ecc_uncorrected", "sram_ecc_uncorrected")
 ECC_MARKS = 64
-
-
-class ChipSample(NamedTuple):
-    t_s: float
-    util_pct: float | None
-    hbm_bytes: int | None
-
-
-class ChipHistory:
-    """The last HISTORY_SAMPLES samples of one chip, oldest first, in preallocated arrays.
-
-    Plain number arrays, not a deque of sample objects: at 1,152 hosts x 4 chips x 300 samples
-    the garbage collector would otherwise walk 1.4 million objects on every full pass.
-    Iterating yields `ChipSample`s (made on demand); an unknown figure is None."""
-
-    __slots__ = ("_t_s", "_util_pct", "_hbm_bytes", "_next", "_len")
-
-    def __init__(self, size: int = HISTORY_SAMPLES):
-        self._t_s = array("d", bytes(8 * size))
-        self._util_pct = array("d", bytes(8 * size))
-        self._hbm_bytes = array("q", bytes(8 * size))  # -1: unknown
-        self._next = 0
-        self._len = 0
-
-    def append(self, t_s: float, util_pct: float | None, hbm_bytes: int | None) -> None:
-        i = self._next
-        self._t_s[i] = t_s
-        self._util_pct[i] = math.nan if util_pct is None else util_pct
-        self._hbm_bytes[i] = -1 if hbm_bytes is None else min(hbm_bytes, _MAX_HISTORY_BYTES)
-        size = len(self._t_s)
-        self._next = (i + 1) % size
-        self._len = min(self._len + 1, size)
-
-    def __len__(self) -> int:
-        return self._len
-
-    def __iter__(self):
-        size = len(self._t_s)
-        start = (self._next - self._len) % size
-        for k in range(self._len):
-            i = (start + k) % size
-            util, hbm = self._util_pct[i], self._hbm_bytes[i]
-            yield ChipSample(self._t_s[i], None if util != util else util, None if hbm < 0 else hbm)
-
-    def newest_hbm(self, count: int, until_s: float) -> list[tuple[float, int]]:
-        """(t_s, hbm_bytes) of the newest `count` samples at or before `until_s` with an HBM
-        figure, newest first: read from the arrays, without a sample object each."""
-        size, t_s, hbm_bytes = len(self._t_s), self._t_s, self._hbm_bytes
-        out: list[tuple[float, int]] = []
-        for k in range(1, self._len + 1):
-            i = (self._next - k) % size
-            if t_s[i] <= until_s and hbm_bytes[i] >= 0:
-                out.append((t_s[i], hbm_bytes[i]))
-                if len(out) == count:
-                    break
-        return out
-
-    def __reversed__(self):
-        """Newest first: a reader of the recent window (HBM trends) stops where it ends."""
-        size = len(self._t_s)
-        for k in range(1, self._len + 1):
-            i = (self._next - k) % size
-            util, hbm = self._util_pct[i], self._hbm_bytes[i]
-            yield ChipSample(self._t_s[i], None if util != util else util, None if hbm < 0 else hbm)
-
-
-# A sum of bounded byte counts over a chip's cores can pass what int64 holds; history is for
-# sparklines, so it stores at most this (the chip's own figures keep the exact sum).
-_MAX_HISTORY_BYTES = (1 << 63) - 1
 
 
 class CoreState(msgspec.Struct, gc=False):

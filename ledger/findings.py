@@ -15,16 +15,18 @@ its HBM rose at least `LEAK_MIN_BYTES_PER_S` (and as fast over its newest
 `HBM_TREND_MIN_SAMPLES` reports: it is still rising), in at least `LEAK_RISING_SHARE` of its
 report intervals (steadily, not one allocation), faster than `LEAK_PEER_FACTOR` times its peers'
 median rate (the whole job allocating, as in warmup, is no leak), while the job is steady (not
-compiling or warming up, when job telemetry says so).
+compiling or warming up, when job telemetry says so). The window figures (this trend, and the
+outlier rule's mean utilisation) are read from running values each chip's history keeps as it
+grows (ledger/chip_history.py), so judging reads a few numbers a chip, never walks its samples.
 """
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from itertools import pairwise
 from statistics import median
 from typing import TYPE_CHECKING, Literal, TypeGuard
 
 from trnwatch.collectors.kernel_log import remote_host_label
+from trnwatch.ledger.chip_history import HBM_TREND_MIN_SAMPLES, UTIL_WINDOW_S, HbmSteps
 from trnwatch.ledger.hosts import ChipState, HostState
 from trnwatch.ledger.job import JobDiagnosis
 from trnwatch.ledger.rollups import ChipEcc, Freshness, Kept, host_ecc
@@ -35,8 +37,6 @@ if TYPE_CHECKING:
 Severity = Literal["critical", "error", "warning"]
 SEVERITIES: tuple[Severity, ...] = ("critical", "error", "warning")  # most severe first
 
-HBM_TREND_WINDOW_S = 30.0
-HBM_TREND_MIN_SAMPLES = 8
 LEAK_MIN_BYTES_PER_S = float(1 << 20)  # 1 MiB/s: 3.5 GiB an hour
 LEAK_RISING_SHARE = 0.75
 LEAK_PEER_FACTOR = 4.0
@@ -65,7 +65,7 @@ EFA_MIN_PEERS = 2
 # telemetry, whose own verdict (SLOW names the straggler's rank and chip) is the better answer.
 ECC_BURST_EVENTS = 10
 ECC_BURST_WINDOW_S = 10.0
-OUTLIER_WINDOW_S = 10.0
+OUTLIER_WINDOW_S = UTIL_WINDOW_S
 OUTLIER_FINDING_PCT = 30.0
 OUTLIER_MIN_CHIPS = 4
 
@@ -84,43 +84,27 @@ class HbmTrend:
     time_to_full_s: float | None  # at this rate; None when not growing or capacity unknown
 
 
-def hbm_trend(chip: ChipState, now_s: float, window_s: float = HBM_TREND_WINDOW_S) -> HbmTrend | None:
-    """The chip's HBM trend over the last `window_s` up to `now_s`; None with too few samples."""
-    points: list[tuple[float, int]] = []
-    for sample in reversed(chip.history):
-        if sample.t_s > now_s:
-            continue
-        if now_s - sample.t_s > window_s:
-            break
-        if sample.hbm_bytes is not None:
-            points.append((sample.t_s, sample.hbm_bytes))
-    if len(points) < HBM_TREND_MIN_SAMPLES:
-        return None
-    points.reverse()
-    t0 = points[0][0]
-    n = len(points)
-    # The median of report-to-report rates, not a least-squares slope: one burst (the job's
-    # warm-up allocating, a checkpoint buffer) in the window must not set the rate.
-    steps = [((b - a) / (u - t), b > a) for (t, a), (u, b) in pairwise(points) if u > t]
-    if not steps:
-        return None
-    rate = median(r for r, _ in steps)
-    rising = sum(1 for _, up in steps if up) / len(steps)
-    latest = points[-1][1]
+def hbm_trend(chip: ChipState, now_s: float) -> HbmTrend | None:
+    """The chip's HBM trend over the HBM_TREND_WINDOW_S up to `now_s`; None with too few samples.
+    The median of report-to-report rates, not a least-squares slope: one burst (the job's warm-up
+    allocating, a checkpoint buffer) in the window must not set the rate."""
+    steps = chip.history.hbm_steps(now_s)
+    return None if steps is None else _trend(chip, steps)
+
+
+def _trend(chip: ChipState, steps: HbmSteps) -> HbmTrend:
+    rate = steps.rate_bytes_per_s
     to_full = None
     if rate > 0 and chip.hbm_capacity_bytes:
-        to_full = max(0.0, (chip.hbm_capacity_bytes - latest) / rate)
-    return HbmTrend(rate, points[-1][0] - t0, n, rising, to_full)
+        to_full = max(0.0, (chip.hbm_capacity_bytes - steps.latest_bytes) / rate)
+    return HbmTrend(rate, steps.window_s, steps.samples, steps.rising_share, to_full)
 
 
 def _rose_lately(chip: ChipState, now_s: float) -> bool:
     """Whether HBM rose at least LEAK_MIN_BYTES_PER_S over the newest HBM_TREND_MIN_SAMPLES
-    reports: part of the leak rule, and cheap, so a flat chip costs a few samples, not a trend."""
-    samples = chip.history.newest_hbm(HBM_TREND_MIN_SAMPLES, now_s)
-    if len(samples) < HBM_TREND_MIN_SAMPLES:
-        return False
-    (newest_s, newest_bytes), (oldest_s, oldest_bytes) = samples[0], samples[-1]
-    return newest_s > oldest_s and (newest_bytes - oldest_bytes) / (newest_s - oldest_s) >= LEAK_MIN_BYTES_PER_S
+    reports: the leak rule's "still rising"."""
+    growth = chip.history.hbm_growth_per_s(HBM_TREND_MIN_SAMPLES, now_s)
+    return growth is not None and growth >= LEAK_MIN_BYTES_PER_S
 
 
 def trend_at_s(host: HostState, now_s: float) -> float:
@@ -132,12 +116,12 @@ def trend_at_s(host: HostState, now_s: float) -> float:
 def _rising_trends(kept: Kept, host: HostState, now_s: float) -> tuple[HbmTrend | None, ...]:
     """Per chip of `host`: its HBM trend when it rose lately (`_rose_lately`), else None."""
     at_s = trend_at_s(host, now_s)
-    return kept.per_host_report(
-        host,
-        "hbm-rising",
-        lambda h: tuple(hbm_trend(c, at_s) if _rose_lately(c, at_s) else None for c in h.chips),
-        at_s,
-    )
+
+    def rising(chip: ChipState) -> HbmTrend | None:
+        steps = chip.history.hbm_steps(at_s)  # None with too few samples: no trend, risen or not
+        return None if steps is None or not _rose_lately(chip, at_s) else _trend(chip, steps)
+
+    return kept.per_host_report(host, "hbm-rising", lambda h: tuple(rising(c) for c in h.chips), at_s)
 
 
 def _uncorrected(kept: Kept, host: HostState) -> tuple[tuple[int, ChipEcc], ...]:
@@ -157,20 +141,9 @@ def _window_utils(kept: Kept, host: HostState, now_s: float) -> tuple[float | No
     """Per chip of `host`: its mean utilisation over the OUTLIER_WINDOW_S up to its host's latest
     report (None without a figure there); computed once per report."""
     at_s = trend_at_s(host, now_s)
-
-    def compute(h: HostState) -> tuple[float | None, ...]:
-        means: list[float | None] = []
-        for chip in h.chips:
-            utils = []
-            for sample in reversed(chip.history):
-                if at_s - sample.t_s > OUTLIER_WINDOW_S:
-                    break
-                if sample.t_s <= at_s and sample.util_pct is not None:
-                    utils.append(sample.util_pct)
-            means.append(sum(utils) / len(utils) if utils else None)
-        return tuple(means)
-
-    return kept.per_host_report(host, "util-window", compute, at_s)
+    return kept.per_host_report(
+        host, "util-window", lambda h: tuple(c.history.util_mean_pct(at_s) for c in h.chips), at_s
+    )
 
 
 def corrected_ecc_burst(chip: ChipState, now_s: float) -> int:

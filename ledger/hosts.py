@@ -14,12 +14,11 @@ from dataclasses import dataclass, field
 
 from trnwatch.collectors.neuron_monitor import Report
 from trnwatch.collectors.prometheus import ExporterReport
+from trnwatch.ledger.chip_history import HISTORY_SAMPLES, ChipHistory
 from trnwatch.ledger.chips import (
-    HISTORY_SAMPLES,
     NO_CHIPS,
     ChipFigures,
     ChipFrame,
-    ChipHistory,
     ChipState,
     chip_figures,
     fold_chip_samples,

@@ -558,15 +558,18 @@ def test_runtimes_are_bounded_across_hosts_and_the_ones_past_the_budget_counted(
     assert error.startswith("x" * MAX_KEPT_ERROR_CHARS + "...") and len(error) < MAX_KEPT_ERROR_CHARS + 40
 
 
-def test_chip_history_newest_hbm_reads_the_arrays_as_the_samples_read():
-    # What the leak rule reads (ledger/findings.py `_rose_lately`): the newest samples with an
-    # HBM figure up to a time, newest first, across the ring's wrap, skipping unknown figures.
+def test_chip_history_hbm_growth_reads_the_arrays_as_the_samples_read():
+    # What the leak rule reads (ledger/findings.py `_rose_lately`): the growth from the count-th
+    # newest sample with an HBM figure up to a time to the newest, across the ring's wrap,
+    # skipping unknown figures.
     history = ChipHistory(size=6)
     for t in range(10):
         history.append(float(t), 50.0, None if t % 3 == 0 else 1000 * t)
     by_samples = [(s.t_s, s.hbm_bytes) for s in reversed(history) if s.t_s <= 8.0 and s.hbm_bytes is not None]
-    assert history.newest_hbm(3, 8.0) == by_samples[:3] == [(8.0, 8000), (7.0, 7000), (5.0, 5000)]
-    assert history.newest_hbm(10, 8.0) == by_samples  # fewer than asked for: all there are
+    assert by_samples == [(8.0, 8000), (7.0, 7000), (5.0, 5000), (4.0, 4000)]
+    assert history.hbm_growth_per_s(3, 8.0) == (8000 - 5000) / (8.0 - 5.0)
+    assert history.hbm_growth_per_s(3, 9.0) == (8000 - 5000) / (8.0 - 5.0)  # the newest sample has none
+    assert history.hbm_growth_per_s(5, 8.0) is None  # fewer than asked for
 
 
 def test_executions_that_timed_out_are_errors_in_the_rate_the_runtimes_list_and_the_chip_view():
