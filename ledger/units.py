@@ -17,11 +17,20 @@ def pct(value: float | None, places: int = 1) -> str:
     return NA if value is None else f"{value:.{places}f}%"
 
 
+# Past any memory (1 ZiB): said as a power of two. From 2**1054 on, n / 2**30 is no float at all
+# (OverflowError), and input ints are unbounded.
+BEYOND_BYTES = 2**70
+
+
+def _beyond(n_bytes: int) -> str:
+    return f"2^{n_bytes.bit_length() - 1}+ bytes"
+
+
 def gib(n_bytes: int | None, places: int = 1) -> str:
     if n_bytes is None:
         return NA
-    if n_bytes >= 2**70:  # past any memory (1 ZiB); from 2**1054 on, n / 2**30 is no float at all
-        return f"2^{n_bytes.bit_length() - 1}+ bytes"
+    if n_bytes >= BEYOND_BYTES:
+        return _beyond(n_bytes)
     return f"{n_bytes / GIB:.{places}f} GiB"
 
 
@@ -34,6 +43,8 @@ def size(n_bytes: int | None) -> str:
     """Bytes in MiB below 1 GiB, GiB below 1 TiB, else TiB."""
     if n_bytes is None:
         return NA
+    if n_bytes >= BEYOND_BYTES:
+        return _beyond(n_bytes)
     if n_bytes >= TIB:
         return f"{n_bytes / TIB:.2f} TiB"
     if n_bytes >= GIB:
@@ -45,8 +56,8 @@ def used_of(used_bytes: int | None, capacity_bytes: int | None) -> str:
     """ "12.3 / 144.0 GiB (8.5%)", with the capacity's unit for both figures."""
     if used_bytes is None:
         return NA
-    if capacity_bytes is None:
-        return f"{size(used_bytes)} of unknown capacity"
+    if capacity_bytes is None or max(used_bytes, capacity_bytes) >= BEYOND_BYTES:
+        return f"{size(used_bytes)} of {'unknown capacity' if capacity_bytes is None else size(capacity_bytes)}"
     unit, div = ("TiB", TIB) if capacity_bytes >= TIB else ("GiB", GIB)
     share = 100.0 * used_bytes / capacity_bytes if capacity_bytes else None
     return f"{used_bytes / div:.2f} / {capacity_bytes / div:.2f} {unit} ({pct(share)})"

@@ -319,6 +319,17 @@ def test_receipt_markdown_formats_a_byte_count_no_float_can_hold():
     assert _gib(2**1100) == "2^1100+ bytes" and _gib(3 * 2**30) == "3.00 GiB"
 
 
+def test_every_byte_formatter_of_the_screens_says_a_count_no_float_can_hold():
+    """units.size (the job view's collective bytes) and used_of (HBM) divide like gib did: an
+    unbounded int from input past 2**1064 would raise OverflowError there."""
+    from trnwatch.ledger import units
+
+    assert units.size(2**1100) == "2^1100+ bytes" and units.size(3 * 2**40) == "3.00 TiB"
+    assert units.used_of(2**1100, 2**1200) == "2^1100+ bytes of 2^1200+ bytes"
+    assert units.used_of(2**1100, None) == "2^1100+ bytes of unknown capacity"
+    assert units.used_of(12 * 2**30, 144 * 2**30) == "12.00 / 144.00 GiB (8.3%)"
+
+
 def test_one_utilisation_over_100_costs_that_chip_its_sample_and_nothing_else():
     from trnwatch.ledger.receipt import build_receipt
 
