@@ -322,7 +322,7 @@ class Ledger:
 
     def _fold_report(self, stats: SourceStats, source_id: str, t: float, report: Report) -> bool:
         """Fold one report into its host; False (and counted) when the host cannot be kept."""
-        host_id = self._host_id(report, source_id)
+        host_id = self.host_id_of(report, source_id)
         host = self.hosts.get(host_id)
         if host is None:
             if len(self.hosts) >= MAX_HOSTS and not self._forget_a_lost_host(t):
@@ -412,7 +412,8 @@ class Ledger:
             stats.end_error = error
 
     @staticmethod
-    def _host_id(report, source_id: str) -> str:
+    def host_id_of(report: Report, source_id: str) -> str:
+        """The host a device report from `source_id` is folded into: its instance id, else the source's id."""
         info = report.instance_info
         if info is not None and info.instance_id:
             return info.instance_id

@@ -107,3 +107,42 @@ def plain_bytes(path: Path) -> bytes:
             return path.read_bytes()
         f.seek(0)
         return zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True).read()
+
+
+SCENARIO_T0 = 1_800_000_000.0
+SCENARIO_JOB_SOURCE = "job-dir:/sim-run"
+
+
+def write_scenario_recording(path: Path, scenario: str, ticks: int, start_s: float = SCENARIO_T0) -> float:
+    """The demo scenario's lines (36 hosts of trn3-gen2-us and their 576 ranks) for `ticks`
+    ticks at the demo's pace (tick t's job events at start + t + 0.5, its reports at start + t + 1
+    + host/100), written by trnwatch's recorder; returns the ground truth for the hang: the time
+    of the last step event."""
+    from trnwatch.workloads.sim.fleet import fleet_hosts
+    from trnwatch.workloads.sim.job import rank_events
+    from trnwatch.workloads.sim.source import host_source_id
+    from trnwatch.workloads.sim.topology import get_topology
+
+    hosts = fleet_hosts(get_topology("trn3-gen2-us"), 0, scenario, 1.0)
+    recorder = Recorder.to_file(path, "simulated", {})
+    last_step_s = 0.0
+    for host in hosts:
+        recorder.write(SourceEvent(host_source_id(host), "neuron-monitor", start_s, "open"))
+    recorder.write(SourceEvent(SCENARIO_JOB_SOURCE, "job", start_s, "open"))
+    for tick in range(ticks):
+        ts = start_s + tick + 0.5
+        for host in hosts:
+            for chip in range(host.topology.chips_per_host):
+                for core in range(host.topology.cores_per_chip):
+                    for event in rank_events(host, chip, core, tick, ts):
+                        if event["event"] == "step":
+                            last_step_s = max(last_step_s, event["ts"])
+                        recorder.write(Line(SCENARIO_JOB_SOURCE, "job", ts, json.dumps(event)))
+        for host in hosts:
+            if host.alive(tick):
+                received = start_s + tick + 1 + host.host_index / 100
+                recorder.write(Line(host_source_id(host), "neuron-monitor", received, host.report_line(tick)))
+        recorder.flush()
+    recorder.close()
+    assert recorder.error is None, recorder.error
+    return last_step_s

@@ -25,15 +25,13 @@ from pathlib import Path
 import pytest
 
 from trnwatch.cli import EXIT_ON_STATUS
-from trnwatch.collectors.lines import Line, SourceEvent
-from trnwatch.collectors.recording import Recorder
+from trnwatch.collectors.lines import Line
 from trnwatch.collectors.recording_reader import Recording
 from trnwatch.session import INCIDENT_PERIOD_S
-from trnwatch.workloads.sim.fleet import fleet_hosts
-from trnwatch.workloads.sim.job import fault_rank, rank_events
+from trnwatch.workloads.sim.job import fault_rank
 from trnwatch.workloads.sim.scenarios import ECC_UNCORRECTED_TICK, HANG_START_TICK
-from trnwatch.workloads.sim.source import host_source_id
 from trnwatch.workloads.sim.topology import get_topology
+from tests.recordings import write_scenario_recording
 from tests.waiting import process_alive, wait_until
 
 pytestmark = pytest.mark.slow
@@ -42,34 +40,6 @@ T0 = 1_800_000_000.0
 FAULT_HOST = "sim-trn3-gen2-us-07"
 FAULT_RANK = fault_rank(get_topology("trn3-gen2-us"))
 JOB_SOURCE = "job-dir:/sim-run"
-
-
-def write_scenario_recording(path: Path, scenario: str, ticks: int) -> float:
-    """The demo scenario's lines for `ticks` ticks at the demo's pace, recorded; returns the
-    ground truth for the hang: the time of the last step event."""
-    hosts = fleet_hosts(get_topology("trn3-gen2-us"), 0, scenario, 1.0)
-    recorder = Recorder.to_file(path, "simulated", {})
-    last_step_s = 0.0
-    for host in hosts:
-        recorder.write(SourceEvent(host_source_id(host), "neuron-monitor", T0, "open"))
-    recorder.write(SourceEvent(JOB_SOURCE, "job", T0, "open"))
-    for tick in range(ticks):
-        ts = T0 + tick + 0.5
-        for host in hosts:
-            for chip in range(host.topology.chips_per_host):
-                for core in range(host.topology.cores_per_chip):
-                    for event in rank_events(host, chip, core, tick, ts):
-                        if event["event"] == "step":
-                            last_step_s = max(last_step_s, event["ts"])
-                        recorder.write(Line(JOB_SOURCE, "job", ts, json.dumps(event)))
-        for host in hosts:
-            if host.alive(tick):
-                received = T0 + tick + 1 + host.host_index / 100
-                recorder.write(Line(host_source_id(host), "neuron-monitor", received, host.report_line(tick)))
-        recorder.flush()
-    recorder.close()
-    assert recorder.error is None, recorder.error
-    return last_step_s
 
 
 @pytest.fixture(scope="module")

@@ -285,6 +285,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 1 when steady tokens/s fell by more than PCT percent beyond noise",
     )
 
+    from trnwatch import export_cmd, runs_cmd
+
+    export_cmd.add_parser(sub)
+    runs_cmd.add_parser(sub)
+
     schema = sub.add_parser(
         "schema",
         help="print the JSON Schema of a contract",
@@ -343,6 +348,14 @@ def _dispatch(args) -> int:
         return _print_schema(args.contract)
     if args.command == "compare":
         return _run_compare(args)
+    if args.command == "export":
+        from trnwatch import export_cmd
+
+        return export_cmd.run(args)
+    if args.command == "runs":
+        from trnwatch import runs_cmd
+
+        return runs_cmd.run(args)
     try:
         if args.command == "snapshot":
             return _run_snapshot(args)

@@ -42,7 +42,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from trnwatch.collectors.decode import decode
+from trnwatch.collectors.decode import Decoded, decode
 from trnwatch.collectors.lines import Carried, ClockMark, Line, SourceEvent
 from trnwatch.ledger.ledger import Ledger
 
@@ -170,19 +170,7 @@ class Intake:
             self._frozen_size = size
 
     def _fold(self, item: Line | SourceEvent | ClockMark | Carried) -> None:
-        ledger = self.ledger
-        if isinstance(item, Line):
-            ledger.fold(decode(item))
-        elif isinstance(item, ClockMark):
-            ledger.clock_mark(item)
-        elif isinstance(item, Carried):
-            ledger.carry(decode(item.line))
-        elif item.event == "open":
-            ledger.source(item.source_id, item.kind)
-        elif item.event == "end":
-            ledger.end_source(item.source_id, item.t_s, item.error)
-        else:  # "connecting" / "down" of a remote source that reconnects (SSH, Prometheus)
-            ledger.link_event(item)
+        fold_item(self.ledger, item)
 
     def close(self) -> None:
         """Fold everything still queued, in order (once `run` is cancelled); unfreeze, and give
@@ -195,3 +183,21 @@ class Intake:
             self._thresholds = None
         self._room.set()
         self._idle.set()
+
+
+def fold_item(ledger: Ledger, item: Line | SourceEvent | ClockMark | Carried, decoded: Decoded | None = None) -> None:
+    """Decode and fold one item into the ledger: the one way a line, a carried line, a clock mark
+    or a source event enters it (the intake's slices, and `trnwatch export`, which passes a
+    line's `decoded` records when it read them itself)."""
+    if isinstance(item, Line):
+        ledger.fold(decoded if decoded is not None else decode(item))
+    elif isinstance(item, ClockMark):
+        ledger.clock_mark(item)
+    elif isinstance(item, Carried):
+        ledger.carry(decode(item.line))
+    elif item.event == "open":
+        ledger.source(item.source_id, item.kind)
+    elif item.event == "end":
+        ledger.end_source(item.source_id, item.t_s, item.error)
+    else:  # "connecting" / "down" of a remote source that reconnects (SSH, Prometheus)
+        ledger.link_event(item)

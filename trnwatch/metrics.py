@@ -32,6 +32,12 @@ MAX_REQUEST_BYTES = 8192
 READ_TIMEOUT_S = 5.0
 VERDICTS: tuple[str, ...] = Verdict.__args__  # type: ignore[attr-defined]
 CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+# Families `trnwatch export --format openmetrics` writes under these same names.
+VERDICT_METRIC = "trnwatch_job_verdict"
+TOKENS_METRIC = "trnwatch_tokens_per_second"
+INCIDENT_OPEN_METRIC = "trnwatch_incident_open"
+# (export scope, column) -> the family this endpoint serves that figure under.
+EXPORTED_NAMES = {("job", "tokens_per_s"): TOKENS_METRIC}
 
 
 class MetricsError(ValueError):
@@ -52,7 +58,7 @@ def _label(value: object) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def _labels(**labels: object) -> str:
+def label_set(**labels: object) -> str:
     shown = [f'{k}="{_label(v)}"' for k, v in labels.items() if v is not None]
     return "{" + ",".join(shown) + "}" if shown else ""
 
@@ -72,15 +78,15 @@ def render(session: "Session", now_s: float) -> str:
         "trnwatch_evidence",
         "gauge",
         "1 for what the figures are: live, simulated or replayed.",
-        [(_labels(evidence=ledger.evidence), 1)],
+        [(label_set(evidence=ledger.evidence), 1)],
     )
     diagnosis = read.diagnosis
     if diagnosis is not None:
         family(
-            "trnwatch_job_verdict",
+            VERDICT_METRIC,
             "gauge",
             "1 for the job's current verdict, 0 for the others.",
-            [(_labels(verdict=v), int(v == diagnosis.verdict)) for v in VERDICTS],
+            [(label_set(verdict=v), int(v == diagnosis.verdict)) for v in VERDICTS],
         )
         suspect = diagnosis.suspects[0] if diagnosis.suspects else None
         if suspect is not None:
@@ -88,7 +94,7 @@ def render(session: "Session", now_s: float) -> str:
                 "trnwatch_job_suspect",
                 "gauge",
                 "The job's first suspect rank and where it runs (1 while named).",
-                [(_labels(rank=suspect.rank, host=suspect.host, chip=suspect.chip, region=suspect.region), 1)],
+                [(label_set(rank=suspect.rank, host=suspect.host, chip=suspect.chip, region=suspect.region), 1)],
             )
     opened = session.incidents.open_incidents()
     counts = Counter((i.kind, i.severity) for i in opened)
@@ -96,15 +102,15 @@ def render(session: "Session", now_s: float) -> str:
         "trnwatch_incidents_open",
         "gauge",
         "Open incidents by kind and severity.",
-        [(_labels(kind=k, severity=s), counts.get((k, s), 0)) for k in KIND_ORDER for s in SEVERITIES],
+        [(label_set(kind=k, severity=s), counts.get((k, s), 0)) for k in KIND_ORDER for s in SEVERITIES],
     )
     family(
-        "trnwatch_incident_open",
+        INCIDENT_OPEN_METRIC,
         "gauge",
         f"One series per open incident with its site (the {MAX_INCIDENT_SERIES} most severe).",
         [
             (
-                _labels(
+                label_set(
                     id=i.id,
                     kind=i.kind,
                     label=i.label,
@@ -134,23 +140,21 @@ def render(session: "Session", now_s: float) -> str:
     throughput = ledger.job.throughput(now_s) if ledger.job is not None else None
     if throughput is not None:
         if throughput.tokens_per_s is not None:
-            family(
-                "trnwatch_tokens_per_second", "gauge", "Steady tokens/s of the job.", [("", throughput.tokens_per_s)]
-            )
+            family(TOKENS_METRIC, "gauge", "Steady tokens/s of the job.", [("", throughput.tokens_per_s)])
         p = throughput.step_time_s
         shown = [(name, v) for name, v in (("p50", p.p50), ("p90", p.p90), ("p99", p.p99)) if v is not None]
         family(
             "trnwatch_step_time_seconds",
             "gauge",
             "Steady step time percentiles (a gauge: `quantile` is a summary's label).",
-            [(_labels(percentile=name), v) for name, v in shown],
+            [(label_set(percentile=name), v) for name, v in shown],
         )
     states = Counter(read.freshness.values())
     family(
         "trnwatch_hosts",
         "gauge",
         "Hosts by freshness.",
-        [(_labels(state=s), states.get(s, 0)) for s in ("fresh", "stale", "lost")],
+        [(label_set(state=s), states.get(s, 0)) for s in ("fresh", "stale", "lost")],
     )
     sources = ledger.sources.values()
     family("trnwatch_reports", "counter", "Lines folded.", [("_total", sum(s.reports for s in sources))])
@@ -167,7 +171,7 @@ def render(session: "Session", now_s: float) -> str:
             "counter",
             "Alerts by result.",
             [
-                ("_total" + _labels(result=r), n)
+                ("_total" + label_set(result=r), n)
                 for r, n in (("sent", c.sent), ("failed", c.failed), ("suppressed", c.suppressed))
             ],
         )

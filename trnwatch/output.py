@@ -139,6 +139,63 @@ def write_new(path: Path, text: str) -> Path:
     return path
 
 
+class NewFile:
+    """A file created whole or not at all, written as a stream (an export of a long recording):
+    the bytes go to a private temporary file in the same folder, and `commit` fsyncs it and
+    hard-links it to its name (`ExistingFileError` if the name exists by then); `discard`, or
+    leaving the `with` block on an exception, removes it, so nothing half-written is ever left
+    under the name. Bytes are written as given (callers redact text)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        make_dirs(path.parent)
+        if os.path.lexists(path):
+            raise ExistingFileError(existing_file_message(path))
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # O_EXCL, 0600
+        except OSError as exc:
+            raise OutputError(f"cannot write {path}: {os_error_reason(exc)}") from None
+        self._tmp = Path(tmp)
+        os.fchmod(fd, FILE_MODE)
+        self.file = os.fdopen(fd, "wb", buffering=1 << 20)
+
+    def write(self, data: bytes) -> None:
+        try:
+            self.file.write(data)
+        except OSError as exc:
+            raise OutputError(f"cannot write {self.path}: {os_error_reason(exc)}") from None
+
+    def commit(self) -> Path:
+        try:
+            self.file.flush()
+            os.fsync(self.file.fileno())
+            self.file.close()
+            os.link(self._tmp, self.path, follow_symlinks=False)
+        except FileExistsError:
+            raise ExistingFileError(existing_file_message(self.path)) from None
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK):
+                raise OutputError(f"cannot write {self.path}: {os_error_reason(exc)}") from None
+            os.rename(self._tmp, self.path)  # no hard links here: the name was checked free at start
+        finally:
+            self.discard()
+        return self.path
+
+    def discard(self) -> None:
+        if not self.file.closed:
+            try:
+                self.file.close()
+            except OSError:
+                pass  # a write that failed: the file goes anyway
+        self._tmp.unlink(missing_ok=True)
+
+    def __enter__(self) -> "NewFile":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.discard()
+
+
 def rewrite_own(path: Path, text: str) -> Path:
     """Replace a file trnwatch wrote itself this session (temporary file, fsync, rename: a rename
     replaces the name and never follows it). Raises `OutputError`."""
