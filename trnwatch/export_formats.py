@@ -5,7 +5,7 @@ and a recording as a Chrome trace-event timeline; each streams, holding at most 
   (`2026-12-01T03:00:00.500000Z`); a null is an empty field.
 - JSON lines: one object per row, the same names; times as in CSV; nulls as `null`.
 - Parquet (pyarrow, `pip install 'trnwatch[data]'`): typed columns, `time` columns as UTC
-  timestamps in microseconds, written in row groups of BATCH_ROWS.
+  timestamps in microseconds, written in row groups of BATCH_ROWS (zstd).
 - OpenMetrics: one gauge family per figure of the scope, each sample with its row's timestamp and
   its identity columns as labels, for `promtool tsdb create-blocks-from openmetrics`. Names are
   trnwatch/metrics.py's where `--serve-metrics` has the figure (`trnwatch_job_verdict`,
@@ -25,7 +25,8 @@ from typing import IO, Any
 from trnwatch import metrics
 from trnwatch.export_scopes import COLUMNS, Column, Row, Scope
 
-BATCH_ROWS = 65_536
+BATCH_ROWS = 65_536  # rows of a Parquet row group
+ARROW_BATCH_ROWS = 8_192  # rows held as Python tuples at a time
 INT64_MAX = 2**63 - 1
 # An open incident's series is sampled this often (and at its opening and closing), so a
 # Prometheus query between two samples sees it (the default lookback is 5 minutes).
@@ -134,7 +135,7 @@ def _arrow_values(values: list, column: Column) -> list:
     return values
 
 
-def arrow_batches(scope: Scope, rows: Iterable[Row], size: int = BATCH_ROWS) -> Iterator[Any]:
+def arrow_batches(scope: Scope, rows: Iterable[Row], size: int = ARROW_BATCH_ROWS) -> Iterator[Any]:
     """The rows as pyarrow RecordBatches of at most `size` rows, typed by the scope's schema."""
     pa = require_pyarrow()
     schema = arrow_schema(scope)
@@ -149,14 +150,22 @@ def arrow_batches(scope: Scope, rows: Iterable[Row], size: int = BATCH_ROWS) -> 
 
 
 def write_parquet(scope: Scope, rows: Iterable[Row], file: IO[bytes]) -> int:
-    require_pyarrow()
+    """Row groups of BATCH_ROWS, each gathered from Arrow batches of ARROW_BATCH_ROWS: a row
+    group's rows are held as Arrow columns, never as Python tuples."""
+    pa = require_pyarrow()
     import pyarrow.parquet as pq
 
     count = 0
+    group: list = []
     with pq.ParquetWriter(file, arrow_schema(scope), compression="zstd") as writer:
-        for batch in arrow_batches(scope, rows):
-            writer.write_batch(batch)
+        for batch in arrow_batches(scope, rows, ARROW_BATCH_ROWS):
+            group.append(batch)
             count += batch.num_rows
+            if sum(b.num_rows for b in group) >= BATCH_ROWS:
+                writer.write_table(pa.Table.from_batches(group), row_group_size=BATCH_ROWS)
+                group = []
+        if group:
+            writer.write_table(pa.Table.from_batches(group), row_group_size=BATCH_ROWS)
     return count
 
 

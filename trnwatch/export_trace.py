@@ -37,6 +37,8 @@ class _Trace:
         self.first = True
         self.pids: dict[str, int] = {}
         self.host_names: dict[str, str] = {}  # host id -> hostname, from chip rows
+        self.named: set[str] = set()  # hosts whose process is named with their host id
+        self.named_pids: set[int] = set()
         self.ranks: set[int] = set()
         self.regions: dict[int, tuple[str, float, int]] = {}  # rank -> (region, since, pid)
         self.last_s: float | None = None
@@ -60,9 +62,14 @@ class _Trace:
         pid = self.pids.get(key)
         if pid is None:
             pid = self.pids[key] = len(self.pids) + 1
+            self._event({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}})
+        if key not in self.named and (host_id is not None or pid not in self.named_pids):
+            # named by its hostname first (a rank's), then again with its host id once a report gives it
             name = key if host_id is None or host_id == key else f"{key} ({host_id})"
             self._event({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
-            self._event({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}})
+            self.named_pids.add(pid)
+            if host_id is not None:
+                self.named.add(key)
         return pid
 
     def _see(self, t: float) -> None:

@@ -176,7 +176,9 @@ class NewFile:
         except OSError as exc:
             if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK):
                 raise OutputError(f"cannot write {self.path}: {os_error_reason(exc)}") from None
-            os.rename(self._tmp, self.path)  # no hard links here: the name was checked free at start
+            if os.path.lexists(self.path):  # no hard links here (FAT, some FUSE): a rename, never over a name
+                raise ExistingFileError(existing_file_message(self.path)) from None
+            os.rename(self._tmp, self.path)
         finally:
             self.discard()
         return self.path
