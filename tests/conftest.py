@@ -1,5 +1,6 @@
 """Suite-wide setup."""
 
+import os
 import signal
 
 import pytest
@@ -12,6 +13,12 @@ from trnwatch import redaction
 # with SIGINT at its default again, as under a terminal.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# pytest-xdist's workers run with COLUMNS=80 and LINES=24 in their environment, and Textual takes
+# those over the terminal's own size: a child started on a 120x30 pty (tests/test_tui_pty.py) would
+# draw at 80x24. The tests set every size they want themselves.
+for _size in ("COLUMNS", "LINES"):
+    os.environ.pop(_size, None)
 
 
 @pytest.fixture(autouse=True)
