@@ -69,10 +69,13 @@ class Intake:
         ledger: Ledger,
         slice_s: float = FOLD_SLICE_S,
         max_queued: int = MAX_QUEUED,
-        after_slice: Callable[[], None] | None = None,
+        on_time: Callable[[float], None] | None = None,
     ):
         self.ledger = ledger
-        self.after_slice = after_slice  # called after each fold slice (the session judges incidents)
+        # Called with each folded item's time (a line's, a source event's, a clock mark's): the
+        # session judges incidents on that clock, so a replay at any speed judges where the live
+        # session did, whatever the slices were.
+        self.on_time = on_time
         self.slice_s = slice_s
         self.max_queued = max_queued
         self.slices = 0  # fold slices run (each followed by a turn of the event loop)
@@ -86,9 +89,12 @@ class Intake:
         self.full_collections = 0  # run by the intake (CPython runs none while it runs)
         self._frozen_size = (-1, -1)  # (hosts, sources) when last frozen
         self._thresholds: tuple[int, int, int] | None = None  # the collector's, while the intake runs
+        self._halted = False  # `halt`: nothing more is folded
 
     def put(self, item: Line | SourceEvent | ClockMark | Carried) -> None:
         """Queue one item (already recorded); it is folded after everything queued before it."""
+        if self._halted:
+            return
         self._queue.append(item)
         self._wake.set()
         self._idle.clear()
@@ -116,8 +122,6 @@ class Intake:
             self._wake.clear()
             while self._queue:
                 self._fold_slice()
-                if self.after_slice is not None:
-                    self.after_slice()
                 if len(self._queue) < self.max_queued:
                     self._room.set()
                 # The event loop's turn (keys, repaints, sources) after the slice and again after
@@ -171,6 +175,14 @@ class Intake:
 
     def _fold(self, item: Line | SourceEvent | ClockMark | Carried) -> None:
         fold_item(self.ledger, item)
+        if self.on_time is not None and not isinstance(item, Carried):  # carried: from before a replay's window
+            self.on_time(item.received_s if isinstance(item, Line) else item.t_s)
+
+    def halt(self) -> None:
+        """Fold nothing more: what is queued and whatever comes is dropped (a replay that ended
+        at an --exit-on moment; the recording still holds the rest)."""
+        self._halted = True
+        self._queue.clear()
 
     def close(self) -> None:
         """Fold everything still queued, in order (once `run` is cancelled); unfreeze, and give

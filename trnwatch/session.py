@@ -45,8 +45,9 @@ from trnwatch.outside import clean
 if TYPE_CHECKING:
     from trnwatch.stacks import StackCapturer
 
-# How often the session judges findings into incidents (by its own clock: the wall for a live
-# session, the data's time for a replay, so a replay at full speed is judged as often).
+# How often the session judges findings into incidents, on the clock of what it folded (each line's,
+# source event's and clock mark's recorded time, trnwatch/intake.py `on_time`): a live session
+# judges at the same moments as its replay at any speed, so both keep the same incidents.
 INCIDENT_PERIOD_S = 1.0
 
 SIGNAL_REASONS: dict[int, ExitReason] = {
@@ -114,7 +115,7 @@ class Session:
         self.receipt_path = receipt_path  # where the receipt goes (None: the default folder)
         self.remote_sources = remote_sources  # SSH hosts or Prometheus endpoints: headless shows their links
         # Decodes and folds on the event loop for at most `fold_slice_s` at a go.
-        self._intake = Intake(ledger, fold_slice_s, after_slice=self._observe_if_due)
+        self._intake = Intake(ledger, fold_slice_s, on_time=self._judge_at)
         # Every finding of the session as an incident (ledger/incidents.py), judged once per
         # INCIDENT_PERIOD_S whether or not a screen is shown; `on_incidents` hears of each change.
         self.incidents = IncidentLog()
@@ -164,16 +165,19 @@ class Session:
             if incident.label.lower() in self.exit_on or incident.severity in self.exit_on:
                 self.exit_on_incident = incident
                 self.stop("exit-on")
+                if self.relayed_clock:
+                    # A replay ends where the recorded session would have: what the recording
+                    # holds after this moment stays in it, unfolded (a live session's queue
+                    # holds what arrived, and is folded).
+                    self._intake.halt()
 
-    def _observe_if_due(self) -> None:
-        now_s = self.now_s()
-        if self._observed_s is None or now_s - self._observed_s >= INCIDENT_PERIOD_S or now_s < self._observed_s:
-            self.observe(now_s)
-
-    async def _observe_periodically(self) -> None:
-        while True:
-            await asyncio.sleep(INCIDENT_PERIOD_S / 2)
-            self._observe_if_due()
+    def _judge_at(self, t_s: float) -> None:
+        """Judge at `t_s`, the time of the item just folded, once INCIDENT_PERIOD_S passed on that
+        clock since the last judgement (or it stepped back). A live session's clock marks (one a
+        second, `_tick`) keep it going while nothing arrives; a replay's are the recorded ones."""
+        observed = self._observed_s
+        if observed is None or t_s - observed >= INCIDENT_PERIOD_S or t_s < observed:
+            self.observe(t_s)
 
     def stop(self, reason: ExitReason) -> None:
         """Ask the session to end; the first reason given is the one the receipt keeps."""
@@ -194,7 +198,6 @@ class Session:
                 self.apply(SourceEvent(spec.source_id, spec.kind, time.time(), "open"))
         tasks = [asyncio.create_task(self._consume(spec)) for spec in self.sources]
         helpers = [asyncio.create_task(self._intake.run()), asyncio.create_task(self._all_ended(tasks))]
-        helpers.append(asyncio.create_task(self._observe_periodically()))
         helpers += [asyncio.create_task(work()) for work in self.background]
         helpers.append(asyncio.create_task(self._tick()))
         if self.duration_s is not None:

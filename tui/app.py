@@ -228,8 +228,10 @@ class TrnwatchApp(App[None]):
         read = self.ledger.read(now_s)
         settle(read, self.selection)
         if not selection_only:
-            # With a session, its incidents: a finding held through a pause stays on the fault line.
-            self.findings = read.findings if self.session is None else tuple(self.session.observe(now_s))
+            # With a session, its incidents (judged as it folds, on its data's clock: the screen
+            # adds no judgement, so a session with a screen keeps the incidents its replay does):
+            # a finding held through a pause stays on the fault line.
+            self.findings = read.findings if self.session is None else tuple(self.session.incidents.open_findings())
         view = self.view
         frame = Frame(
             read,
