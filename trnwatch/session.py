@@ -78,12 +78,15 @@ class SourceSpec:
 
     A relay (a replay) carries other sources' recorded lines and open/end events: it is not
     itself registered in the ledger, so a replayed receipt lists exactly the recorded sources.
+    A replay's relay also carries the recorded clock marks (`recorded_clock`); a live relay (a
+    job-dir follower) does not, and the session marks the wall clock's progress beside it.
     """
 
     source_id: str
     kind: LineKind
     lines: Callable[[], AsyncIterator[Line | SourceEvent | ClockMark | Carried]]
     relay: bool = False
+    recorded_clock: bool = False
 
 
 class Session:
@@ -283,8 +286,8 @@ class Session:
 
     @property
     def relayed_clock(self) -> bool:
-        """True when a relay (a replay) carries the recorded session's clock marks."""
-        return any(spec.relay for spec in self.sources)
+        """True when a replay carries the recorded session's clock marks (judged on them)."""
+        return any(spec.recorded_clock for spec in self.sources)
 
     @property
     def recorded_evidence(self):

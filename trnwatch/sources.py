@@ -407,7 +407,13 @@ def _replay_build(args: argparse.Namespace, ctx: Context) -> Built:
 
     # The relay carries every recorded source's lines and events; each line keeps its kind, so
     # it is decoded by the decoder it was decoded by live.
-    spec = SourceSpec("replay", "neuron-monitor", lambda: replay_lines(recording, speed, from_s, to_s), relay=True)
+    spec = SourceSpec(
+        "replay",
+        "neuron-monitor",
+        lambda: replay_lines(recording, speed, from_s, to_s),
+        relay=True,
+        recorded_clock=True,
+    )
     return Built(
         [spec],
         ultraservers=dict(recording.header.ultraservers),
