@@ -63,6 +63,12 @@ WORST_STATE_FIRST: tuple[str, ...] = ("lost", "reconnecting", "stale", "connecti
 QUIET_KINDS = ("kernel-log",)
 
 
+def source_delivered(reports: int, rejected: int, unparsed: int, kind: str, state: str | None) -> bool:
+    """Whether a source delivered anything: a line folded, rejected or read unmatched from a job
+    log, or a quiet source (a kernel log) connected, whose silence says no kernel error."""
+    return bool(reports or rejected or unparsed) or (kind in QUIET_KINDS and state == "connected")
+
+
 # With MAX_HOSTS hosts kept, a new host takes the place of the one silent longest, once that one
 # has been silent this long (4 x LOST_MIN_S: lost, and not coming back); counted as forgotten.
 HOST_FORGET_AFTER_S = 120.0
@@ -362,6 +368,21 @@ class Ledger:
         self.clock_s = mark.t_s if self.clock_s is None else max(self.clock_s, mark.t_s)
         if mark.end:
             self.ended_s = mark.t_s
+
+    def nothing_delivered(self) -> bool:
+        """Whether no source ever delivered anything (`source_delivered`): a session that measured
+        nothing (exit status 5; receipt_markdown's headline says so from the receipt's sources)."""
+        now_s = self.latest_s()
+        return not any(
+            source_delivered(
+                s.reports,
+                sum(s.rejected.values()),
+                s.unparsed_lines,
+                s.kind,
+                None if now_s is None else s.state(now_s, None),
+            )
+            for s in self.sources.values()
+        )
 
     def latest_s(self) -> float | None:
         """The latest moment the session is known to have reached: its end, else the latest

@@ -14,6 +14,7 @@ from trnwatch.collectors.scheduler import KubernetesJob, job_words
 from trnwatch.ledger import units
 from trnwatch.ledger.incidents import incident_words, site_words, worst_first
 from trnwatch.ledger.job_summary import Percentiles
+from trnwatch.ledger.ledger import source_delivered
 from trnwatch.ledger.receipt import SCHEMA, EfaEntry, Receipt
 from trnwatch.ledger.runtimes import is_execution_error
 from trnwatch.outside import clean
@@ -116,6 +117,7 @@ def boundary_words(r: Receipt) -> str:
 def _headline(r: Receipt) -> list[str]:
     job = r.job
     lines = [f"# trnwatch receipt: {r.evidence.upper()}", ""]
+    lines += _nothing_measured(r)
     if job is None:
         lines.append("**No job telemetry was connected**: device figures only (no verdict, throughput or goodput).")
     else:
@@ -162,6 +164,20 @@ def _headline(r: Receipt) -> list[str]:
         f"(first to last line received); exit reason: {r.exit_reason}. Schema `{SCHEMA}`; {_md_text(r.tool)}.",
     ]
     return lines
+
+
+def _nothing_measured(r: Receipt) -> list[str]:
+    """The first headline line when no source delivered anything (the rule of
+    Ledger.nothing_delivered, over the receipt's sources): nothing below it was measured, and each
+    source says why."""
+    if any(source_delivered(s.reports, s.rejected, s.unparsed_lines, s.kind, s.state) for s in r.sources):
+        return []
+    why = "; ".join(f"{_md_text(s.id)}: {_md_text(s.failed or f'no line ({s.state})')}" for s in r.sources)
+    return [
+        "- **Nothing was measured**: no source delivered a line"
+        + (f" ({why})" if why else " (no source appeared: no job file or log was found)")
+        + "; the lines below describe an empty session"
+    ]
 
 
 HEADLINE_INCIDENTS = 3

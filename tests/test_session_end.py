@@ -242,7 +242,8 @@ def test_ssh_hosts_that_never_connected_are_failed_sources_in_the_receipt_and_it
     receipt_path = tmp_path / "r.json"
     command = TRNWATCH + ["watch", "--hosts", "nohost-[1-2]", "--ssh-config", str(config), "--headless"]
     done = run_until_said(command + ["--receipt", str(receipt_path)], ["nohost-1 lost", "nohost-2 lost"])
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 5, done.stderr  # nothing was measured: not a normal end for a script
+    assert "nothing was measured: no source delivered a line" in done.stderr
     receipt = json.loads(receipt_path.read_text())
     sources = {s["id"]: s for s in receipt["sources"]}
     assert sorted(sources) == ["nohost-1", "nohost-2"]
@@ -252,3 +253,8 @@ def test_ssh_hosts_that_never_connected_are_failed_sources_in_the_receipt_and_it
     markdown = receipt_path.with_suffix(".md").read_text()
     assert "No stream had rejected lines, gaps or errors" not in markdown
     assert "| nohost-1 | neuron-monitor | 0 | 0 | 0 | 0 (0.0 s) | failed: never connected: " in markdown
+    headline = markdown.splitlines()[2]
+    assert headline.startswith(
+        "- **Nothing was measured**: no source delivered a line (nohost-1: never connected: ssh: "
+    )
+    assert markdown.index("Nothing was measured") < markdown.index("Incidents: none")

@@ -223,7 +223,7 @@ def test_a_remote_command_that_never_writes_dies_with_the_session(sshd, tmp_path
             )
             wait_until(lambda: len(_remote_left(marker)) == 2, "both remote commands running")
             out, err = proc.communicate(timeout=120)
-            assert proc.returncode == 0, err
+            assert proc.returncode == 5, err  # the hung monitors delivered nothing: nothing was measured
             assert out.rstrip("\n").splitlines()[-1].startswith("receipt: ") and "Traceback" not in err
             assert "Event loop is closed" not in err and err.rstrip("\n").splitlines()[-1].startswith("trnwatch:")
         else:

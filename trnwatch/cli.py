@@ -106,6 +106,7 @@ def _session_options(p: argparse.ArgumentParser, ultraserver_map: bool = True) -
 
 
 EXIT_ON_STATUS = 4  # `--exit-on` ended the session (distinct from 0, 1, 2, 3 and 130)
+NOTHING_MEASURED_STATUS = 5  # a session that ended otherwise normally in which no source delivered a line
 EXIT_ON_WORDS = ("slow", "late", "stalled", "hung", "dead", "failed", "critical", "error", "warning")
 
 
@@ -498,7 +499,9 @@ def _run_session(args) -> int:
     _end_alerts(session)
     if reason == "exit-on":
         return _exit_on_status(session)
-    return 1 if _ended_badly(session, reason) or path is None else 0
+    if _ended_badly(session, reason) or path is None:
+        return 1
+    return _nothing_measured_status(session)
 
 
 def _ended_badly(session, reason: str) -> bool:
@@ -507,6 +510,15 @@ def _ended_badly(session, reason: str) -> bool:
     nothing_valid = _say_if_nothing_valid(session)
     lost = any(s.end_error for s in session.ledger.sources.values())
     return reason == "error" or (lost and reason == "eof") or nothing_valid
+
+
+def _nothing_measured_status(session) -> int:
+    """0, or NOTHING_MEASURED_STATUS (said on stderr) when no source ever delivered a line: a
+    script can tell "ran and saw nothing" from "fine"."""
+    if not session.ledger.nothing_delivered():
+        return 0
+    _warn(f"nothing was measured: no source delivered a line (exit status {NOTHING_MEASURED_STATUS})")
+    return NOTHING_MEASURED_STATUS
 
 
 def _exit_on_status(session) -> int:
@@ -568,7 +580,9 @@ def _run_record(args) -> int:
     _end_alerts(session)
     if reason == "exit-on":
         return _exit_on_status(session)
-    return 1 if _ended_badly(session, reason) or rec.error or (args.receipt is not None and path is None) else 0
+    if _ended_badly(session, reason) or rec.error or (args.receipt is not None and path is None):
+        return 1
+    return _nothing_measured_status(session)
 
 
 RECORD_PROGRESS_EVERY_S = 300.0  # a recorder runs for days: a progress line every 5 minutes

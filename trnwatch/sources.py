@@ -553,7 +553,7 @@ def _job_log_options(o: Options) -> None:
 def _job_log_build(args: argparse.Namespace, ctx: Context) -> Built:
     """One source per --job-log file, all read as one run, and one relaying follower per folder
     (torchrun's --log-dir); `OptionError` for a bad profile."""
-    from trnwatch.collectors.job_log import follow_job_log, follow_log_dir, log_sources
+    from trnwatch.collectors.job_log import follow_job_log, follow_log_dir, log_dir_files, log_sources
     from trnwatch.collectors.log_profiles import LogProfileError, load_profile_file, profile_registry
 
     profiles = profile_registry()
@@ -567,6 +567,15 @@ def _job_log_build(args: argparse.Namespace, ctx: Context) -> Built:
         raise OptionError(f"unknown log profile {args.log_profile!r}; choose one of: {choices}")
     folders = [path for path in args.job_log if path.is_dir()]
     files = [str(path) for path in args.job_log if not path.is_dir()]
+    # A job that has not started yet: its log may appear later (said as --job-dir says it).
+    notes = [
+        f"--job-log {path}: no such file yet; waiting for it to appear" for path in files if not Path(path).exists()
+    ]
+    notes += [
+        f"--job-log {folder}: no attempt_N/<rank>/std*.log in it yet (a folder is torchrun's --log-dir); waiting"
+        for folder in folders
+        if not any(log_dir_files(str(folder)))
+    ]
     # A folder is torchrun's --log-dir (per-rank files under attempt_N/): each file its own
     # source, relayed by one follower that also picks up the attempt folders made later.
     specs = [
@@ -579,7 +588,7 @@ def _job_log_build(args: argparse.Namespace, ctx: Context) -> Built:
         for folder in folders
     ]
     if not files:
-        return Built(specs)
+        return Built(specs, notes=notes)
     run, logs = log_sources(files)
     specs += [
         SourceSpec(
@@ -599,7 +608,7 @@ def _job_log_build(args: argparse.Namespace, ctx: Context) -> Built:
         )
         for log in logs
     ]
-    return Built(specs)
+    return Built(specs, notes=notes)
 
 
 def _job_run(args: argparse.Namespace) -> str | None:
