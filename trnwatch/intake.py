@@ -32,8 +32,9 @@ Prometheus answer's split walked every row the split held (5-13 ms at 1,152 host
 the split's slice: docs/scale-out.md).
 
 Nothing is lost: `close` decodes and folds whatever is still queued when the session ends. The
-queue is bounded: a source whose lines arrive faster than they are folded waits in `room` (a
-replay at full speed, a backlog of rank files), so memory stays bounded.
+queue is bounded in items and in line text (MAX_QUEUED, MAX_QUEUED_CHARS): a source whose lines
+arrive faster than they are folded waits in `room` (a replay at full speed, a backlog of rank
+files), so memory stays bounded, by a frame or two of a replay whose lines are tens of MB.
 """
 
 import asyncio
@@ -55,6 +56,10 @@ FOLD_SLICE_S = 0.005
 YOUNG_SLICES_PER_OLDER = 8
 # Items queued (not yet folded) beyond which sources wait: ~2 refreshes of 1,152 promql lines.
 MAX_QUEUED = 4096
+# Characters of line text queued beyond which sources wait too (issue 36 item 9): a few frames
+# as the recorder cuts them (4 MiB of entries), so a replay of frames that each hold one line of
+# tens of MB holds a frame or two, not every frame the reader got ahead by.
+MAX_QUEUED_CHARS = 16 << 20
 # Collections of the middle generation between two full collections (CPython's own threshold).
 OLDER_PER_FULL = 10
 # Keeps CPython from starting a full collection of its own while the intake runs.
@@ -69,6 +74,7 @@ class Intake:
         ledger: Ledger,
         slice_s: float = FOLD_SLICE_S,
         max_queued: int = MAX_QUEUED,
+        max_queued_chars: int = MAX_QUEUED_CHARS,
         on_time: Callable[[float], None] | None = None,
     ):
         self.ledger = ledger
@@ -78,6 +84,8 @@ class Intake:
         self.on_time = on_time
         self.slice_s = slice_s
         self.max_queued = max_queued
+        self.max_queued_chars = max_queued_chars
+        self._queued_chars = 0  # of the queued lines' text
         self.slices = 0  # fold slices run (each followed by a turn of the event loop)
         self._queue: deque[Line | SourceEvent | ClockMark | Carried] = deque()  # arrived, not yet folded
         self._wake = asyncio.Event()
@@ -96,14 +104,20 @@ class Intake:
         if self._halted:
             return
         self._queue.append(item)
+        self._queued_chars += _chars(item)
         self._wake.set()
         self._idle.clear()
-        if len(self._queue) >= self.max_queued:
+        if self.full:
             self._room.clear()
 
     @property
     def queued(self) -> int:
         return len(self._queue)
+
+    @property
+    def full(self) -> bool:
+        """As many items, or as much line text, queued as the bounds allow: sources wait (`room`)."""
+        return len(self._queue) >= self.max_queued or self._queued_chars >= self.max_queued_chars
 
     async def room(self) -> None:
         """Wait while the queue is full."""
@@ -122,7 +136,7 @@ class Intake:
             self._wake.clear()
             while self._queue:
                 self._fold_slice()
-                if len(self._queue) < self.max_queued:
+                if not self.full:
                     self._room.set()
                 # The event loop's turn (keys, repaints, sources) after the slice and again after
                 # its collection, so no turn runs both: a slice's 5 ms and a full collection's
@@ -138,7 +152,9 @@ class Intake:
         self.slices += 1
         queue = self._queue
         while queue:
-            self._fold(queue.popleft())
+            item = queue.popleft()
+            self._queued_chars -= _chars(item)
+            self._fold(item)
             if time.perf_counter() >= deadline:
                 return
 
@@ -183,18 +199,26 @@ class Intake:
         at an --exit-on moment; the recording still holds the rest)."""
         self._halted = True
         self._queue.clear()
+        self._queued_chars = 0
 
     def close(self) -> None:
         """Fold everything still queued, in order (once `run` is cancelled); unfreeze, and give
         the collector its own thresholds back."""
         while self._queue:
             self._fold(self._queue.popleft())
+        self._queued_chars = 0
         gc.unfreeze()
         if self._thresholds is not None:
             gc.set_threshold(*self._thresholds)
             self._thresholds = None
         self._room.set()
         self._idle.set()
+
+
+def _chars(item: Line | SourceEvent | ClockMark | Carried) -> int:
+    if isinstance(item, Line):
+        return len(item.text)
+    return len(item.line.text) if isinstance(item, Carried) else 0
 
 
 def fold_item(ledger: Ledger, item: Line | SourceEvent | ClockMark | Carried, decoded: Decoded | None = None) -> None:

@@ -251,7 +251,7 @@ class Session:
         try:
             async for item in spec.lines():
                 self.apply(item)
-                if self._intake.queued >= self._intake.max_queued:
+                if self._intake.full:
                     await self._intake.room()  # lines arrive faster than they are folded
         except SourceLost as exc:
             error = str(exc)
