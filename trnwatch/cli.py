@@ -59,7 +59,7 @@ def _retain_arg(value: str) -> int:
 def _session_options(p: argparse.ArgumentParser, ultraserver_map: bool = True) -> None:
     """The options every session command has; `ultraserver_map`: `--ultraservers FILE` (the demo's
     `--ultraservers N` counts its simulated UltraServers instead, which place themselves)."""
-    from trnwatch.sources import positive
+    from trnwatch.option_types import positive
 
     p.set_defaults(default_receipt=True)
     g = p.add_argument_group("session")
@@ -122,7 +122,7 @@ def _exit_on_arg(value: str) -> frozenset[str]:
 
 def _alert_options(p: argparse.ArgumentParser) -> None:
     from trnwatch.alerts import HOLD_DOWN_S
-    from trnwatch.sources import positive
+    from trnwatch.option_types import positive
 
     g = p.add_argument_group("alerts (README: Alerts)")
     g.add_argument(
@@ -164,39 +164,11 @@ def _alert_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _record_options(record: argparse.ArgumentParser) -> None:
     from trnwatch import sources
-    from trnwatch.sources import non_negative, positive
+    from trnwatch.option_types import positive
     from trnwatch.stacks import add_stack_options
 
-    parser = argparse.ArgumentParser(
-        prog="trnwatch",
-        description="Live monitor for training runs on AWS Trainium3 UltraServers: per-chip HBM and NeuronCore "
-        "utilisation from neuron-monitor, split by scope (chip, host, UltraServer), with receipts and recordings.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--version", action="version", version=f"trnwatch {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
-    watch = sub.add_parser(
-        "watch",
-        help="watch neuron-monitor streams (local child process or stdin)",
-        description="Watch a live neuron-monitor stream. With no source option, runs the local "
-        "neuron-monitor (PATH or /opt/aws/neuron/bin) with a generated config.",
-    )
-    sources.add_options(watch, "watch")
-    add_stack_options(watch)
-    _session_options(watch)
-
-    record = sub.add_parser(
-        "record",
-        help="headless recorder for long runs: every source of `watch`, no screen",
-        description="Record every line the sources of `watch` deliver into a folder of "
-        "trnwatch.recording/2 files, rotated by size or age, until SIGTERM, SIGHUP, Ctrl-C or "
-        "--duration. No screen, and no receipt unless --receipt is given. `trnwatch replay DIR` "
-        "replays the folder as one recording.",
-    )
     record.add_argument("folder", type=Path, metavar="DIR", help="where the recording files go (created 0700)")
     sources.add_options(record, "record")
     add_stack_options(record)
@@ -219,14 +191,63 @@ def build_parser() -> argparse.ArgumentParser:
     _alert_options(record)
     record.set_defaults(headless=True, record=None, default_receipt=False, snapshot_dir=None)
 
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line. With `command` ("" for none), only that command's options are built (the
+    others keep their name and help, which `trnwatch --help` lists), so a command that draws no
+    screen imports only what it uses: `--version`, `compare` and `schema` start without the
+    sources, the ledger or the screen. None builds every command's."""
+    from trnwatch.option_types import non_negative, positive
+
+    def built(name: str) -> bool:
+        return command is None or command == name
+
+    parser = argparse.ArgumentParser(
+        prog="trnwatch",
+        description="Live monitor for training runs on AWS Trainium3 UltraServers: per-chip HBM and NeuronCore "
+        "utilisation from neuron-monitor, split by scope (chip, host, UltraServer), with receipts and recordings.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"trnwatch {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    watch = sub.add_parser(
+        "watch",
+        help="watch neuron-monitor streams (local child process or stdin)",
+        description="Watch a live neuron-monitor stream. With no source option, runs the local "
+        "neuron-monitor (PATH or /opt/aws/neuron/bin) with a generated config.",
+    )
+    if built("watch"):
+        from trnwatch import sources
+        from trnwatch.stacks import add_stack_options
+
+        sources.add_options(watch, "watch")
+        add_stack_options(watch)
+        _session_options(watch)
+
+    record = sub.add_parser(
+        "record",
+        help="headless recorder for long runs: every source of `watch`, no screen",
+        description="Record every line the sources of `watch` deliver into a folder of "
+        "trnwatch.recording/2 files, rotated by size or age, until SIGTERM, SIGHUP, Ctrl-C or "
+        "--duration. No screen, and no receipt unless --receipt is given. `trnwatch replay DIR` "
+        "replays the folder as one recording.",
+    )
+    if built("record"):
+        _record_options(record)
+
     replay = sub.add_parser(
         "replay",
         help="replay a recording to the same figures and receipt",
         description="Replay a recording made with --record. Figures and receipt match the recorded "
         "session; the receipt's evidence is 'replayed'.",
     )
-    sources.add_options(replay, "replay")
-    _session_options(replay)
+    if built("replay"):
+        from trnwatch import sources
+
+        sources.add_options(replay, "replay")
+        _session_options(replay)
 
     demo = sub.add_parser(
         "demo",
@@ -234,8 +255,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Simulated Trn3 Gen2 UltraServer: 36 hosts x 4 chips, each host's reports rendered "
         "to JSON text and parsed exactly like a live stream. Everything it shows is labelled SIMULATED.",
     )
-    sources.add_options(demo, "demo")
-    _session_options(demo, ultraserver_map=False)
+    if built("demo"):
+        from trnwatch import sources
+
+        sources.add_options(demo, "demo")
+        _session_options(demo, ultraserver_map=False)
 
     sim = sub.add_parser(
         "sim",
@@ -243,9 +267,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="A drop-in neuron-monitor for one simulated host: accepts -c CONFIG and --verbose "
         "like the real one, writes one JSON report per line.",
     )
-    from trnwatch.workloads.sim import cli as sim_cli
+    if built("sim"):
+        from trnwatch.workloads.sim import cli as sim_cli
 
-    sim_cli.add_arguments(sim)
+        sim_cli.add_arguments(sim)
 
     snap = sub.add_parser(
         "snapshot",
@@ -254,12 +279,15 @@ def build_parser() -> argparse.ArgumentParser:
         "to its end), then print a plain-text summary of every scope, or with --json the full "
         "snapshot (trnwatch.snapshot/1), the same one the screen's export key writes.",
     )
-    sources.add_options(snap, "snapshot")
-    snap.add_argument("--duration", type=positive, metavar="SECONDS", help="how long to collect before printing")
-    snap.add_argument("--ultraservers", type=Path, metavar="FILE", help="host -> UltraServer map, as for `watch`")
-    snap.add_argument("--receipt", type=Path, metavar="PATH", help="also write the session's receipt here")
-    snap.add_argument("--json", action="store_true", help="print the JSON snapshot instead of the text summary")
-    snap.set_defaults(headless=True, record=None, default_receipt=False, snapshot_dir=None)
+    if built("snapshot"):
+        from trnwatch import sources
+
+        sources.add_options(snap, "snapshot")
+        snap.add_argument("--duration", type=positive, metavar="SECONDS", help="how long to collect before printing")
+        snap.add_argument("--ultraservers", type=Path, metavar="FILE", help="host -> UltraServer map, as for `watch`")
+        snap.add_argument("--receipt", type=Path, metavar="PATH", help="also write the session's receipt here")
+        snap.add_argument("--json", action="store_true", help="print the JSON snapshot instead of the text summary")
+        snap.set_defaults(headless=True, record=None, default_receipt=False, snapshot_dir=None)
 
     compare = sub.add_parser(
         "compare",
@@ -286,10 +314,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 1 when steady tokens/s fell by more than PCT percent beyond noise",
     )
 
-    from trnwatch import export_cmd, runs_cmd
+    export = sub.add_parser(
+        "export", help="a recording's time series as CSV, JSON lines, Parquet, OpenMetrics or a Perfetto trace"
+    )
+    if built("export"):
+        from trnwatch import export_cmd
 
-    export_cmd.add_parser(sub)
-    runs_cmd.add_parser(sub)
+        export_cmd.add_options(export)
+    runs = sub.add_parser("runs", help="past runs: the receipts in a folder as a table, newest first")
+    if built("runs"):
+        from trnwatch import runs_cmd
+
+        runs_cmd.add_options(runs)
 
     schema = sub.add_parser(
         "schema",
@@ -310,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     waiting on any worker thread still blocked in a read (see `_leave`)."""
     as_process = argv is None
     try:
-        parser = build_parser()
+        parser = build_parser(_command_named(sys.argv[1:] if argv is None else argv))
         args, unknown = parser.parse_known_args(argv)
         if unknown:
             _unrecognized(parser, args.command, unknown)  # exits 2 with the command's usage
@@ -322,6 +358,12 @@ def main(argv: list[str] | None = None) -> int:
     if as_process:
         _leave(status)
     return status
+
+
+def _command_named(argv: list[str]) -> str:
+    """The command `argv` names: its first word that is not an option ("" for none, as in
+    `trnwatch --version`); trnwatch's own options take no value."""
+    return next((arg for arg in argv if not arg.startswith("-")), "")
 
 
 def _unrecognized(parser: argparse.ArgumentParser, command: str, unknown: list[str]) -> None:

@@ -38,15 +38,13 @@ def _time_arg(text: str) -> TimeArg:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def add_parser(sub) -> None:
-    """Register `trnwatch export` on the command line's subparsers."""
-    p = sub.add_parser(
-        "export",
-        help="a recording's time series as CSV, JSON lines, Parquet, OpenMetrics or a Perfetto trace",
-        description="Export one scope of a recording (what `replay` accepts: a file or a folder of parts), "
+def add_options(p: argparse.ArgumentParser) -> None:
+    """The options of `trnwatch export` (trnwatch/cli.py names the command and its help line)."""
+    p.description = (
+        "Export one scope of a recording (what `replay` accepts: a file or a folder of parts), "
         "one row per sample with its UTC time, read through replay's decode path: the figures the screen "
         "and the receipt saw. Missing values are nulls. --format trace writes the whole recording as a "
-        "Chrome trace-event timeline (hosts, ranks, chip counters, incidents) for Perfetto.",
+        "Chrome trace-event timeline (hosts, ranks, chip counters, incidents) for Perfetto."
     )
     p.add_argument("recording", type=Path, metavar="RECORDING", help="a recording file or a folder of parts")
     p.add_argument("--scope", choices=SCOPES, help="chip (default), core, host, rank, job or incidents")

@@ -36,14 +36,12 @@ COLUMNS = (
 )
 
 
-def add_parser(sub) -> None:
-    """Register `trnwatch runs` on the command line's subparsers."""
-    p = sub.add_parser(
-        "runs",
-        help="past runs: the receipts in a folder as a table, newest first",
-        description="List the receipts in DIR (default: the receipts folder, $XDG_STATE_HOME/trnwatch/receipts) "
+def add_options(p: argparse.ArgumentParser) -> None:
+    """The options of `trnwatch runs` (trnwatch/cli.py names the command and its help line)."""
+    p.description = (
+        "List the receipts in DIR (default: the receipts folder, $XDG_STATE_HOME/trnwatch/receipts) "
         "newest first: when, length, evidence, boundary, verdict, culprit, steps, tokens/s, goodput, "
-        "incidents. Files that are not receipts are listed as such.",
+        "incidents. Files that are not receipts are listed as such."
     )
     p.add_argument("folder", type=Path, nargs="?", metavar="DIR", help="the folder of receipts")
     p.add_argument("--json", action="store_true", help="print the runs as a JSON list")
