@@ -29,6 +29,7 @@ from trnwatch.collectors.job_events import SCHEMA_VERSION, JobEvent, JobLogStats
 from trnwatch.collectors.job_files import POLL_S, FileTail, final_reads, read_followed, unread_message
 from trnwatch.collectors.lines import Line, SourceEvent
 from trnwatch.collectors.log_profiles import LogProfile, LogTranslator
+from trnwatch.collectors.log_profiles_generic import no_step_hint
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,8 @@ class _FollowedLog:
             text = item if isinstance(item, str) else next(settled).model_dump_json()
             yield Line(source_id=self.source_id, kind="job", received_s=received_s, text=text)
         note = translator.profile.no_steps if translator.profile is not None and translator.profile.no_steps else None
+        if translator.profile is None and translator.lines and not translator.events:
+            note = no_step_hint(", ".join(name for name, p in translator.profiles.items() if not p.always))
         stats = JobLogStats(
             profile=translator.profile_name,
             lines=translator.lines,

@@ -98,6 +98,8 @@ class LogProfile(_Model):
     detect: list[str] = []  # a line matching one of these selects the profile
     include: list[Name] = []  # other profiles whose rules and timestamps apply too (after these)
     always: bool = False  # applies to every log, alongside the detected or chosen profile
+    # Detected only while no other profile is: a later line that detects another replaces it (generic).
+    fallback: bool = False
     timestamps: list[Timestamp] = []
     time_formats: list[str] = []  # strptime formats of timestamp groups (`failed_ts`)
     split: str = ""  # a line holding several records is cut where this matches (a bar with a message after it)
@@ -347,6 +349,7 @@ class LogTranslator:
         self._unsettled: list[tuple[JobEvent, int, float]] = []  # bar steps since `settle`: (event, bar, elapsed)
         self._anchors: dict[int, float] = {}  # bar serial -> the time its clock started
         self._line_anchors: dict[int, float] = {}  # bar serial -> latest start its rank's timestamped lines allow
+        self._chosen = chosen is not None
         self._activate(profiles[chosen] if chosen else None)
         if chosen or not self._candidates:
             self._waiting = None
@@ -387,8 +390,10 @@ class LogTranslator:
                 continue
             self.lines += 1
             if self._waiting is None:
-                if self.profile is None and self._candidates and (detected := self._detect(segment)):
-                    self._activate(detected)
+                replaceable = self.profile is None or (self.profile.fallback and not self._chosen)
+                if replaceable and self._candidates and (detected := self._detect(segment)):
+                    if detected is not self.profile:
+                        self._activate(detected)
                 events += self._translate(segment, received_s) or []
                 continue
             detected = self._detect(segment)
@@ -406,11 +411,15 @@ class LogTranslator:
         return events
 
     def _detect(self, segment: str) -> LogProfile | None:
+        """The profile this segment detects: a framework's before a fallback's (generic)."""
         segment = split_prefix(segment)[2]
+        found = None
         for profile, patterns in self._detectors:
-            if any(p.search(segment) for p in patterns):
-                return profile
-        return None
+            if (found is None or not profile.fallback) and any(p.search(segment) for p in patterns):
+                if not profile.fallback:
+                    return profile
+                found = profile
+        return found
 
     def _translate(self, segment: str, received_s: float, hold_unmatched: bool = False) -> list[JobEvent] | None:
         """The events of one segment; with `hold_unmatched`, a segment no rule matches is kept
@@ -704,5 +713,11 @@ def _signal_name(number: int) -> str | None:
 def profile_registry(extra: Iterable[LogProfile] = ()) -> dict[str, LogProfile]:
     """Built-in profiles plus user ones (a user profile may replace a built-in of the same name)."""
     from trnwatch.collectors.log_profiles_builtin import BUILTIN_PROFILES
+    from trnwatch.collectors.log_profiles_generic import GENERIC_PROFILE
 
-    return {**{p.name: p for p in BUILTIN_PROFILES}, **{p.name: p for p in extra}}
+    # The generic profile last: detection prefers a framework's (LogProfile.fallback).
+    return {
+        **{p.name: p for p in BUILTIN_PROFILES},
+        GENERIC_PROFILE.name: GENERIC_PROFILE,
+        **{p.name: p for p in extra},
+    }

@@ -166,6 +166,12 @@ def _headline(r: Receipt) -> list[str]:
     return lines
 
 
+GENERIC_WORDS = (
+    "read with the generic profile (no framework detected: steps, loss and step times from hand-written "
+    "lines; a framework's profile or the emitter gives more, docs/job-telemetry.md)"
+)
+
+
 def _nothing_measured(r: Receipt) -> list[str]:
     """The first headline line when no source delivered anything (the rule of
     Ledger.nothing_delivered, over the receipt's sources): nothing below it was measured, and each
@@ -337,7 +343,12 @@ def _job_section(r: Receipt) -> list[str]:
             "steady steps): a per-device figure, not the job's rate"
         )
     for source, profile in job.log_profiles.items():
-        lines.append(f"- Passive log {_md_text(source)}: read with log profile {_md_text(profile or 'none detected')}")
+        how = (
+            GENERIC_WORDS
+            if profile == "generic"  # collectors/log_profiles_generic.py (not imported: the ledger reads no I/O)
+            else f"read with log profile {_md_text(profile or 'none detected')}"
+        )
+        lines.append(f"- Passive log {_md_text(source)}: {how}")
     seg = r.segments
     if seg is not None and seg.cold_compile is not None:
         c = seg.cold_compile

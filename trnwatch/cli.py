@@ -538,6 +538,7 @@ def _run_session(args) -> int:
 
             hold_exit_signals()
     _report_receipt(session, path)
+    _say_log_hints(session)
     _end_alerts(session)
     if reason == "exit-on":
         return _exit_on_status(session)
@@ -552,6 +553,16 @@ def _ended_badly(session, reason: str) -> bool:
     nothing_valid = _say_if_nothing_valid(session)
     lost = any(s.end_error for s in session.ledger.sources.values())
     return reason == "error" or (lost and reason == "eof") or nothing_valid
+
+
+def _say_log_hints(session) -> None:
+    """Once on stderr: what to do about each job log no profile could read (its note)."""
+    job = session.ledger.job
+    if job is None:
+        return
+    for source, (_lines, _unparsed, note) in sorted(job.log_lines.items()):
+        if note and job.log_profiles.get(source) is None:
+            _warn(f"{source}: {note}")
 
 
 def _nothing_measured_status(session) -> int:
@@ -619,6 +630,7 @@ def _run_record(args) -> int:
     )
     path = _write_receipt(session, args.receipt) if args.receipt is not None else None
     _report_receipt(session, path)
+    _say_log_hints(session)
     _end_alerts(session)
     if reason == "exit-on":
         return _exit_on_status(session)
