@@ -34,6 +34,8 @@ def test_entries_round_trip_exactly_raw_not_reescaped(tmp_path):
         Line("host-a", "neuron-monitor", T0 + 0.2, ""),
         Line("host-a", "neuron-monitor", T0 + 0.3, "", oversize_bytes=5_000_000),
         Line("job:rank-00001.jsonl", "job", T0 + 0.4, "control \x1b[2J \x00 and a lone surrogate \udc80"),
+        # a file name's undecodable byte in the source id: its head is read by json, not msgspec
+        Line("job:rank-\udcff.jsonl", "job", T0 + 0.45, "{}"),
         SourceEvent("ssh-1", "neuron-monitor", T0 + 0.5, "down", "ssh: connect refused\nsecond line"),
         SourceEvent("host-a", "neuron-monitor", T0 + 0.6, "end", None),
     ]
