@@ -121,8 +121,10 @@ def measure_process(reports: int, rounds: int, against: str | None) -> dict:
         big, small = work / "big.jsonl", work / "small.jsonl"
         big.write_text("\n".join(texts) + "\n")
         small.write_text("\n".join(texts[:SMALL_RUN]) + "\n")
-        # each run's receipt gets a name of its own under $XDG_STATE_HOME (an existing path is refused)
-        env = {**os.environ, "XDG_STATE_HOME": tmp}
+        # each run's receipt gets a name of its own under $XDG_STATE_HOME (an existing path is
+        # refused); not the children's working folder itself, whose trnwatch/receipts would be the
+        # `trnwatch` that `python -m trnwatch` imports from there (it failed: ImportError, exit 1)
+        env = {**os.environ, "XDG_STATE_HOME": str(work / "state")}
         watch = [sys.executable, "-m", "trnwatch", "watch", "--stdin", "--headless"]
         sides = {"watch": (watch, env), "loads": ([sys.executable, "-c", LOADS_PROCESS], env)}
         if against:  # both trees staged alike, so neither side pays for the editable install's import hook
