@@ -1,8 +1,10 @@
 """Alerts (trnwatch/alerts.py) with real /bin/sh commands and a real local HTTP sink: what goes
 out, what is held down, retried and killed, and that outside strings stay data."""
 
+import base64
 import json
 import os
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
@@ -11,6 +13,8 @@ import pytest
 from trnwatch.alerts import AlertConfigError, Alerts, Webhook
 from trnwatch.ledger.findings import Finding, Site
 from trnwatch.ledger.incidents import IncidentLog
+from trnwatch.outside import clean, json_safe
+from trnwatch.redaction import REDACTED
 from tests.waiting import process_alive, wait_until
 
 
@@ -18,8 +22,8 @@ def _changes(log: IncidentLog, findings: list[Finding], now_s: float):
     return log.update(findings, now_s, None)
 
 
-def _ecc(host: str) -> Finding:
-    site = Site(host_id="i-0abc", host=host, chip=2)
+def _ecc(host: str, host_id: str = "i-0abc") -> Finding:
+    site = Site(host_id=host_id, host=host, chip=2)
     return Finding("critical", "ecc-uncorrected", "chip", "ECC", site, "1 uncorrected ECC error", "")
 
 
@@ -76,14 +80,35 @@ def test_a_hanging_command_is_killed_with_its_children(tmp_path):
     alerts.close(1)
 
 
-def test_close_kills_a_command_still_running_and_counts_it_pending(tmp_path):
+def test_close_kills_a_command_still_running_and_its_counts_are_final(tmp_path):
+    """The one being delivered is killed (failed); the one queued behind it was never tried
+    (pending); what `counted` says after the close (the receipt's block) no longer moves."""
     alerts = Alerts("sleep 600", timeout_s=600, retries=0)
-    alerts.offer(_changes(IncidentLog(), [_ecc("h")], 0.0), "live", None)
+    log = IncidentLog()
+    alerts.offer(_changes(log, [_ecc("h")], 0.0), "live", None)
+    alerts.offer(_changes(log, [_ecc("h"), _ecc("h2", "i-0def")], 1.0), "live", None)
     wait_until(lambda: alerts._running is not None, "the command started", 30)
     running = alerts._running
     alerts.close(0.2)
-    assert alerts.counts.pending_at_exit == 1
-    assert running is not None and running.wait(timeout=30) is not None
+    assert running is not None and running.poll() is not None  # killed and reaped within close
+    final = alerts.counted()
+    assert (final.sent, final.failed, final.pending_at_exit) == (0, 1, 1)
+    alerts.close(0.2)
+    assert alerts.counted() == final
+
+
+def test_close_waits_for_an_alert_still_going_out_so_the_counts_say_sent(tmp_path):
+    """Issue 36.12: the receipt is built after this wait; the alert delivered during it is sent."""
+    go = tmp_path / "go"
+    started = tmp_path / "started"
+    alerts = Alerts(f"cat > /dev/null; touch {started}; while [ ! -e {go} ]; do sleep 0.02; done", retries=0)
+    alerts.offer(_changes(IncidentLog(), [_ecc("h")], 0.0), "live", None)
+    wait_until(started.exists, "the command started", 30)
+    assert alerts.counted().pending_at_exit == 1
+    threading.Thread(target=go.touch).start()
+    alerts.close(60)
+    final = alerts.counted()
+    assert (final.sent, final.failed, final.pending_at_exit) == (1, 0, 0)
 
 
 class _Sink(BaseHTTPRequestHandler):
@@ -151,3 +176,56 @@ def test_webhook_secrets_never_come_from_the_command_line(monkeypatch):
     monkeypatch.delenv("NO_SUCH_HOOK", raising=False)
     with pytest.raises(AlertConfigError, match="NO_SUCH_HOOK"):
         Webhook.from_options("env:NO_SUCH_HOOK", None)
+
+
+def test_a_webhook_url_with_userinfo_goes_out_as_basic_auth_and_is_never_resolved(sink, monkeypatch):
+    """Issue 36.2: `user:password@` in a URL from env: was handed to the resolver whole (the
+    password in DNS queries, nothing delivered); now it is the Authorization header."""
+    server, handler = sink
+    monkeypatch.setenv("HOOK_URL", f"http://ops:pa%40ss-w0rd@127.0.0.1:{server.server_port}/hook/x1")
+    asked: list[str] = []
+    real = socket.getaddrinfo
+
+    def recorded(host, *args, **kwargs):  # the real resolver, every name it is asked for kept
+        asked.append(str(host))
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", recorded)
+    webhook = Webhook.from_options("env:HOOK_URL", None)
+    alerts = Alerts(webhook=webhook, retries=0)
+    alerts.offer(_changes(IncidentLog(), [_ecc("h")], 0.0), "live", None)
+    alerts.close(60)
+    assert alerts.counted().sent == 1, alerts.counted()
+    path, headers, _ = handler.received[0]
+    assert path == "/hook/x1"
+    assert headers["Authorization"] == "Basic " + base64.b64encode(b"ops:pa@ss-w0rd").decode()
+    assert asked and all("@" not in host and "pa" not in host for host in asked), asked
+    assert webhook.host == "http://127.0.0.1"
+    for secret in ("pa@ss-w0rd", "pa%40ss-w0rd", base64.b64encode(b"ops:pa@ss-w0rd").decode()):
+        assert clean(f"echo: {secret}") == f"echo: {REDACTED}", secret
+
+
+def test_userinfo_and_an_authorization_option_together_are_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOOK_URL", "https://ops:secret-pw@hooks.example.com/x")
+    (tmp_path / "auth").write_text("Bearer tok-abcdef\n")
+    with pytest.raises(AlertConfigError, match="user:password@ and --alert-webhook-auth"):
+        Webhook.from_options("env:HOOK_URL", f"file:{tmp_path / 'auth'}")
+
+
+def test_every_webhook_secret_is_registered_for_redaction_where_it_is_loaded(tmp_path, monkeypatch):
+    """Issue 36.1: the URL (whole, without its host: the path is Slack's credential) and the
+    Authorization value (whole and its token) are redacted from every output as soon as the
+    option is read."""
+    url = "https://hooks.slack.com/services/T0AAA/B0BBB/xoxSECRETpath"
+    monkeypatch.setenv("HOOK_URL", url)
+    (tmp_path / "auth").write_text("Bearer tok-5ecret-h3ader\n")
+    Webhook.from_options("env:HOOK_URL", f"file:{tmp_path / 'auth'}")
+    echoes = [
+        f"POST {url} failed",
+        "POST /services/T0AAA/B0BBB/xoxSECRETpath HTTP/1.1 -> 404",
+        "Authorization: Bearer tok-5ecret-h3ader",
+        "token tok-5ecret-h3ader rejected",
+    ]
+    for echo in echoes:
+        assert "SECRET" not in clean(echo) and "5ecret" not in clean(echo), clean(echo)
+        assert "SECRET" not in json_safe(json.dumps({"line": echo})), echo

@@ -168,9 +168,10 @@ def test_webhook_reaches_a_local_sink_and_its_secrets_are_in_no_file_written(rec
     assert path_secret not in result.stdout + result.stderr and token not in result.stdout + result.stderr
 
 
-def test_a_hanging_alert_command_delays_neither_judging_nor_the_receipt(recordings, tmp_path):
-    """The LATE alert's command hangs; the replay still judges STALLED (--exit-on) and writes the
-    receipt while that command is still running; then the command is killed."""
+def test_a_hanging_alert_command_delays_neither_judging_and_its_receipt_says_it_was_killed(recordings, tmp_path):
+    """The LATE alert's command hangs; the replay still judges STALLED (--exit-on); the receipt is
+    written once the bounded wait is over and the command killed, and says so: the LATE alert
+    failed (killed), the STALLED one queued behind it was never tried (issue 36.12)."""
     recording, _ = recordings["hang"]
     pid_file = tmp_path / "pid"
     receipt = tmp_path / "r.json"
@@ -187,16 +188,74 @@ def test_a_hanging_alert_command_delays_neither_judging_nor_the_receipt(recordin
             if line.startswith("receipt: "):
                 break
         r = json.loads(receipt.read_text())
-        hanging = int(pid_file.read_text())
-        assert process_alive(hanging)  # the receipt is written while the command still hangs
-        assert r["exit_reason"] == "exit-on" and r["alerts"]["pending_at_exit"] >= 1
+        assert not process_alive(int(pid_file.read_text()))  # killed before the receipt was written
+        assert r["exit_reason"] == "exit-on"
+        assert {k: r["alerts"][k] for k in ("sent", "failed", "pending_at_exit")} == {
+            "sent": 0,
+            "failed": 1,
+            "pending_at_exit": 1,
+        }
         assert [(i["label"], i["state"]) for i in r["incidents"]] == [("STALLED", "open")]
         assert proc.wait(timeout=120) == EXIT_ON_STATUS
-        wait_until(lambda: not process_alive(hanging), "the hanging command killed", 30)
+        assert "alerts: 0 sent, 1 failed, 1 not sent by the end" in proc.stderr.read()
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_an_alert_that_goes_out_during_the_wait_at_the_end_is_sent_in_the_receipt(recordings, tmp_path):
+    """Issue 36.12: the receipt was written before the wait for pending alerts, so an alert that
+    took a second to go out (a slow webhook; here a command taking one) stayed 'pending' in it
+    while stderr said it was sent. The session ends (--exit-on) as the ECC alert is queued."""
+    recording, _ = recordings["ecc"]
+    receipt = tmp_path / "r.json"
+    result = trnwatch(
+        *("replay", str(recording), "--headless", "--receipt", str(receipt)),
+        *("--alert-cmd", "cat > /dev/null; sleep 1", "--exit-on", "critical"),
+    )
+    assert result.returncode == EXIT_ON_STATUS, result.stderr
+    r = json.loads(receipt.read_text())
+    assert r["alerts"]["sent"] >= 1 and (r["alerts"]["failed"], r["alerts"]["pending_at_exit"]) == (0, 0)
+    assert "not sent by the end" not in result.stderr
+
+
+def test_a_job_log_that_echoes_the_webhook_secrets_leaves_them_in_no_output(tmp_path):
+    """Issue 36.1: a rank's error echoes the webhook URL and its Authorization value; before,
+    they landed in the receipt JSON (6 times), its Markdown (3) and the recording."""
+    server = HTTPServer(("127.0.0.1", 0), _Sink)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/services/T0AAA/B0BBB/xoxSECRETpath"
+    log = tmp_path / "job.log"
+    fixture = (Path(__file__).parent / "fixtures" / "logs" / "torchrun_exception.log").read_text()
+    echo = f"POST {url} failed, sent Authorization: Bearer tok-5ecret-h3ader"
+    log.write_text(fixture.replace("injected failure on rank 1", echo))
+    (tmp_path / "auth").write_text("Bearer tok-5ecret-h3ader\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    try:
+        result = trnwatch(
+            *("watch", "--headless", "--duration", "3", "--job-log", str(log), "--receipt", str(out / "r.json")),
+            *("--record", str(out / "rec.trnrec"), "--alert-webhook", "env:HOOK_URL"),
+            *("--alert-webhook-auth", f"file:{tmp_path / 'auth'}"),
+            env={"HOOK_URL": url},
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 0, result.stderr
+    r = json.loads((out / "r.json").read_text())
+    assert "<redacted>" in json.dumps(r) and r["alerts"]["sent"] >= 1  # the echo is there, redacted
+    written = [p for p in out.rglob("*") if p.is_file()]
+    assert {p.suffix for p in written} >= {".json", ".md", ".svg", ".trnrec"}
+    for p in written:
+        data = p.read_bytes()
+        if p.suffix == ".trnrec":
+            recorded = Recording(p)
+            data += "\n".join(item.text if isinstance(item, Line) else repr(item) for item in recorded.items()).encode()
+            recorded.close()
+        assert b"SECRET" not in data and b"5ecret" not in data, p
+    assert "SECRET" not in result.stdout + result.stderr and "5ecret" not in result.stdout + result.stderr
 
 
 def _free_port() -> int:

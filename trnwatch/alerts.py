@@ -12,7 +12,12 @@ ingest, a key or the receipt:
 - `--alert-webhook`: the same JSON plus `text` (a line Slack or Teams shows) as an HTTP POST; TLS
   verified by the system's trust store; redirects refused; retried with back-off. Its URL and its
   Authorization value come from the environment or a file (`env:NAME`, `file:PATH`) and are never
-  written anywhere: errors name the webhook's host only.
+  written anywhere: errors name the webhook's host only. Both are registered for redaction where
+  they are loaded (`secret_from`, `Webhook.from_options`): the URL whole, its path and query (a
+  Slack or Teams URL is the credential), the Authorization value and its credential part, so a
+  job log that echoes any of them reaches no output (trnwatch/redaction.py). A URL's userinfo
+  (`https://user:password@host/...`) becomes a Basic Authorization header and is cut from the URL
+  before anything resolves or connects (the resolver would be asked for `user:password@host`).
 
 Hold-down: an alert for the same incident site, change and label as one sent within
 `hold_down_s` (the session's clock) is suppressed, and so is the clearing of an incident whose
@@ -21,6 +26,7 @@ counted (`AlertCounts`, in the receipt). Simulated and replayed incidents say so
 (`evidence`), the environment (TRNWATCH_EVIDENCE) and the first word of `text`.
 """
 
+import base64
 import json
 import os
 import queue
@@ -34,11 +40,12 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from trnwatch.ledger.incidents import Incident, incident_words, site_words
 from trnwatch.ledger.receipt import AlertCounts
 from trnwatch.outside import clean
+from trnwatch.redaction import MIN_SECRET_CHARS, register
 
 SCHEMA = "trnwatch.alert/1"
 HOLD_DOWN_S = 300.0
@@ -46,6 +53,8 @@ TIMEOUT_S = 10.0
 RETRIES = 2  # after the first attempt
 BACKOFF_S = 1.0  # doubled after each failed attempt
 MAX_QUEUED = 256  # alerts waiting for delivery; past it one is dropped and counted as failed
+EXIT_WAIT_S = 15.0  # at the end, before the receipt: how long queued alerts may take to go out
+STOP_WAIT_S = 5.0  # after that: how long the delivery thread may take to count a killed command
 EVIDENCE_MARK = {"live": "", "simulated": "[SIMULATED] ", "replayed": "[REPLAY] "}
 
 
@@ -54,21 +63,61 @@ class AlertConfigError(ValueError):
 
 
 def secret_from(spec: str, what: str) -> str:
-    """A secret given as `env:NAME` or `file:PATH` (never on the command line itself)."""
+    """A secret given as `env:NAME` or `file:PATH` (never on the command line itself), registered
+    for redaction as it is loaded."""
     if spec.startswith("env:"):
-        value = os.environ.get(spec[4:])
+        value = os.environ.get(spec[4:], "").strip()
         if not value:
             raise AlertConfigError(f"{what}: environment variable {spec[4:]} is not set or empty")
-        return value.strip()
-    if spec.startswith("file:"):
+    elif spec.startswith("file:"):
         try:
             value = Path(spec[5:]).read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError) as exc:
             raise AlertConfigError(f"{what}: cannot read {spec[5:]}: {exc}") from None
         if not value:
             raise AlertConfigError(f"{what}: {spec[5:]} is empty")
-        return value
-    raise AlertConfigError(f"{what}: give env:NAME or file:PATH (a secret never goes on the command line)")
+    else:
+        raise AlertConfigError(f"{what}: give env:NAME or file:PATH (a secret never goes on the command line)")
+    _register_secret(value, what)
+    return value
+
+
+def _register_secret(value: str, what: str) -> None:
+    try:
+        register(value)
+    except ValueError:
+        raise AlertConfigError(f"{what}: under {MIN_SECRET_CHARS} characters: not a credential") from None
+
+
+def _register_webhook(url: str | None, authorization: str | None) -> None:
+    """Besides what `secret_from` registered as loaded: the secret URL (None for a literal one)
+    without its userinfo, its path and query (without the host a Slack or Teams URL is still the
+    credential), and the Authorization value whole and its credential (after `Bearer `, `Basic `)."""
+    parts = urlsplit(url) if url is not None else None
+    tail = "" if parts is None else parts.path + (f"?{parts.query}" if parts.query else "")
+    credential = None if authorization is None else authorization.split(None, 1)[-1]
+    for secret in (url, tail, authorization, credential):
+        if secret is not None and len(secret) >= MIN_SECRET_CHARS and secret != "/":
+            register(secret)
+
+
+def _userinfo_to_header(url: str, what: str) -> tuple[str, str | None]:
+    """`url` without its userinfo, and the Basic Authorization value it stood for (None when it
+    has none). The userinfo never reaches the resolver: `http.client` would look up
+    `user:password@host` as a host name."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, hostport = parts.netloc.rsplit("@", 1)
+    user, _, password = userinfo.partition(":")
+    pair = f"{unquote(user)}:{unquote(password)}"
+    value = "Basic " + base64.b64encode(pair.encode("utf-8")).decode("ascii")
+    for secret in (pair, unquote(password), userinfo):
+        if len(secret) >= MIN_SECRET_CHARS:
+            register(secret)
+    if not hostport:
+        raise AlertConfigError(f"{what}: not an http(s) URL")
+    return urlunsplit(parts._replace(netloc=hostport)), value
 
 
 @dataclass(frozen=True)
@@ -78,15 +127,28 @@ class Webhook:
 
     @classmethod
     def from_options(cls, url_spec: str, auth_spec: str | None) -> "Webhook":
-        url = url_spec if url_spec.startswith(("http://", "https://")) else secret_from(url_spec, "--alert-webhook")
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise AlertConfigError("--alert-webhook: not an http(s) URL")
-        if url_spec.startswith(("http://", "https://")) and (parts.query or parts.username or parts.password):
+        """The webhook of `--alert-webhook` and `--alert-webhook-auth`; every secret in them is
+        registered for redaction here, where it is loaded."""
+        literal = url_spec.startswith(("http://", "https://"))
+        if literal and ("@" in urlsplit(url_spec).netloc or urlsplit(url_spec).query):
             raise AlertConfigError(
                 "--alert-webhook: a URL with credentials or a query is a secret: pass it as env:NAME or file:PATH"
             )
-        return cls(url, None if auth_spec is None else secret_from(auth_spec, "--alert-webhook-auth"))
+        url = url_spec if literal else secret_from(url_spec, "--alert-webhook")
+        if any(ch.isspace() or not ch.isprintable() for ch in url):
+            raise AlertConfigError("--alert-webhook: the URL contains whitespace or control characters")
+        url, from_userinfo = _userinfo_to_header(url, "--alert-webhook")
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise AlertConfigError("--alert-webhook: not an http(s) URL")
+        authorization = None if auth_spec is None else secret_from(auth_spec, "--alert-webhook-auth")
+        if from_userinfo is not None and authorization is not None:
+            raise AlertConfigError(
+                "--alert-webhook: its URL carries user:password@ and --alert-webhook-auth is given too: give one"
+            )
+        authorization = authorization or from_userinfo
+        _register_webhook(None if literal else url, authorization)
+        return cls(url, authorization)
 
     @property
     def host(self) -> str:
@@ -226,8 +288,8 @@ class Alerts:
     def _with_retries(self, attempt: Callable[[], bool]) -> None:
         delay = self.backoff_s
         for n in range(self.retries + 1):
-            if self._stopping.is_set():
-                self._count(failed=1)
+            if self._stopping.is_set():  # closed before this attempt: never tried is pending
+                self._count(**({"pending_at_exit": 1} if n == 0 else {"failed": 1}))
                 return
             try:
                 ok = attempt()
@@ -288,24 +350,39 @@ class Alerts:
     def counted(self) -> AlertCounts:
         """The counts so far, with what is still queued or being delivered as pending."""
         with self._lock:
+            if self._stopping.is_set():  # closed: the counts are final
+                return self.counts.model_copy()
             return self.counts.model_copy(update={"pending_at_exit": self._queue.qsize() + self._busy})
 
-    def close(self, wait_s: float) -> None:
-        """Give queued alerts up to `wait_s` to go out (the receipt is already written), then kill a
-        command still running; what is left is counted as pending."""
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            with self._lock:
-                idle = self._busy == 0 and self._queue.empty()
-            if idle:
-                break
-            time.sleep(0.05)
+    def close(self, wait_s: float = EXIT_WAIT_S) -> None:
+        """Give queued alerts up to `wait_s` to go out, then kill a command still running; what
+        was never tried is counted as pending. Called before the receipt is built, so its counts
+        are final; a second call changes nothing."""
+        if self._stopping.is_set():
+            return
+        self._wait_idle(wait_s)
         self._stopping.set()
+        while True:  # what the thread has not taken stays untried: pending, not failed
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                break
+            self._queue.task_done()
+            self._count(pending_at_exit=1)
         running = self._running
         if running is not None and running.poll() is None:
             _kill_group(running)
+        self._wait_idle(STOP_WAIT_S)  # the attempt in hand is counted (a killed command: failed)
         with self._lock:
-            self.counts.pending_at_exit = self._queue.qsize() + self._busy
+            self.counts.pending_at_exit += self._busy
+
+    def _wait_idle(self, wait_s: float) -> None:
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self._busy == 0 and self._queue.empty():
+                    return
+            time.sleep(0.05)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -935,9 +935,6 @@ def _stack_options(args):
         raise UsageError(str(exc)) from None
 
 
-ALERT_EXIT_WAIT_S = 15.0  # after the receipt: how long queued alerts may take to go out
-
-
 def _add_alerts(args, session) -> None:
     """--alert-cmd, --alert-webhook, --exit-on and --serve-metrics on the session; UsageError
     for an option that cannot work (a missing secret, a bad address)."""
@@ -963,9 +960,10 @@ def _add_alerts(args, session) -> None:
 
 
 def _end_alerts(session) -> None:
-    """After the receipt: queued alerts get a bounded wait to go out (README: Alerts)."""
+    """Queued alerts get a bounded wait to go out (done already if a receipt was written; README:
+    Alerts), and what did not is said."""
     if session.alerts is not None:
-        session.alerts.close(ALERT_EXIT_WAIT_S)
+        session.alerts.close()
         c = session.alerts.counts
         if c.failed or c.pending_at_exit:
             _warn(f"alerts: {c.sent} sent, {c.failed} failed, {c.pending_at_exit} not sent by the end")

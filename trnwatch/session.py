@@ -345,6 +345,8 @@ class Session:
         is gone), `receipt_markdown` where the Markdown went (None if it was not written). Raises
         `OutputError` when no place takes the receipt."""
         places = receipt_places(path, default_receipt_name(self.ledger.evidence, self.started_s))
+        if self.alerts is not None:  # its `alerts` block says how each ended (docs/alerts.md)
+            self.alerts.close()
         try:
             receipt = self.receipt()
         except Exception as exc:  # a defect must not hide that there is no receipt
