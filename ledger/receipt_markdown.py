@@ -23,8 +23,11 @@ UNKNOWN = "unknown"
 
 
 def _md_text(s: object) -> str:
-    """Outside strings in Markdown: no markup, no control characters, no table breaks."""
-    return clean(s).replace("\\", "\\\\").replace("|", "\\|").replace("`", "'").replace("<", "&lt;").replace("*", "\\*")
+    """Outside strings in Markdown: no markup (no emphasis, code, HTML, link or image: `[` and `]`
+    escaped; `&` as `&amp;`, so an entity from outside reads as typed), no control characters, no
+    table breaks."""
+    text = clean(s).replace("\\", "\\\\").replace("|", "\\|").replace("`", "'").replace("*", "\\*")
+    return text.replace("[", "\\[").replace("]", "\\]").replace("&", "&amp;").replace("<", "&lt;")
 
 
 def _v(value: object, unit: str = "") -> str:

@@ -626,3 +626,25 @@ def test_loaded_models_follow_each_report_though_an_unchanged_list_is_not_rebuil
     assert all(len(m) == 4 and all(x.is_running for x in m) for m in running.values())
     again = runtime_models(26)
     assert all(again[tag] is running[tag] for tag in running)
+
+
+def test_outside_strings_in_the_receipt_markdown_are_text_not_links_or_entities():
+    """Issue 36 item 5: a runtime tag from the stream is a string from outside. Rendered by a real
+    CommonMark renderer (markdown-it-py, which Textual already installs), `[text](url)` from it
+    was a live link and `&amp;` rendered as `&`; now both read as typed."""
+    from markdown_it import MarkdownIt
+
+    from trnwatch.ledger.receipt import build_receipt
+    from trnwatch.ledger.receipt_markdown import render_markdown
+
+    hostile = "[open me](https://evil.example/x) &amp; ![img](https://evil.example/i.png)"
+    ledger = Ledger("live")
+    for t, timed_out in ((1000.0, 2), (1001.0, 0)):  # a troubled runtime: the Markdown names its tag
+        executions = R.executions(completed=3, timed_out=timed_out)
+        feed(ledger, R.report([R.runtime(7, hostile, [0], util={0: 90.0}, executions=executions)]), t)
+    markdown = render_markdown(build_receipt(ledger, "eof", written_at_s=2000.0))
+    html = MarkdownIt("commonmark").enable("table").render(markdown)
+    assert "evil.example" in html  # the tag is there, as text
+    assert 'href="https://evil' not in html
+    assert 'src="https://evil' not in html
+    assert "&amp;amp;" in html  # shown as the five characters `&amp;`, not as `&`

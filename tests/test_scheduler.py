@@ -59,7 +59,7 @@ def test_a_child_in_a_slurm_allocation_writes_its_job_into_the_receipt_and_recor
         "nodelist": "trn[001-004]",
     }
     md = (tmp_path / "inside.md").read_text()
-    assert "slurm job 4242 (pretrain-70b) on trn[001-004]" in md
+    assert "slurm job 4242 (pretrain-70b) on trn\\[001-004\\]" in md  # brackets from outside are escaped
 
     outside = _watch(tmp_path, "outside", {})
     assert outside["boundary"]["scheduler"] is None
