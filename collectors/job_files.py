@@ -51,7 +51,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
-from trnwatch.collectors.lines import Line, SourceEvent
+from trnwatch.collectors.lines import Line, ReadMark, SourceEvent
 from trnwatch.collectors.streams import SourceLost
 
 POLL_S = 0.25
@@ -63,6 +63,8 @@ FINGERPRINT_BYTES = 64  # bytes compared to notice a file rewritten in place
 # At the session's end, what the files hold is read for at most this long (a file still growing
 # fast, or a backlog of gigabytes, ends there); what was left is said in the receipt.
 EXIT_READ_LIMIT_S = 10.0
+# What is left unread at exit is counted in lines over at most this many bytes per file.
+UNREAD_COUNT_BYTES = 1 << 30
 
 _FILE_KINDS = (
     (stat.S_ISDIR, "a folder"),
@@ -73,7 +75,7 @@ _FILE_KINDS = (
 )
 
 
-_Item = TypeVar("_Item", Line, Line | SourceEvent)  # what a follower yields
+_Item = TypeVar("_Item", Line, Line | SourceEvent, Line | SourceEvent | ReadMark)  # what a follower yields
 
 
 class NotRegularFile(Exception):
@@ -121,6 +123,7 @@ class FileTail:
         self._fd: int | None = None
         self._ino: int | None = None
         self._seen: tuple[int, int] | None = None  # (size, mtime_ns) at the last read
+        self.waiting_bytes = 0  # after a read: bytes the file held past it (as its size was then)
         self._start_over()
 
     def _start_over(self) -> None:
@@ -152,6 +155,24 @@ class FileTail:
             return max(0, os.stat(self.path).st_size - self._offset)
         except OSError:
             return 0
+
+    def unread_lines(self, limit_bytes: int = UNREAD_COUNT_BYTES) -> int:
+        """Complete lines the file holds past what was read, counted in its first `limit_bytes`
+        past the read position (0 if it cannot be read)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return 0
+        try:
+            lines, at, end = 0, self._offset, self._offset + limit_bytes
+            while at < end and (data := os.pread(fd, min(self.chunk_bytes, end - at), at)):
+                lines += data.count(b"\n")
+                at += len(data)
+            return lines
+        except OSError:
+            return lines
+        finally:
+            os.close(fd)
 
     def _close_fd(self) -> None:
         if self._fd is not None:
@@ -193,7 +214,8 @@ class FileTail:
     def _read(self) -> tuple[list[TailLine], bool]:
         fd = self._fd
         assert fd is not None  # read_lines opened it
-        if self._rewritten(fd, os.fstat(fd)):
+        st = os.fstat(fd)
+        if self._rewritten(fd, st):
             self._start_over()
         data = os.pread(fd, self.chunk_bytes, self._offset)
         if not data and self.hold_open and self._replaced():
@@ -206,6 +228,7 @@ class FileTail:
         self._offset += len(data)
         self._before = (self._before + data)[-FINGERPRINT_BYTES:]
         more_waiting = len(data) == self.chunk_bytes
+        self.waiting_bytes = max(0, st.st_size - self._offset) if more_waiting else 0
         if not self._partial and not self._discarding:
             data = data.lstrip(b"\0")  # a hole where a line starts: copytruncate under a writer without O_APPEND
         return self._split(data), more_waiting
@@ -254,8 +277,11 @@ class _RunDir:
         self.skipped: set[str] = set()
         self.reported: dict[str, str] = {}  # source id -> the error last reported for it
         self.backlog = False  # after a poll: some file had more bytes waiting than one read takes
+        self.mark = ReadMark(self.dir_source, 0.0)  # after a poll: how far it read (ledger/lag.py)
 
     def poll(self) -> Iterator[Line | SourceEvent]:
+        started_s = time.time()  # a poll that finds nothing waiting has read everything written before this
+        waiting_bytes = waiting_files = 0
         try:
             names = sorted(os.listdir(self.run_dir))
             self.reported.pop(self.dir_source, None)
@@ -290,7 +316,10 @@ class _RunDir:
                     yield SourceEvent(source_id, "job", time.time(), "down", error)
                 continue
             self.reported.pop(source_id, None)
-            self.backlog = self.backlog or more_waiting
+            if more_waiting:
+                self.backlog = True
+                waiting_bytes += max(1, tail.waiting_bytes)
+                waiting_files += 1
             received_s = time.time()
             for line in lines:
                 yield Line(
@@ -300,20 +329,37 @@ class _RunDir:
                     text=line.text,
                     oversize_bytes=line.oversize_bytes,
                 )
+        self.mark = ReadMark(self.dir_source, started_s, waiting_bytes, waiting_files)
 
     def close(self) -> None:
         for tail in self.tails.values():
             tail.close()
 
-    def left_unread(self) -> Iterator[SourceEvent]:
+    def left_unread(self) -> Iterator[SourceEvent | ReadMark]:
         now_s = time.time()
+        waiting_bytes = waiting_files = 0
         for name, tail in self.tails.items():
             if left := tail.unread_bytes():
-                yield SourceEvent(f"job:{name}", "job", now_s, "end", unread_message(left))
+                lines = tail.unread_lines()
+                waiting_bytes, waiting_files = waiting_bytes + left, waiting_files + 1
+                yield SourceEvent(
+                    f"job:{name}",
+                    "job",
+                    now_s,
+                    "end",
+                    unread_message(left, lines),
+                    unread_bytes=left,
+                    unread_lines=lines,
+                )
+        if waiting_bytes:
+            yield ReadMark(self.dir_source, now_s, waiting_bytes, waiting_files)
 
 
-def unread_message(left_bytes: int) -> str:
-    return f"{left_bytes:,} bytes on disk left unread at exit (the exit read stops after {EXIT_READ_LIMIT_S:g} s)"
+def unread_message(left_bytes: int, left_lines: int | None = None) -> str:
+    lines = "" if left_lines is None else f"{left_lines:,} lines, "
+    return (
+        f"{lines}{left_bytes:,} bytes on disk left unread at exit (the exit read stops after {EXIT_READ_LIMIT_S:g} s)"
+    )
 
 
 def final_reads(
@@ -335,30 +381,54 @@ def final_reads(
             return
 
 
+class RunDirFollower:
+    """Follows one run directory: `lines` live (each poll's lines, then its `ReadMark`), `drain`
+    at the session's end (what the files hold then, bounded by EXIT_READ_LIMIT_S; the rest
+    counted per rank file)."""
+
+    def __init__(self, run_dir: str, poll_s: float = POLL_S, max_held_open: int | None = None):
+        self.poll_s = poll_s
+        self._dir = _RunDir(run_dir, held_open_bound() if max_held_open is None else max_held_open)
+
+    def _poll(self) -> Iterator[Line | SourceEvent | ReadMark]:
+        yield from self._dir.poll()
+        yield self._dir.mark
+
+    async def lines(self) -> AsyncIterator[Line | SourceEvent | ReadMark]:
+        """Every complete line of every `rank-*.jsonl`, history first, then live, and the events
+        of ranks that cannot be read (see the module docstring), until cancelled. New rank files
+        are picked up as they appear; the directory itself may appear later too."""
+        while True:
+            for item in self._poll():
+                yield item
+            await asyncio.sleep(0 if self._dir.backlog else self.poll_s)
+
+    def drain(self) -> Iterator[Line | SourceEvent | ReadMark]:
+        """What the files hold when the session ends (`final_reads`), then the files are closed."""
+        try:
+            yield from final_reads(self._poll, lambda: self._dir.backlog, self._dir.left_unread)
+        finally:
+            self._dir.close()
+
+
 async def follow_run_dir(
     run_dir: str, poll_s: float = POLL_S, max_held_open: int | None = None
 ) -> AsyncIterator[Line | SourceEvent]:
-    """Yield every complete line of every `rank-*.jsonl` in `run_dir`, history first, then live,
-    and the events of ranks that cannot be read (see the module docstring). Ends only when
-    cancelled, after a last read of what the files hold then (`final_reads`).
-
-    New rank files are picked up as they appear; the directory itself may appear later too.
-    """
-    follower = _RunDir(run_dir, held_open_bound() if max_held_open is None else max_held_open)
+    """The lines and events of `RunDirFollower.lines` (not its marks), then, when cancelled, of
+    its `drain` (taken by the consumer without awaiting) before the cancellation goes on. A
+    session uses the follower's two halves itself (trnwatch/sources.py, run_dir_spec)."""
+    follower = RunDirFollower(run_dir, poll_s, max_held_open)
     try:
-        while True:
-            for item in follower.poll():
+        async for item in follower.lines():
+            if not isinstance(item, ReadMark):
                 yield item
-            try:
-                await asyncio.sleep(0 if follower.backlog else poll_s)
-            except asyncio.CancelledError:
-                # The consumer takes these without awaiting (it is being cancelled), then the
-                # cancellation goes on.
-                for item in final_reads(follower.poll, lambda: follower.backlog, follower.left_unread):
-                    yield item
-                raise
+    except asyncio.CancelledError:
+        for item in follower.drain():
+            if not isinstance(item, ReadMark):
+                yield item
+        raise
     finally:
-        follower.close()
+        follower._dir.close()
 
 
 def read_followed(tail: FileTail) -> tuple[list[str], bool]:

@@ -42,6 +42,9 @@ class SourceEvent:
     t_s: float
     event: Literal["open", "end", "connecting", "down"]
     error: str | None = None
+    # An "end" at the session's end with lines still on disk past the exit read: how much.
+    unread_bytes: int = 0
+    unread_lines: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +55,27 @@ class ClockMark:
 
     t_s: float
     end: bool = False
+    # Seconds the session's event loop was not scheduled before this tick (a SIGSTOP, a paused VM,
+    # a starved machine): what waited in pipes meanwhile is read after it, so a tick with a pause
+    # does not say the sources were read up to `t_s` (ledger/lag.py). 0 for an ordinary tick.
+    paused_s: float = 0.0
+    # The intake's queue was full when the tick was made: sources were held back from reading, so
+    # the tick says nothing of what they had not read yet.
+    held: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ReadMark:
+    """How far a follower of files has read (collectors/job_files.py), after each of its polls:
+    `waiting_bytes` 0 says every file was read to its end as it was when the poll started at
+    `t_s` (the source is caught up to `t_s`); more says that many bytes were on disk past what was
+    read, in `waiting_files` files. Queued and recorded beside lines, so when the ledger folds a
+    mark it has folded every line read before it (ledger/lag.py)."""
+
+    source_id: str
+    t_s: float
+    waiting_bytes: int = 0
+    waiting_files: int = 0
 
 
 @dataclass(frozen=True, slots=True)

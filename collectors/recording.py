@@ -32,7 +32,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from trnwatch import __version__
-from trnwatch.collectors.lines import ClockMark, Line, SourceEvent
+from trnwatch.collectors.lines import ClockMark, Line, ReadMark, SourceEvent
 from trnwatch.collectors.recording_frames import FrameEncoder, header_frame
 from trnwatch.collectors.scheduler import SchedulerJob
 from trnwatch.output import OutputError, create_exclusive, make_dirs, os_error_reason
@@ -192,7 +192,7 @@ class Recorder:
         """The file being written (None once stopped)."""
         return self.files[-1] if self.files and self.error is None and self._fd >= 0 else None
 
-    def write(self, item: Line | SourceEvent | ClockMark) -> None:
+    def write(self, item: Line | SourceEvent | ClockMark | ReadMark) -> None:
         if self.error is None and self._fd >= 0:
             self._guard(self._write, item)
 
@@ -245,12 +245,12 @@ class Recorder:
                 pass
         self._fd = self._index_fd = -1
 
-    def _write(self, item: Line | SourceEvent | ClockMark) -> None:
+    def _write(self, item: Line | SourceEvent | ClockMark | ReadMark) -> None:
         encoder = self._encoder
-        if isinstance(item, ClockMark):
-            # A tick says only that time passed: a frame with anything in it says so already.
-            if item.end or not encoder.entries:
-                encoder.add(item)
+        if isinstance(item, ClockMark | ReadMark):
+            # Every tick and read mark: each says up to when the sources were read (ledger/lag.py),
+            # so a replay judges lateness as the session did (about 40 bytes a second each).
+            encoder.add(item)
             return
         t = item.t_s if isinstance(item, SourceEvent) else item.received_s
         if encoder.entries and t - encoder.t_first_s >= FRAME_SPAN_S:

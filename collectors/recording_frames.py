@@ -11,9 +11,14 @@ sequence of frames, each written with one append:
               {"src": "trn3-001", "kind": "neuron-monitor", "t": 1733050000.25, "n": 24398}\\n
               <the 24,398 bytes of the line as received>\\n
               {"t", "src", "kind", "oversize": N}\\n                 (a line discarded for its length)
-              {"t", "src", "kind", "event": "open"|"end"|"connecting"|"down", "error"}\\n
-              {"t", "clock": "tick"|"end"}\\n   (the session's clock: a second passed with nothing else
-                  recorded in it, or the session ended; so a replay judges silence as it was)
+              {"t", "src", "kind", "event": "open"|"end"|"connecting"|"down", "error"}\\n  (an end at exit
+                  with lines left unread adds "unread_bytes", "unread_lines")
+              {"t", "clock": "tick"|"end", "paused": S, "held": true}\\n   (the session's clock: a
+                  second passed, or the session ended, so a replay judges silence as it was;
+                  "paused" and "held" only when set: the event loop was not scheduled for S
+                  seconds before the tick, or the intake's queue was full)
+              {"t", "src", "read": WAITING_BYTES, "files": N}\\n   (a file follower's poll that
+                  began at t: 0 bytes waiting is caught up to t; ledger/lag.py)
               {"t", "catalog": {"sources": {id: kind}, "hosts": [id, ...], "simulated": [id, ...]}}\\n
                   (sources and hosts first seen in this file; sources first found marked by the
                   simulator in it: the evidence of the data, per source)
@@ -37,7 +42,7 @@ from typing import NamedTuple
 import msgspec
 import zstandard
 
-from trnwatch.collectors.lines import ClockMark, Line, SourceEvent
+from trnwatch.collectors.lines import ClockMark, Line, ReadMark, SourceEvent
 
 SKIPPABLE_MAGIC = 0x184D2A5E
 _META = struct.Struct("<IIddIIIII")  # magic, payload size, then the payload below
@@ -92,14 +97,22 @@ class FrameEncoder:
         self.t_first_s = self.t_last_s = 0.0
         self._line_heads: dict[tuple[str, str], bytes] = {}  # (source, kind) -> the head's fixed start
 
-    def add(self, item: Line | SourceEvent | ClockMark) -> None:
+    def add(self, item: Line | SourceEvent | ClockMark | ReadMark) -> None:
         if isinstance(item, ClockMark):
-            self._head({"t": item.t_s, "clock": "end" if item.end else "tick"}, item.t_s)
+            head: dict = {"t": item.t_s, "clock": "end" if item.end else "tick"}
+            if item.paused_s:
+                head["paused"] = item.paused_s
+            if item.held:
+                head["held"] = True
+            self._head(head, item.t_s)
+        elif isinstance(item, ReadMark):
+            head = {"t": item.t_s, "src": item.source_id, "read": item.waiting_bytes, "files": item.waiting_files}
+            self._head(head, item.t_s)
         elif isinstance(item, SourceEvent):
-            self._head(
-                {"t": item.t_s, "src": item.source_id, "kind": item.kind, "event": item.event, "error": item.error},
-                item.t_s,
-            )
+            head = {"t": item.t_s, "src": item.source_id, "kind": item.kind, "event": item.event, "error": item.error}
+            if item.unread_bytes:
+                head |= {"unread_bytes": item.unread_bytes, "unread_lines": item.unread_lines}
+            self._head(head, item.t_s)
             self.flags |= EVENTS
         elif item.oversize_bytes:
             self._head(
@@ -249,7 +262,7 @@ def _head(raw: memoryview) -> dict:
         return json.loads(bytes(raw))  # name's undecodable byte, escaped), a number past a float
 
 
-def frame_entries(raw: bytes, bad: Counter) -> Iterator[Line | SourceEvent | ClockMark | CatalogEntry]:
+def frame_entries(raw: bytes, bad: Counter) -> Iterator[Line | SourceEvent | ClockMark | ReadMark | CatalogEntry]:
     """The entries of a decompressed frame: Lines, SourceEvents, clock marks and catalog entries.
     An entry that cannot be read is counted in `bad["entry"]` and ends the frame (the rest of a
     frame cannot be framed without it)."""
@@ -271,9 +284,19 @@ def frame_entries(raw: bytes, bad: Counter) -> Iterator[Line | SourceEvent | Clo
                 pos += n + 1
                 yield Line(head["src"], head["kind"], t, text)
             elif "event" in head:
-                yield SourceEvent(head["src"], head["kind"], t, head["event"], head.get("error"))
+                yield SourceEvent(
+                    head["src"],
+                    head["kind"],
+                    t,
+                    head["event"],
+                    head.get("error"),
+                    int(head.get("unread_bytes", 0)),
+                    int(head.get("unread_lines", 0)),
+                )
             elif "clock" in head:
-                yield ClockMark(t, head["clock"] == "end")
+                yield ClockMark(t, head["clock"] == "end", float(head.get("paused", 0.0)), bool(head.get("held")))
+            elif "read" in head:
+                yield ReadMark(str(head["src"]), t, int(head["read"]), int(head.get("files", 0)))
             elif "oversize" in head:
                 yield Line(head["src"], head["kind"], t, "", int(head["oversize"]))
             elif "catalog" in head:

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from operator import itemgetter
 from pathlib import Path
 
-from trnwatch.collectors.lines import Carried, ClockMark, Line, SourceEvent
+from trnwatch.collectors.lines import Carried, ClockMark, Line, ReadMark, SourceEvent
 from trnwatch.collectors.neuron_monitor import ReportRejected, decode_report
 from trnwatch.collectors.recording import (
     PART_GLOB,
@@ -84,7 +84,7 @@ class _V1File:
 
     def items(
         self, from_s: float | None, to_s: float | None, carrier: "JobCarrier | None" = None
-    ) -> Iterator[Line | SourceEvent | ClockMark | Carried]:
+    ) -> Iterator[Line | SourceEvent | ClockMark | ReadMark | Carried]:
         for raw in self._lines():
             if not raw.endswith(b"\n"):
                 break  # cut short by a crash: never a whole line, not counted
@@ -204,7 +204,7 @@ class _V2File:
             pos += RESYNC_CHUNK_BYTES
         return self.size_bytes
 
-    def entries(self, record: tuple) -> Iterator[Line | SourceEvent | ClockMark | CatalogEntry]:
+    def entries(self, record: tuple) -> Iterator[Line | SourceEvent | ClockMark | ReadMark | CatalogEntry]:
         info = FrameInfo._make(record)
         try:
             raw = decompress_frame(self._read(info.offset, info.frame_bytes), info)
@@ -216,7 +216,7 @@ class _V2File:
 
     def items(
         self, from_s: float | None, to_s: float | None, carrier: "JobCarrier | None" = None
-    ) -> Iterator[Line | SourceEvent | ClockMark | Carried]:
+    ) -> Iterator[Line | SourceEvent | ClockMark | ReadMark | Carried]:
         carried = JOB if carrier is not None else 0  # frames before the window holding job lines
         for record in self.frames:
             if to_s is not None and record[T_FIRST] >= to_s:
@@ -233,13 +233,13 @@ class _V2File:
         return min(map(itemgetter(T_FIRST), self.frames)), max(map(itemgetter(T_LAST), self.frames))
 
 
-def _time_of(item: Line | SourceEvent | ClockMark | Carried) -> float:
+def _time_of(item: Line | SourceEvent | ClockMark | ReadMark | Carried) -> float:
     if isinstance(item, Carried):
         return item.line.received_s
     return item.received_s if isinstance(item, Line) else item.t_s
 
 
-def _in_window(item: Line | SourceEvent | ClockMark, from_s: float | None, to_s: float | None) -> bool:
+def _in_window(item: Line | SourceEvent | ClockMark | ReadMark, from_s: float | None, to_s: float | None) -> bool:
     """Lines and clock marks inside [from, to); source events up to `to` (those before the
     window included)."""
     t = _time_of(item)
@@ -249,8 +249,11 @@ def _in_window(item: Line | SourceEvent | ClockMark, from_s: float | None, to_s:
 
 
 def _windowed(
-    item: Line | SourceEvent | ClockMark, from_s: float | None, to_s: float | None, carrier: "JobCarrier | None"
-) -> Iterator[Line | SourceEvent | ClockMark | Carried]:
+    item: Line | SourceEvent | ClockMark | ReadMark,
+    from_s: float | None,
+    to_s: float | None,
+    carrier: "JobCarrier | None",
+) -> Iterator[Line | SourceEvent | ClockMark | ReadMark | Carried]:
     """The item if the window holds it; a job line before the window goes to the carrier, whose
     state is given out (once) just before the window's first item."""
     if carrier is not None and from_s is not None:
@@ -417,7 +420,7 @@ class Recording:
 
     def items(
         self, from_s: float | None = None, to_s: float | None = None, carry: bool = False
-    ) -> Iterator[Line | SourceEvent | ClockMark | Carried]:
+    ) -> Iterator[Line | SourceEvent | ClockMark | ReadMark | Carried]:
         """Every recorded line and clock mark in [from_s, to_s) and every source event before
         `to_s`, in order; with `carry`, the job's state from before `from_s` first (JobCarrier:
         every earlier frame is then read)."""
@@ -467,7 +470,7 @@ class TimeArg:
 
 async def replay_lines(
     recording: Recording, speed: float, from_s: float | None = None, to_s: float | None = None
-) -> AsyncIterator[Line | SourceEvent | ClockMark | Carried]:
+) -> AsyncIterator[Line | SourceEvent | ClockMark | ReadMark | Carried]:
     """Yield recorded lines, source events and clock marks (a window's carried job state first)
     with their recorded times, in recorded order, paced at `speed` x real time from the first
     line on (0 = as fast as possible) by the recorded gaps: a wall clock stepped back during the

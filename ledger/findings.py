@@ -21,7 +21,7 @@ grows (ledger/chip_history.py), so judging reads a few numbers a chip, never wal
 """
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from statistics import median
 from typing import TYPE_CHECKING, Literal, TypeGuard
 
@@ -29,6 +29,7 @@ from trnwatch.collectors.kernel_log import remote_host_label
 from trnwatch.ledger.chip_history import HBM_TREND_MIN_SAMPLES, UTIL_WINDOW_S, HbmSteps
 from trnwatch.ledger.hosts import ChipState, HostState
 from trnwatch.ledger.job import JobDiagnosis
+from trnwatch.ledger.lag import INTAKE, behind_words
 from trnwatch.ledger.rollups import ChipEcc, Freshness, Kept, host_ecc
 
 if TYPE_CHECKING:
@@ -267,6 +268,8 @@ class Context:
     diagnosis: JobDiagnosis | None
     freshness: Mapping[str, Freshness]
     kept: Kept  # figures kept per host report
+    # Sources trnwatch is behind on, by seconds (ReadModel.behind; ledger/lag.py).
+    behind: Mapping[str, float] = field(default_factory=dict)
 
     def fresh_hosts(self) -> Iterable[HostState]:
         return (h for h in self.ledger.hosts.values() if self.freshness[h.host_id] == "fresh")
@@ -436,6 +439,23 @@ def _source_lost_rule(ctx: Context) -> Iterable[Finding]:
             )
 
 
+def _monitor_behind_rule(ctx: Context) -> Iterable[Finding]:
+    """trnwatch itself is behind on a source: its own finding, never the job's nor a host's (they
+    are judged only on what was read: ledger/lag.py)."""
+    pauses = ctx.ledger.lag
+    for source_id, behind_s in ctx.behind.items():
+        if source_id == INTAKE:
+            why = f" (its event loop paused {pauses.longest_pause_s:.0f} s)" if pauses.pauses else ""
+        else:
+            follower = pauses.followers[source_id]
+            waiting = follower.waiting_bytes
+            why = f" ({waiting:,} bytes waiting in {follower.waiting_files} files)" if waiting else ""
+        what = behind_words(source_id, behind_s) + why
+        yield Finding(
+            "warning", "monitor", "source", "BEHIND", Site(source_id=source_id), what, f"{behind_s:.0f} s behind"
+        )
+
+
 def _rejected_input_rule(ctx: Context) -> Iterable[Finding]:
     for source in ctx.ledger.sources.values():
         rejected = sum(source.rejected.values())
@@ -458,6 +478,7 @@ RULES: tuple[Rule, ...] = (
     Rule("host-stale", "error", "host stale", lambda ctx: _silent_hosts(ctx, "stale")),
     Rule("ecc-corrected-burst", "warning", "corrected ECC burst", _ecc_corrected_burst_rule),
     Rule("util-outlier", "warning", "utilisation outlier", _util_outlier_rule),
+    Rule("monitor", "warning", "trnwatch behind", _monitor_behind_rule),
     Rule("rejected-input", "warning", "rejected input", _rejected_input_rule),
 )
 KIND_ORDER = tuple(rule.kind for rule in RULES)

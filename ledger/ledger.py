@@ -28,7 +28,7 @@ from trnwatch.collectors.decode import (
 from trnwatch.collectors.job_events import PASSIVE_SOURCE_PREFIXES, DecodedJobLine, JobLogStats
 from trnwatch.collectors.kernel_log import DriverLine, HardwareError, OtherLine, remote_host_label
 from trnwatch.collectors.limits import MAX_HOSTS, MAX_RUNTIMES_TOTAL
-from trnwatch.collectors.lines import ClockMark, Line, SourceEvent
+from trnwatch.collectors.lines import ClockMark, Line, ReadMark, SourceEvent
 from trnwatch.collectors.neuron_monitor import FieldRejection, Report
 from trnwatch.collectors.scheduler import KubernetesPod, SchedulerJob, header_tags
 from trnwatch.collectors.stack_records import StackCapture
@@ -39,10 +39,11 @@ from trnwatch.ledger.hardware import HardwareErrorSeen, KernelLogState
 from trnwatch.ledger.hosts import HostState
 from trnwatch.ledger.job import JobDiagnosis, JobEventRejected, JobLedger
 from trnwatch.ledger.job_summary import JobSection
+from trnwatch.ledger.lag import MonitorLag
 from trnwatch.ledger.membership import Membership, membership_of
 from trnwatch.ledger.pods import PodIndex, pod_index, pods_of
 from trnwatch.ledger.read_model import ReadModel
-from trnwatch.ledger.rollups import Kept, reported_within, stale_after_s
+from trnwatch.ledger.rollups import Kept, stale_after_s
 from trnwatch.ledger.rules import DEFAULT_RULES, Rules
 from trnwatch.ledger.stacks import StackLedger
 from trnwatch.ledger.sysfs_host import HostSysfs
@@ -110,6 +111,9 @@ class SourceStats:
     log_profile: str | None = None
     unparsed_lines: int = 0
     error_files: dict[str, int] = field(default_factory=dict)  # torchrun @record files: "read", or why not
+    # On disk past the exit read when the session ended (a file follower's bound): never folded.
+    unread_bytes: int = 0
+    unread_lines: int = 0
 
     def count_rejection(self, reason: str, detail: str) -> None:
         """One more line rejected for `reason`; the detail of the latest is kept for people."""
@@ -181,6 +185,9 @@ class Ledger:
         # when the session ended (None while it runs, or a recording that was cut short).
         self.clock_s: float | None = None
         self.ended_s: float | None = None
+        # Up to when the sources are known read, and the session's pauses (ledger/lag.py): what
+        # silence is judged on.
+        self.lag = MonitorLag()
         # The job scope, from the first job telemetry line on (None: no job source connected).
         self.job: JobLedger | None = None
         self.goodput: GoodputClock | None = None  # the job window's time accounting, from the first job event
@@ -365,9 +372,16 @@ class Ledger:
 
     def clock_mark(self, mark: ClockMark) -> None:
         """Note the session's clock: time passed (a tick), or the session's end."""
+        self.generation += 1  # the read-through time moves (ledger/lag.py)
         self.clock_s = mark.t_s if self.clock_s is None else max(self.clock_s, mark.t_s)
         if mark.end:
             self.ended_s = mark.t_s
+        self.lag.fold_tick(mark)
+
+    def read_mark(self, mark: ReadMark) -> None:
+        """Note how far a file follower has read (ledger/lag.py): the job is judged up to there."""
+        self.generation += 1
+        self.lag.fold_mark(mark)
 
     def nothing_delivered(self) -> bool:
         """Whether no source ever delivered anything (`source_delivered`): a session that measured
@@ -424,13 +438,17 @@ class Ledger:
             ),
         )
 
-    def end_source(self, source_id: str, t_s: float, error: str | None = None) -> None:
-        """Mark a source finished: cleanly (EOF) or lost (with the error it died of)."""
+    def end_source(
+        self, source_id: str, t_s: float, error: str | None = None, unread_bytes: int = 0, unread_lines: int = 0
+    ) -> None:
+        """Mark a source finished: cleanly (EOF) or lost (with the error it died of), and what
+        it left unread on disk at the session's end."""
         self.generation += 1
         stats = self.sources.get(source_id)
         if stats is not None and stats.ended_s is None:
             stats.ended_s = t_s
             stats.end_error = error
+            stats.unread_bytes, stats.unread_lines = unread_bytes, unread_lines
 
     @staticmethod
     def host_id_of(report: Report, source_id: str) -> str:
@@ -500,21 +518,17 @@ class Ledger:
         host = self.host_named(host_name)
         if host is None or not 0 <= chip < len(host.chips):
             return None
-        if now_s is not None and not self.host_fresh(host, now_s):
+        if now_s is not None and self.read(now_s).freshness[host.host_id] != "fresh":
             return None
         return host.chips[chip].util_pct
 
     def job_diagnosis(self, now_s: float) -> JobDiagnosis | None:
         """The job verdict with device evidence joined in (rank -> host / chip), or None without job data."""
-        if self.job is None:
-            return None
-        return self.job.diagnose(now_s, lambda host, chip: self.chip_util_pct(host, chip, now_s))
+        return self.read(now_s).diagnosis
 
     def job_summary(self, now_s: float) -> JobSection | None:
         """The job section (receipt, snapshot) with the same device evidence, or None without job data."""
-        if self.job is None:
-            return None
-        return self.job.summary(now_s, lambda host, chip: self.chip_util_pct(host, chip, now_s))
+        return self.read(now_s).job_summary
 
     def membership(self, host: HostState) -> Membership:
         """UltraServer of a host and which source said so (ledger/membership.py gives the order);
@@ -532,9 +546,6 @@ class Ledger:
             if us is not None:
                 groups.setdefault(us, []).append(host)
         return groups
-
-    def host_fresh(self, host: HostState, now_s: float) -> bool:
-        return reported_within(host, now_s, stale_after_s(host.period_s))
 
     @property
     def simulated(self) -> bool:

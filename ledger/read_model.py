@@ -32,6 +32,7 @@ from trnwatch.ledger.findings import (
 )
 from trnwatch.ledger.hosts import ChipState, HostState
 from trnwatch.ledger.job import JobDiagnosis
+from trnwatch.ledger.lag import BEHIND_AFTER_S
 from trnwatch.ledger.rollups import (
     ChipEcc,
     ClusterRollup,
@@ -48,7 +49,11 @@ from trnwatch.ledger.rollups import (
 from trnwatch.ledger.sysfs_host import EfaRollup, efa_rollup
 
 if TYPE_CHECKING:
+    from trnwatch.ledger.job_summary import JobSection
     from trnwatch.ledger.ledger import Ledger, SourceState
+
+# Job sources read by a file follower that marks how far it has read (ledger/lag.py): rank files.
+FOLLOWED_JOB_PREFIXES = ("job:", "job-dir:")
 
 NO_GROUP = ""  # the group of hosts not mapped to any UltraServer
 
@@ -129,16 +134,43 @@ class ReadModel:
 
     @cached_property
     def source_states(self) -> Mapping[str, "SourceState"]:
-        """Every source's state, each judged against the report period of the host(s) it feeds."""
+        """Every source's state, each judged against the report period of the host(s) it feeds,
+        at what was read of it (a job file at the job's `job_judged_s`, the others at `host_judged_s`)."""
         periods = self.source_periods_s
-        return {sid: s.state(self.now_s, periods.get(sid)) for sid, s in self.ledger.sources.items()}
+        host_s, job_s = self.host_judged_s, self.job_judged_s
+        return {
+            sid: s.state(job_s if s.kind == "job" else host_s, periods.get(sid))
+            for sid, s in self.ledger.sources.items()
+        }
+
+    # --- the monitor's own lag (ledger/lag.py) ----------------------------------------------------
+
+    @cached_property
+    def host_judged_s(self) -> float:
+        """The moment hosts are judged at: "now", never past what the session has read."""
+        return self.ledger.lag.host_judged_s(self.now_s)
+
+    @cached_property
+    def job_judged_s(self) -> float:
+        """The moment the job is judged at: "now", never past where its followers are caught up."""
+        unfollowed = any(
+            s.kind == "job" and not s.source_id.startswith(FOLLOWED_JOB_PREFIXES) for s in self.ledger.sources.values()
+        )
+        return self.ledger.lag.job_judged_s(self.now_s, unfollowed)
+
+    @cached_property
+    def behind(self) -> Mapping[str, float]:
+        """The sources trnwatch is more than BEHIND_AFTER_S behind on, and by how many seconds,
+        most behind first (`lag.INTAKE`: the sources that push lines, after a pause or a full queue)."""
+        behind = self.ledger.lag.behind_s(self.now_s)
+        return dict(sorted(((k, v) for k, v in behind.items() if v > BEHIND_AFTER_S), key=lambda kv: (-kv[1], kv[0])))
 
     @cached_property
     def freshness(self) -> Mapping[str, Freshness]:
         """Every host's freshness by host id: fresh (in every figure), stale (reports stopped:
         last figures shown with their age, left out of rollups) or lost (its source ended with
         an error or its link is down). Each source's state once (a Prometheus server feeds every host)."""
-        ledger, now_s = self.ledger, self.now_s
+        ledger, now_s = self.ledger, self.host_judged_s
         periods_s = self.source_periods_s
         lost: dict[str, bool] = {}
         stale_after: dict[float | None, float] = {}  # `stale_after_s` by period: most hosts share one
@@ -197,7 +229,7 @@ class ReadModel:
         """`hosts`, numbered in natural order of their names (instance name, else stream label),
         so numbers follow the names people use; sorting the grid never renumbers."""
         ordered = sorted(hosts, key=lambda h: (_natural(h.instance_name or h.source_id), h.host_id))
-        freshness, now_s = self.freshness, self.now_s
+        freshness, now_s = self.freshness, self.host_judged_s
         return [
             HostSummary(
                 number=i,
@@ -314,7 +346,7 @@ class ReadModel:
     @cached_property
     def _efa_by_group(self) -> Mapping[str, EfaRollup]:
         return {
-            group: efa_rollup((h.host_id for h in hosts), self.ledger.sysfs, self.now_s)
+            group: efa_rollup((h.host_id for h in hosts), self.ledger.sysfs, self.host_judged_s)
             for group, hosts in self.hosts_by_group.items()
         }
 
@@ -323,21 +355,37 @@ class ReadModel:
         None when sysfs is not sampled, `hosts` 0 when none of them gave rates (unavailable)."""
         if not self.sysfs_sampled:
             return None
-        return self._efa_by_group.get(group) or efa_rollup((), self.ledger.sysfs, self.now_s)
+        return self._efa_by_group.get(group) or efa_rollup((), self.ledger.sysfs, self.host_judged_s)
 
     @cached_property
     def efa_cluster(self) -> EfaRollup | None:
         """EFA of every host, those sysfs names that no report does too (None: sysfs not sampled)."""
         if not self.sysfs_sampled:
             return None
-        return efa_rollup(set(self.ledger.hosts) | set(self.ledger.sysfs), self.ledger.sysfs, self.now_s)
+        return efa_rollup(set(self.ledger.hosts) | set(self.ledger.sysfs), self.ledger.sysfs, self.host_judged_s)
 
     # --- the job and the findings -----------------------------------------------------------------
 
+    def chip_util_pct(self, host_name: str, chip: int) -> float | None:
+        """Latest utilisation of a rank's chip for the job's device evidence: None when the host
+        is unknown or not fresh (`freshness`, the one rule)."""
+        host = self.ledger.host_named(host_name)
+        if host is None or not 0 <= chip < len(host.chips) or self.freshness[host.host_id] != "fresh":
+            return None
+        return host.chips[chip].util_pct
+
     @cached_property
     def diagnosis(self) -> JobDiagnosis | None:
-        """The job's verdict with device evidence joined in (None without job data)."""
-        return self.ledger.job_diagnosis(self.now_s)
+        """The job's verdict with device evidence joined in (None without job data), judged at
+        `job_judged_s`: only on what was read."""
+        job = self.ledger.job
+        return None if job is None else job.diagnose(self.job_judged_s, self.chip_util_pct)
+
+    @cached_property
+    def job_summary(self) -> "JobSection | None":
+        """The job section (receipt, snapshot, job view) with the same judgement and device evidence."""
+        job = self.ledger.job
+        return None if job is None else job.summary(self.job_judged_s, self.chip_util_pct)
 
     @cached_property
     def suspects_by_ultraserver(self) -> tuple[Mapping[str, list[int]], list[int]]:
@@ -357,7 +405,8 @@ class ReadModel:
     @cached_property
     def findings(self) -> tuple[Finding, ...]:
         """Every current finding of every rule (ledger/findings.py), most severe first."""
-        return tuple(current_findings(Context(self.ledger, self.now_s, self.diagnosis, self.freshness, self.kept)))
+        context = Context(self.ledger, self.host_judged_s, self.diagnosis, self.freshness, self.kept, self.behind)
+        return tuple(current_findings(context))
 
     def chips_to_look_at(self, hosts: list[HostState], findings: tuple[Finding, ...], limit: int) -> list[ChipToLook]:
         """The fresh chips of `hosts` that most need a look, with why (`findings.chips_to_look_at`)."""

@@ -108,6 +108,28 @@ class SourceEntry(_Section):
     # never delivered a line ("never connected: ...").
     state: str | None = None
     failed: str | None = None
+    # A followed file's lines still on disk past the exit read's bound (never folded; 0: read whole).
+    unread_at_exit_bytes: int = 0
+    unread_at_exit_lines: int = 0
+
+
+class MonitorEntry(_Section):
+    """trnwatch's own lag (ledger/lag.py): how far behind it was on its sources, its pauses, and
+    what it left unread at exit. Its own finding, never the job's: ranks and hosts were judged
+    only on what was read."""
+
+    # Seconds behind at the end, per source ("intake": the sources that push lines), and the most
+    # it was behind during the session, as seen at its ticks.
+    behind_at_end_s: dict[str, float]
+    worst_behind_s: dict[str, float]
+    pauses: int  # times its event loop was not scheduled for a second or more (SIGSTOP, starved machine)
+    paused_s: float
+    longest_pause_s: float
+    held_ticks: int  # seconds the intake's queue was full (sources held back)
+    # Lines and bytes left unread at exit, added up over the followed files (each file's: sources[]).
+    unread_at_exit_lines: int
+    unread_at_exit_bytes: int
+    unread_at_exit_sources: int
 
 
 class HostEntry(_Section):
@@ -467,6 +489,7 @@ class Receipt(_Section):
     recording: RecordingEntry | None = None
     replay: ReplayEntry | None = None
     stacks: StackSection | None = None  # null: no stack was taken
+    monitor: MonitorEntry | None = None  # null: no source marked how far it was read
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -549,6 +572,26 @@ def build_receipt(
         stacks=StackSection(captures=list(ledger.stacks.captures), dropped=ledger.stacks.dropped)
         if len(ledger.stacks)
         else None,
+        monitor=_monitor_entry(ledger, judged_s),
+    )
+
+
+def _monitor_entry(ledger: Ledger, judged_s: float | None) -> MonitorEntry | None:
+    lag = ledger.lag
+    unread = [s for s in ledger.sources.values() if s.unread_bytes]
+    if lag.through_s is None and not lag.followers and not unread:
+        return None
+    behind = {} if judged_s is None else lag.behind_s(judged_s)
+    return MonitorEntry(
+        behind_at_end_s={k: round(v, 3) for k, v in sorted(behind.items())},
+        worst_behind_s={k: round(v, 3) for k, v in sorted(lag.worst_behind_s.items())},
+        pauses=lag.pauses,
+        paused_s=round(lag.paused_s, 3),
+        longest_pause_s=round(lag.longest_pause_s, 3),
+        held_ticks=lag.held_ticks,
+        unread_at_exit_lines=sum(s.unread_lines for s in unread),
+        unread_at_exit_bytes=sum(s.unread_bytes for s in unread),
+        unread_at_exit_sources=len(unread),
     )
 
 
@@ -645,6 +688,8 @@ def _source_entry(s, end_s: float | None, periods: Mapping[str, float]) -> Sourc
         error_files=dict(s.error_files),
         state=state,
         failed=_source_failure(s, state, end_s),
+        unread_at_exit_bytes=s.unread_bytes,
+        unread_at_exit_lines=s.unread_lines,
     )
 
 

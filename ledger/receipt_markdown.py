@@ -14,6 +14,7 @@ from trnwatch.collectors.scheduler import KubernetesJob, job_words
 from trnwatch.ledger import units
 from trnwatch.ledger.incidents import incident_words, site_words, worst_first
 from trnwatch.ledger.job_summary import Percentiles
+from trnwatch.ledger.lag import BEHIND_AFTER_S, behind_words
 from trnwatch.ledger.ledger import source_delivered
 from trnwatch.ledger.receipt import SCHEMA, EfaEntry, Receipt
 from trnwatch.ledger.runtimes import is_execution_error
@@ -683,11 +684,41 @@ def _stacks_section(r: Receipt) -> list[str]:
     return lines
 
 
+def _monitor_section(r: Receipt) -> list[str]:
+    """trnwatch's own lag, when it was behind, paused or left lines unread (else nothing)."""
+    m = r.monitor
+    if m is None:
+        return []
+    behind = {k: v for k, v in m.worst_behind_s.items() if v > BEHIND_AFTER_S}
+    if not (behind or m.pauses or m.unread_at_exit_bytes):
+        return []
+    lines = [
+        "",
+        "## trnwatch itself",
+        "",
+        "Its own lag, never the job's: ranks and hosts were judged on what it had read.",
+        "",
+    ]
+    for source, seconds in sorted(behind.items(), key=lambda kv: -kv[1]):
+        lines.append(f"- {_md_text(behind_words(source, seconds))} at worst")
+    if m.pauses:
+        lines.append(
+            f"- its event loop paused {m.pauses} time(s), {m.paused_s:.1f} s in all (longest {m.longest_pause_s:.1f} s)"
+        )
+    if m.unread_at_exit_bytes:
+        lines.append(
+            f"- left unread at exit: {m.unread_at_exit_lines:,} lines ({m.unread_at_exit_bytes:,} bytes) "
+            f"in {m.unread_at_exit_sources} file(s); per file under Sources"
+        )
+    return lines
+
+
 def render_markdown(r: Receipt, svg_name: str | None = None) -> str:
     """The receipt for people: headline, boundary, job, goodput (with the timeline picture when
     `svg_name` is given), then sources, hosts, UltraServers, runtimes and chips."""
     lines = _headline(r)
     lines += _incidents_section(r)
+    lines += _monitor_section(r)
     lines += _boundary_section(r)
     lines += _job_section(r)
     lines += _stacks_section(r)

@@ -254,7 +254,7 @@ def build_snapshot(
         ultraservers=[
             _ultraserver(read.ultraserver(us, members), us) for us, members in sorted(ledger.ultraservers().items())
         ],
-        hosts=[_host(ledger, h, now_s) for h in hosts],
+        hosts=[_host(ledger, h, now_s, read.freshness[h.host_id] == "fresh") for h in hosts],
         chips=[_chip(h, c, now_s) for h in hosts for c in h.chips],
         job=job if job is not None else NoJob(),
     )
@@ -290,12 +290,12 @@ def _ultraserver(r: UltraServerRollup, us: str) -> UltraServerEntry:
     )
 
 
-def _host(ledger: Ledger, h: HostState, now_s: float) -> HostEntry:
+def _host(ledger: Ledger, h: HostState, now_s: float, fresh: bool) -> HostEntry:
     return HostEntry(
         host=h.host_id,
         source=h.source_id,
         ultraserver=ledger.ultraserver_of(h),
-        fresh=ledger.host_fresh(h, now_s),
+        fresh=fresh,  # the read model's one rule (ReadModel.freshness)
         age_s=_age(now_s, h.last_s),
         instance_name=h.instance_name,
         instance_type=h.instance_type,

@@ -199,10 +199,14 @@ def test_the_exit_read_is_bounded_and_the_receipt_says_how_much_was_left(tmp_pat
     folded = end_after_append(ledger, spec, source_id, path, backlog, first_reports=1)
     stats = ledger.sources[source_id]
     said = re.fullmatch(
-        r"([\d,]+) bytes on disk left unread at exit \(the exit read stops after 0 s\)", stats.end_error or ""
+        r"(?:([\d,]+) lines, )?([\d,]+) bytes on disk left unread at exit \(the exit read stops after 0 s\)",
+        stats.end_error or "",
     )
     assert 1 < folded < 2001 and said, (folded, stats.end_error)
-    assert len(backlog) - 2 * 4096 < int(said[1].replace(",", "")) < len(backlog)  # one or two reads were made
+    assert len(backlog) - 2 * 4096 < int(said[2].replace(",", "")) < len(backlog)  # one or two reads were made
     receipt = build_receipt(ledger, "sigterm", "live", written_at_s=time.time())
     (entry,) = [s for s in receipt.sources if s.id == source_id]
     assert entry.end_error == stats.end_error
+    if follower == "run-dir":  # the rank file's follower counts what it left, line for line
+        assert said[1] is not None and folded + int(said[1].replace(",", "")) == 2001
+        assert (stats.unread_lines, stats.unread_bytes) == (2001 - folded, int(said[2].replace(",", "")))

@@ -108,20 +108,26 @@ def test_a_replay_judges_the_recorded_silence_and_a_window_judges_its_own_end(tm
     assert early["job"]["stalls"] == [] and early["goodput"]["badput_s"]["stalled"] == 0
 
 
-def test_a_recording_keeps_ticks_only_when_nothing_else_was_recorded_and_its_end(tmp_path):
+def test_a_recording_keeps_every_tick_with_its_pause_and_its_end(tmp_path):
+    """Every tick is kept (each says up to when the sources were read: ledger/lag.py), with a
+    pause of the event loop and a full intake as they were."""
     from tests.recordings import read_all
 
     rec = tmp_path / "r.trnrec"
     recorder = Recorder.to_file(rec, "live", {})
-    recorder.write(ClockMark(T0 + 1))  # an idle second: kept
+    recorder.write(ClockMark(T0 + 1))  # an idle second
     recorder.flush()
     recorder.write(Line("s", "neuron-monitor", T0 + 1.5, "{}"))
-    recorder.write(ClockMark(T0 + 2))  # a second with a line in it: the line says time passed
+    recorder.write(ClockMark(T0 + 2, paused_s=15.25, held=True))  # after a SIGSTOP, with the queue full
     recorder.flush()
     recorder.write(ClockMark(T0 + 3, end=True))
     recorder.close()
     items, recording = read_all(rec)
-    assert [i for i in items if isinstance(i, ClockMark)] == [ClockMark(T0 + 1), ClockMark(T0 + 3, end=True)]
+    assert [i for i in items if isinstance(i, ClockMark)] == [
+        ClockMark(T0 + 1),
+        ClockMark(T0 + 2, paused_s=15.25, held=True),
+        ClockMark(T0 + 3, end=True),
+    ]
     assert recording.span() == (T0 + 1, T0 + 3)
 
 

@@ -240,6 +240,8 @@ class Alerts:
 
     def offer(self, changed: list[Incident], evidence: str, verdict: str | None) -> None:
         for incident in changed:
+            if incident.kind == "monitor":
+                continue  # trnwatch behind on its own reading: said everywhere, never paged as a fault
             change = incident.changes[-1]
             key = (_site_key(incident), change.change, change.label)
             last = self._sent_at.get(key)

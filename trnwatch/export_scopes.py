@@ -34,7 +34,7 @@ from trnwatch.collectors.job_events import (
     RunStart,
     Step,
 )
-from trnwatch.collectors.lines import Carried, ClockMark, Line, SourceEvent
+from trnwatch.collectors.lines import Carried, ClockMark, Line, ReadMark, SourceEvent
 from trnwatch.collectors.recording_reader import Recording
 from trnwatch.intake import fold_item
 from trnwatch.ledger.chips import ECC_FIELDS
@@ -47,7 +47,7 @@ from trnwatch.outside import clean
 ColumnKind = Literal["time", "str", "int", "float", "bool"]
 Scope = Literal["chip", "core", "host", "rank", "job", "incidents"]
 Row = tuple
-Item = Line | SourceEvent | ClockMark | Carried
+Item = Line | SourceEvent | ClockMark | ReadMark | Carried
 
 # neuron-monitor's `neuroncore_memory_usage` categories (its documentation's names); a category
 # outside them counts in hbm_used_bytes only.

@@ -44,7 +44,7 @@ from collections import deque
 from collections.abc import Callable
 
 from trnwatch.collectors.decode import Decoded, decode
-from trnwatch.collectors.lines import Carried, ClockMark, Line, SourceEvent
+from trnwatch.collectors.lines import Carried, ClockMark, Line, ReadMark, SourceEvent
 from trnwatch.ledger.ledger import Ledger
 
 # Longest stretch of folding on the event loop before it runs other work (issue 10: no
@@ -87,7 +87,7 @@ class Intake:
         self.max_queued_chars = max_queued_chars
         self._queued_chars = 0  # of the queued lines' text
         self.slices = 0  # fold slices run (each followed by a turn of the event loop)
-        self._queue: deque[Line | SourceEvent | ClockMark | Carried] = deque()  # arrived, not yet folded
+        self._queue: deque[Line | SourceEvent | ClockMark | ReadMark | Carried] = deque()  # arrived, not yet folded
         self._wake = asyncio.Event()
         self._room = asyncio.Event()
         self._room.set()
@@ -99,7 +99,7 @@ class Intake:
         self._thresholds: tuple[int, int, int] | None = None  # the collector's, while the intake runs
         self._halted = False  # `halt`: nothing more is folded
 
-    def put(self, item: Line | SourceEvent | ClockMark | Carried) -> None:
+    def put(self, item: Line | SourceEvent | ClockMark | ReadMark | Carried) -> None:
         """Queue one item (already recorded); it is folded after everything queued before it."""
         if self._halted:
             return
@@ -118,6 +118,12 @@ class Intake:
     def full(self) -> bool:
         """As many items, or as much line text, queued as the bounds allow: sources wait (`room`)."""
         return len(self._queue) >= self.max_queued or self._queued_chars >= self.max_queued_chars
+
+    def fold_queued(self) -> None:
+        """Fold everything queued now, at once (the session's exit drain, between its reads)."""
+        while self._queue:
+            self._fold(self._queue.popleft())
+        self._queued_chars = 0
 
     async def room(self) -> None:
         """Wait while the queue is full."""
@@ -189,7 +195,7 @@ class Intake:
             self.freezes += 1
             self._frozen_size = size
 
-    def _fold(self, item: Line | SourceEvent | ClockMark | Carried) -> None:
+    def _fold(self, item: Line | SourceEvent | ClockMark | ReadMark | Carried) -> None:
         fold_item(self.ledger, item)
         if self.on_time is not None and not isinstance(item, Carried):  # carried: from before a replay's window
             self.on_time(item.received_s if isinstance(item, Line) else item.t_s)
@@ -204,9 +210,7 @@ class Intake:
     def close(self) -> None:
         """Fold everything still queued, in order (once `run` is cancelled); unfreeze, and give
         the collector its own thresholds back."""
-        while self._queue:
-            self._fold(self._queue.popleft())
-        self._queued_chars = 0
+        self.fold_queued()
         gc.unfreeze()
         if self._thresholds is not None:
             gc.set_threshold(*self._thresholds)
@@ -215,13 +219,15 @@ class Intake:
         self._idle.set()
 
 
-def _chars(item: Line | SourceEvent | ClockMark | Carried) -> int:
+def _chars(item: Line | SourceEvent | ClockMark | ReadMark | Carried) -> int:
     if isinstance(item, Line):
         return len(item.text)
     return len(item.line.text) if isinstance(item, Carried) else 0
 
 
-def fold_item(ledger: Ledger, item: Line | SourceEvent | ClockMark | Carried, decoded: Decoded | None = None) -> None:
+def fold_item(
+    ledger: Ledger, item: Line | SourceEvent | ClockMark | ReadMark | Carried, decoded: Decoded | None = None
+) -> None:
     """Decode and fold one item into the ledger: the one way a line, a carried line, a clock mark
     or a source event enters it (the intake's slices, and `trnwatch export`, which passes a
     line's `decoded` records when it read them itself)."""
@@ -229,11 +235,13 @@ def fold_item(ledger: Ledger, item: Line | SourceEvent | ClockMark | Carried, de
         ledger.fold(decoded if decoded is not None else decode(item))
     elif isinstance(item, ClockMark):
         ledger.clock_mark(item)
+    elif isinstance(item, ReadMark):
+        ledger.read_mark(item)
     elif isinstance(item, Carried):
         ledger.carry(decode(item.line))
     elif item.event == "open":
         ledger.source(item.source_id, item.kind)
     elif item.event == "end":
-        ledger.end_source(item.source_id, item.t_s, item.error)
+        ledger.end_source(item.source_id, item.t_s, item.error, item.unread_bytes, item.unread_lines)
     else:  # "connecting" / "down" of a remote source that reconnects (SSH, Prometheus)
         ledger.link_event(item)

@@ -156,6 +156,19 @@ def render(session: "Session", now_s: float) -> str:
         "Hosts by freshness.",
         [(label_set(state=s), states.get(s, 0)) for s in ("fresh", "stale", "lost")],
     )
+    lag = ledger.lag
+    family(
+        "trnwatch_behind_seconds",
+        "gauge",
+        'How far trnwatch\'s reading is behind now, per source ("intake": the sources that push lines).',
+        [(label_set(source=k), v) for k, v in sorted(lag.behind_s(read.now_s).items())],
+    )
+    family(
+        "trnwatch_pauses",
+        "counter",
+        "Times trnwatch's event loop was not scheduled for 1 s or more.",
+        [("_total", lag.pauses)],
+    )
     sources = ledger.sources.values()
     family("trnwatch_reports", "counter", "Lines folded.", [("_total", sum(s.reports for s in sources))])
     family(

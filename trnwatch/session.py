@@ -14,18 +14,19 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trnwatch.alerts import Alerts
-from trnwatch.collectors.lines import Carried, ClockMark, Line, LineKind, SourceEvent
+from trnwatch.collectors.lines import Carried, ClockMark, Line, LineKind, ReadMark, SourceEvent
 from trnwatch.collectors.recording import FLUSH_EVERY_S, Recorder
 from trnwatch.collectors.streams import SourceLost
 from trnwatch.intake import FOLD_SLICE_S, Intake
 from trnwatch.ledger.findings import Finding
 from trnwatch.ledger.incidents import Incident, IncidentLog
+from trnwatch.ledger.lag import behind_words
 from trnwatch.ledger.ledger import Ledger, SourceState
 from trnwatch.ledger.receipt import (
     ExitReason,
@@ -49,6 +50,8 @@ if TYPE_CHECKING:
 # source event's and clock mark's recorded time, trnwatch/intake.py `on_time`): a live session
 # judges at the same moments as its replay at any speed, so both keep the same incidents.
 INCIDENT_PERIOD_S = 1.0
+# A tick this much later than its period says the event loop was not scheduled meanwhile.
+PAUSED_AFTER_S = 1.0
 
 SIGNAL_REASONS: dict[int, ExitReason] = {
     signal.SIGINT: "interrupt",
@@ -84,9 +87,14 @@ class SourceSpec:
 
     source_id: str
     kind: LineKind
-    lines: Callable[[], AsyncIterator[Line | SourceEvent | ClockMark | Carried]]
+    lines: Callable[[], AsyncIterator[Line | SourceEvent | ClockMark | ReadMark | Carried]]
     relay: bool = False
+    # A replay: it carries the recorded session's clock marks, so the session makes none of its
+    # own (a follower of files relays its rank files' sources, not a clock).
     recorded_clock: bool = False
+    # A follower of files: what it still has to read when the session ends, read by the session
+    # itself after its sources stopped, bounded (collectors/job_files.py, RunDirFollower.drain).
+    drain: Callable[[], Iterator[Line | SourceEvent | ReadMark]] | None = None
 
 
 class Session:
@@ -212,6 +220,7 @@ class Session:
             for task in tasks + helpers:
                 task.cancel()
             await asyncio.gather(*tasks, *helpers, return_exceptions=True)
+            self._drain()
             if not self.relayed_clock:
                 # The session's end, as data: the receipt is judged at it, and a replay too.
                 self.apply(ClockMark(ended_s, end=True))
@@ -226,6 +235,20 @@ class Session:
                 self.notice(f"incidents not judged at the end: {type(exc).__name__}: {exc}")
         return self.exit_reason or "eof"
 
+    def _drain(self) -> None:
+        """The followers' last reads (what their files hold at the end, within their bound), folded
+        as they are read so the queue stays bounded; their sources end after them."""
+        for spec in self.sources:
+            if spec.drain is None:
+                continue
+            try:
+                for item in spec.drain():
+                    self.apply(item)
+                    if self._intake.full:
+                        self._intake.fold_queued()
+            except Exception as exc:  # a broken follower must not cost the receipt
+                self.notice(f"{spec.source_id}: the last read failed: {type(exc).__name__}: {exc}")
+
     def _check_recording(self) -> None:
         """A recording write failed: mark it for the receipt and say so once; monitoring goes on."""
         rec = self.recorder
@@ -237,7 +260,7 @@ class Session:
                     "the receipt says where the recording ends"
                 )
 
-    def apply(self, item: Line | SourceEvent | ClockMark | Carried) -> None:
+    def apply(self, item: Line | SourceEvent | ClockMark | ReadMark | Carried) -> None:
         """Record, then queue for folding, one item: a source's, or one the session made itself
         (a stack capture). A replay window's carried state was recorded before the window: it is
         not recorded again."""
@@ -252,7 +275,10 @@ class Session:
             async for item in spec.lines():
                 self.apply(item)
                 if self._intake.full:
-                    await self._intake.room()  # lines arrive faster than they are folded
+                    if self._stop.is_set():  # a follower's last reads while the session ends: the intake stopped
+                        self._intake.fold_queued()
+                    else:
+                        await self._intake.room()  # lines arrive faster than they are folded
         except SourceLost as exc:
             error = str(exc)
         except asyncio.CancelledError:
@@ -275,11 +301,18 @@ class Session:
 
     async def _tick(self) -> None:
         """Every FLUSH_EVERY_S: the clock's progress as a mark (a live session's; a replay's
-        clock comes from its recording), then the recording's frame is cut."""
+        clock comes from its recording), then the recording's frame is cut. A tick that comes
+        PAUSED_AFTER_S late or more says how long the event loop was not scheduled (a SIGSTOP, a
+        starved machine), and one made while the intake's queue is full says so: neither says the
+        sources were read up to it (ledger/lag.py)."""
+        before = time.monotonic()
         while True:
             await asyncio.sleep(FLUSH_EVERY_S)
+            after = time.monotonic()
+            late_s, before = after - before - FLUSH_EVERY_S, after
             if not self.relayed_clock:
-                self.apply(ClockMark(time.time()))
+                paused_s = round(late_s, 3) if late_s >= PAUSED_AFTER_S else 0.0
+                self.apply(ClockMark(time.time(), paused_s=paused_s, held=self._intake.full))
             if self.recorder is not None:
                 self.recorder.flush()
                 self._check_recording()
@@ -420,13 +453,14 @@ async def progress_lines(session: Session, every_s: float, out=sys.stderr) -> No
         now = time.time()
         reports = sum(s.reports for s in ledger.sources.values())
         rejected = sum(sum(s.rejected.values()) for s in ledger.sources.values())
-        judged_s = session_now_s(ledger, now, ledger.job)  # a replay's own clock, else the wall
-        fresh = sum(1 for h in ledger.hosts.values() if ledger.host_fresh(h, judged_s))
-        diagnosis = ledger.job_diagnosis(judged_s)  # the job's verdict too, when job telemetry is read
+        read = ledger.read(session_now_s(ledger, now, ledger.job))  # a replay's own clock, else the wall
+        fresh = sum(1 for state in read.freshness.values() if state == "fresh")
+        diagnosis = read.diagnosis  # the job's verdict too, when job telemetry is read
         job = f", job {diagnosis.verdict}" if diagnosis is not None else ""
+        behind = "".join(f"; {behind_words(source_id, s)}" for source_id, s in read.behind.items())
         print(
             f"trnwatch: {now - session.started_s:.0f} s, {fresh}/{len(ledger.hosts)} hosts reporting, "
-            f"{reports} lines folded, {rejected} rejected{job}",
+            f"{reports} lines folded, {rejected} rejected{job}{behind}",
             file=out,
             flush=True,
         )

@@ -282,7 +282,7 @@ def _sim_job(hosts, job_dir: Path | None, job_format: str, period_s: float):
     log in that framework's format) each period, and the same follower a live `--job-dir`
     (or `--job-log`) uses reading them back. Without --job-dir the files go to a temporary
     folder, removed when the session ends (every exit path runs the writer's `finally`)."""
-    from trnwatch.collectors.job_files import follow_run_dir
+    from trnwatch.collectors.job_files import RunDirFollower
     from trnwatch.workloads.sim.job import GLOBAL_BATCH, SEQ_LEN, SimJobWriter
     from trnwatch.workloads.sim.job_logs import SimLogWriter
 
@@ -291,7 +291,7 @@ def _sim_job(hosts, job_dir: Path | None, job_format: str, period_s: float):
     writer: SimJobWriter | SimLogWriter
     if job_format == "job":
         writer = SimJobWriter(hosts, run_dir)
-        spec = SourceSpec(f"job-dir:{run_dir}", "job", lambda: follow_run_dir(str(run_dir)), relay=True)
+        spec = run_dir_spec(RunDirFollower(str(run_dir)), str(run_dir))
     else:
         from trnwatch.collectors.job_log import follow_job_log
         from trnwatch.collectors.log_profiles import profile_registry
@@ -474,8 +474,14 @@ def _job_dir_options(o: Options) -> None:
     )
 
 
+def run_dir_spec(follower, run_dir: str) -> SourceSpec:
+    """A run directory's follower as a session's source: each rank file is its own source
+    (job:rank-NNNNN.jsonl), the follower only relays them; the session drains it at its end."""
+    return SourceSpec(f"job-dir:{run_dir}", "job", follower.lines, relay=True, drain=follower.drain)
+
+
 def _job_dir_build(args: argparse.Namespace, ctx: Context) -> Built:
-    from trnwatch.collectors.job_files import follow_run_dir
+    from trnwatch.collectors.job_files import RunDirFollower
 
     run_dir = str(args.job_dir)
     notes = []
@@ -483,9 +489,7 @@ def _job_dir_build(args: argparse.Namespace, ctx: Context) -> Built:
         raise OptionError(f"--job-dir {run_dir}: not a folder (pass the run directory that holds rank-NNNNN.jsonl)")
     if not args.job_dir.exists():  # a job that has not started yet: its folder may appear later
         notes.append(f"--job-dir {run_dir}: no such folder yet; waiting for it to appear")
-    # Each rank file is its own source (job:rank-NNNNN.jsonl); the follower only relays them.
-    spec = SourceSpec(f"job-dir:{run_dir}", "job", lambda: follow_run_dir(run_dir), relay=True)
-    return Built([spec], notes=notes)
+    return Built([run_dir_spec(RunDirFollower(run_dir), run_dir)], notes=notes)
 
 
 def _job_log_options(o: Options) -> None:

@@ -39,7 +39,7 @@ class JobModel:
 def job_model(job: JobLedger, read: ReadModel) -> JobModel:
     """The job view's figures; the diagnosis is `Ledger.job_diagnosis` (each suspect's chip
     utilisation from the device ledger, fresh hosts only), the join the receipt uses too."""
-    ledger, now_s = read.ledger, read.now_s
+    now_s = read.job_judged_s  # on what was read (ledger/lag.py)
     dead = set(job.dead_ranks(now_s))  # the job ledger's own rule, not a second copy of it
     ranks = tuple(
         RankLine(
@@ -55,7 +55,8 @@ def job_model(job: JobLedger, read: ReadModel) -> JobModel:
         )
         for r in sorted(job.ranks.values(), key=lambda r: r.rank)
     )
-    summary = job.summary(now_s, lambda host, chip: ledger.chip_util_pct(host, chip, now_s))
+    summary = read.job_summary
+    assert summary is not None  # the read model's job is `job`
     collectives = summary.collectives
     return JobModel(
         diagnosis=JobDiagnosis(summary.verdict, summary.reason, tuple(summary.suspects)),
