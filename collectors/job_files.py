@@ -389,6 +389,10 @@ class RunDirFollower:
     def __init__(self, run_dir: str, poll_s: float = POLL_S, max_held_open: int | None = None):
         self.poll_s = poll_s
         self._dir = _RunDir(run_dir, held_open_bound() if max_held_open is None else max_held_open)
+        # The poll `lines` is yielding from: the session's end can cancel its consumer between two
+        # of its lines (waiting for room in the intake), and the rest of that read is off the file
+        # already, so `drain` yields it first.
+        self._in_hand: Iterator[Line | SourceEvent | ReadMark] | None = None
 
     def _poll(self) -> Iterator[Line | SourceEvent | ReadMark]:
         yield from self._dir.poll()
@@ -399,13 +403,19 @@ class RunDirFollower:
         of ranks that cannot be read (see the module docstring), until cancelled. New rank files
         are picked up as they appear; the directory itself may appear later too."""
         while True:
-            for item in self._poll():
+            self._in_hand = self._poll()
+            for item in self._in_hand:
                 yield item
+            self._in_hand = None
             await asyncio.sleep(0 if self._dir.backlog else self.poll_s)
 
     def drain(self) -> Iterator[Line | SourceEvent | ReadMark]:
-        """What the files hold when the session ends (`final_reads`), then the files are closed."""
+        """The rest of a poll the session's end interrupted, then what the files hold
+        (`final_reads`), then the files are closed."""
         try:
+            if self._in_hand is not None:
+                in_hand, self._in_hand = self._in_hand, None
+                yield from in_hand
             yield from final_reads(self._poll, lambda: self._dir.backlog, self._dir.left_unread)
         finally:
             self._dir.close()

@@ -64,7 +64,7 @@ def test_a_slow_drip_scrape_target_does_not_hold_the_exit_and_ctrl_c_prints_no_t
         proc.kill()
         proc.wait()
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
-    assert proc.returncode == 0
+    assert proc.returncode == 5  # its one source never delivered a line: nothing was measured (README)
     assert (tmp_path / "r.json").exists()
 
 
