@@ -11,6 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from trnwatch import __version__
+from trnwatch.exit_signals import Stopped, hold_exit_signals, ignore_exit_signals, install_start_handlers
 from trnwatch.themes import THEME_NAMES
 
 EPILOG = """\
@@ -345,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
     """The command line. Called as the program (`argv` None), the process also ends without
     waiting on any worker thread still blocked in a read (see `_leave`)."""
     as_process = argv is None
+    if as_process:  # before the commands' imports: a SIGTERM or SIGHUP from here on is said
+        install_start_handlers()
     try:
         parser = build_parser(_command_named(sys.argv[1:] if argv is None else argv))
         args, unknown = parser.parse_known_args(argv)
@@ -355,7 +358,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C before a session's own handlers were installed
         _warn("interrupted")
         status = 130
+    except Stopped as stopped:  # SIGTERM or SIGHUP before them (trnwatch/exit_signals.py)
+        _warn(f"stopped by {stopped.name} before a session started: no receipt (exit status {stopped.status})")
+        status = stopped.status
     if as_process:
+        ignore_exit_signals()
         _leave(status)
     return status
 
@@ -530,13 +537,10 @@ def _run_session(args) -> int:
                 theme=args.theme,
                 receipt_path=args.receipt,
                 snapshot_dir=args.snapshot_dir,
+                hold_signals=args.as_process,
             )
         except NoTerminal as exc:
             raise UsageError(str(exc)) from None
-        if args.as_process:
-            from trnwatch.session import hold_exit_signals
-
-            hold_exit_signals()
     _report_receipt(session, path)
     _say_log_hints(session)
     _end_alerts(session)
@@ -701,13 +705,14 @@ def _run_snapshot(args) -> int:
     session, _ = _make_session(args)
 
     async def collect():
-        from trnwatch.session import hold_exit_signals
-
-        session.install_signal_handlers()
-        reason = await session.run()
-        if args.as_process:
-            hold_exit_signals()
-        return reason
+        restore = session.install_signal_handlers()
+        try:
+            return await session.run()
+        finally:
+            if args.as_process:
+                hold_exit_signals()
+            else:
+                restore()
 
     asyncio.run(collect())
     job = session.ledger.job
@@ -767,17 +772,20 @@ def _warn(text: str) -> None:
 
 
 async def _headless(session, progress_every_s: float, as_process: bool):
-    from trnwatch.session import hold_exit_signals, link_progress_lines, progress_lines
+    from trnwatch.session import link_progress_lines, progress_lines
 
-    session.install_signal_handlers()
+    restore = session.install_signal_handlers()
     reporter = asyncio.create_task(progress_lines(session, progress_every_s))
     links = asyncio.create_task(link_progress_lines(session)) if session.remote_sources else None
     try:
-        reason = await session.run()
-        if as_process:
-            hold_exit_signals()  # still inside the loop, so no signal falls between two handlers
-        return reason
+        return await session.run()
     finally:
+        # The program: "finishing" replaces the session's handlers, one call per signal, to its
+        # end. Inside another program (a test): the handlers it had come back.
+        if as_process:
+            hold_exit_signals()
+        else:
+            restore()
         reporter.cancel()
         if links is not None:
             links.cancel()

@@ -23,6 +23,7 @@ from trnwatch.alerts import Alerts
 from trnwatch.collectors.lines import Carried, ClockMark, Line, LineKind, ReadMark, SourceEvent
 from trnwatch.collectors.recording import FLUSH_EVERY_S, Recorder
 from trnwatch.collectors.streams import SourceLost
+from trnwatch.exit_signals import catch_exit_signals
 from trnwatch.intake import FOLD_SLICE_S, Intake
 from trnwatch.ledger.findings import Finding
 from trnwatch.ledger.incidents import Incident, IncidentLog
@@ -58,21 +59,6 @@ SIGNAL_REASONS: dict[int, ExitReason] = {
     signal.SIGTERM: "sigterm",
     signal.SIGHUP: "sighup",
 }
-
-
-def hold_exit_signals() -> None:
-    """From here to the process's end, SIGINT, SIGTERM and SIGHUP are ignored. Called once the
-    session has ended: what is left (writing the receipt, saying where it went) is short, and a
-    second Ctrl-C must not cut it into a traceback. Called inside the event loop, the loop's own
-    handlers are taken off first (else closing the loop would put the default ones back)."""
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        loop = None
-    for signum in SIGNAL_REASONS:
-        if loop is not None:
-            loop.remove_signal_handler(signum)
-        signal.signal(signum, signal.SIG_IGN)
 
 
 @dataclass(frozen=True)
@@ -196,11 +182,10 @@ class Session:
             self.exit_reason = reason
         self._stop.set()
 
-    def install_signal_handlers(self) -> None:
-        """SIGINT, SIGTERM and SIGHUP end the session cleanly (and so leave a receipt)."""
-        loop = asyncio.get_running_loop()
-        for signum, reason in SIGNAL_REASONS.items():
-            loop.add_signal_handler(signum, self.stop, reason)
+    def install_signal_handlers(self) -> Callable[[], None]:
+        """SIGINT, SIGTERM and SIGHUP end the session cleanly (and so leave a receipt); returns
+        what puts the previous handlers back (trnwatch/exit_signals.py)."""
+        return catch_exit_signals(asyncio.get_running_loop(), lambda signum: self.stop(SIGNAL_REASONS[signum]))
 
     async def run(self) -> ExitReason:
         """Run until every source ends, the duration passes, or `stop` is called."""

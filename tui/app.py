@@ -28,6 +28,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import ContentSwitcher, Footer
 
+from trnwatch.exit_signals import catch_exit_signals, hold_exit_signals
 from trnwatch.ledger import (
     NO_GROUP,
     WORST_STATE_FIRST,
@@ -166,6 +167,8 @@ class TrnwatchApp(App[None]):
         self.receipt_error: str | None = None
         self.last_export: tuple[Path, Path] | None = None
         self._session_done = False
+        self._receipt_done = False  # the session's task wrote its receipt (or failed to)
+        self._exit_asked = False  # asked while the receipt was being written: exit after it
         self._session_task: asyncio.Task | None = None
 
     @property
@@ -344,7 +347,9 @@ class TrnwatchApp(App[None]):
             self.receipt = await asyncio.to_thread(session.write_receipt, self.receipt_path)
         except Exception as exc:  # the screen must still close; run_app reports the error
             self.receipt_error = f"{type(exc).__name__}: {exc}"
-        if reason == "eof":
+        finally:
+            self._receipt_done = True
+        if reason == "eof" and not self._exit_asked:
             self.render_now()
             # The status line keeps saying so (and where the receipt is): the notification is short.
             self.notify("Every source ended: receipt written. q quits.", markup=False, timeout=NOTIFY_S)
@@ -353,8 +358,11 @@ class TrnwatchApp(App[None]):
 
     def request_exit(self, reason: ExitReason) -> None:
         """End the session for `reason` (its task writes the receipt, then exits the app), or
-        exit at once if the session already ended or there is none."""
-        if self.session is None or self._session_done:
+        exit at once if the session already ended and its receipt is written, or there is none."""
+        if self.session is not None and self._session_done and not self._receipt_done:
+            self._exit_asked = True
+            self.notify("Finishing: writing the receipt, please wait.", markup=False, timeout=NOTIFY_S)
+        elif self.session is None or self._session_done:
             self.exit()
         else:
             self.session.stop(reason)
@@ -623,11 +631,14 @@ def run_app(
     theme: str | None = None,
     receipt_path: Path | None = None,
     snapshot_dir: Path | None = None,
+    hold_signals: bool = False,
 ) -> tuple[ExitReason, Path | None]:
     """Run the screen on `session` until it ends; return (exit reason, receipt path).
 
     Raises `NoTerminal` when there is no terminal to draw on. SIGINT, SIGTERM and SIGHUP end the
-    session like `q` does; the receipt is written on every path, even if the app crashes.
+    session like `q` does; the receipt is written on every path, even if the app crashes. With
+    `hold_signals` (the program itself) they only say "finishing" once the screen is gone, to the
+    process's end; else the handlers from before come back (trnwatch/exit_signals.py).
     """
     require_terminal()
     send_dirty_spans_only()
@@ -643,10 +654,15 @@ def run_app(
     )
 
     async def main() -> None:
-        loop = asyncio.get_running_loop()
-        for signum, reason in SIGNAL_REASONS.items():  # installed before the screen starts
-            loop.add_signal_handler(signum, app.request_exit, reason)
-        await app.run_async()
+        loop = asyncio.get_running_loop()  # installed before the screen starts
+        restore = catch_exit_signals(loop, lambda signum: app.request_exit(SIGNAL_REASONS[signum]))
+        try:
+            await app.run_async()
+        finally:
+            if hold_signals:
+                hold_exit_signals()
+            else:
+                restore()
 
     try:
         asyncio.run(main())
