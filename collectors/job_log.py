@@ -82,6 +82,8 @@ class _FollowedLog:
                 # Matched a rule but does not validate (e.g. a step time of 1e999): pass the raw
                 # line on so the job-line parser rejects it and it is counted, not silently lost.
                 read.append(text)
+        if not self.more_waiting:
+            read += translator.release()  # a bar's last redraw waits no longer for a record after it
         # Progress-bar steps stamped on their bar's clock (LogTranslator.settle).
         settled = iter(translator.settle([item for item in read if not isinstance(item, str)], received_s))
         for item in read:

@@ -39,12 +39,19 @@ from trnwatch.collectors.kernel_log import HW_ERR_TOKEN, HardwareError, parse_ke
 from trnwatch.collectors.launcher_log import LauncherLog, split_prefix
 
 MAX_MESSAGE_CHARS = 500
+TICK_SPAN_S = 3  # a smoothed bar's step time: over at least this many of its elapsed field's seconds
 DETECT_LINES = 500  # lines read while no profile is detected before the always-on layers take them alone
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# tqdm draws a bar nested under another (an evaluation bar under the Trainer's, a checkpoint's
+# `Writing model shards`) on the line below and moves the cursor back up after each redraw.
+_NESTED_BAR_END = "\x1b[A"
+# A rank's line glued to the end of a progress bar's redraw (the bar writes no newline; under
+# torchrun a rank's traceback starts right after it): a segment of its own from its prefix.
+_GLUED_PREFIX = re.compile(r"(?<=\])(?=\[[A-Za-z_]+\d+\]: ?)")
 
 # Named groups a rule may capture, and how each becomes a field value.
-_FLOAT_GROUPS = {"loss", "step_time_s", "s_per_it", "it_per_s", "seq_per_s", "tokens_per_s_per_device"}
+_FLOAT_GROUPS = {"loss", "step_time_s", "s_per_it", "it_per_s", "seq_per_s", "tokens_per_s", "tokens_per_s_per_device"}
 _INT_GROUPS = {"step", "rank", "exit_code", "signal_number", "chip", "core", "epoch"}
 _TEXT_GROUPS = {"tag", "message", "signal", "metrics"}  # metrics: see LogTranslator._step_events
 _TIME_GROUPS = {"failed_ts"}
@@ -79,6 +86,8 @@ class Rule(_Model):
     emit: list[Emit] = []  # empty: remember the groups (and `set`) for the next emitting rule
     set: dict[str, Constant] = {}
     hold: bool = False  # keep the emitted events until a `release` rule (records printed as a block)
+    # Its groups complete the step of the bar's last redraw, held for it (records_after_bar); emits nothing.
+    amend: bool = False
     release: bool = False  # emit held events, those whose record has `first = true` first
 
 
@@ -105,6 +114,12 @@ class LogProfile(_Model):
     split: str = ""  # a line holding several records is cut where this matches (a bar with a message after it)
     no_steps: str = ""  # this log gives no step lines: why, and how to get a readable one (said in the receipt)
     first_step_ends: list[Literal["init", "compile", "warmup"]] = []  # phases a rank's first step line ends
+    # A record printed after a bar's redraw belongs to that redraw's step (the Trainer's log dict):
+    # each new step's redraw is held until the next line of its rank, or the end of the read.
+    records_after_bar: bool = False
+    # The bar's rate is tqdm's smoothed mean (smoothing 0.3, the Trainer's): never read; a step's
+    # time comes from the elapsed field alone (`_tick_step_time`).
+    bar_rate_smoothed: bool = False
     rules: list[Rule] = []
 
 
@@ -180,6 +195,7 @@ _SAMPLE = {
     "chip": 0,
     "core": 0,
     "seq_per_s": 1.0,
+    "tokens_per_s": 1.0,
     "tokens_per_s_per_device": 1.0,
     "status": "success",
 }
@@ -277,13 +293,15 @@ def _build(kind: str, values: dict, rank: int, ts: float, run: str) -> JobEvent:
 class _Bar:
     """One progress bar (Lightning draws one per epoch, its counter and clock starting at 0)."""
 
-    __slots__ = ("serial", "epoch", "offset", "seen", "n", "elapsed_s")
+    __slots__ = ("serial", "epoch", "offset", "seen", "n", "elapsed_s", "ticks")
 
-    def __init__(self, serial: int, epoch: int, offset: int):
+    def __init__(self, serial: int, epoch: int, offset: int, ticks: bool = False):
         self.serial, self.epoch, self.offset = serial, epoch, offset  # offset: steps of the earlier bars
         self.seen = 0  # the highest counter drawn
         self.n = 0  # the counter's last value reported
         self.elapsed_s = 0.0  # the bar's elapsed time at that value
+        # (counter, elapsed) where the elapsed field moved on, from the bar's start; None: the rate is read
+        self.ticks: list[tuple[int, float]] | None = [(0, 0.0)] if ticks else None
 
 
 class _RankState:
@@ -294,6 +312,7 @@ class _RankState:
         "open_tags",
         "last_metrics",
         "held_step",
+        "record",
         "bar",
         "open_phases",
     )
@@ -305,6 +324,7 @@ class _RankState:
         self.open_tags: dict[str, str] = {}  # checkpoint action -> tag of its open begin
         self.last_metrics: str | None = None  # the `metrics` text of the last step reported
         self.held_step: tuple[dict, float, bool] | None = None  # (fields, ts, ts_from_line) of a stale redraw
+        self.record: dict | None = None  # a record's values for the redraw after it (records_after_bar)
         self.bar: _Bar | None = None
         self.open_phases: set[str] = set()  # phases this log opened and has not ended
 
@@ -336,7 +356,7 @@ class LogTranslator:
         self.profile: LogProfile | None = None
         self._candidates = [p for p in profiles.values() if not p.always and p.detect]
         self._detectors = [(p, [re.compile(d) for d in p.detect]) for p in self._candidates]
-        self._waiting: list[tuple[str, float]] | None = []  # lines held until detection (None: done waiting)
+        self._waiting: list[tuple[str, float, bool]] | None = []  # lines held until detection (None: done waiting)
         self._always = [p for p in profiles.values() if p.always]
         self._rules: list[_CompiledRule] = []
         self._timestamps: list[tuple[re.Pattern, str]] = []
@@ -349,6 +369,7 @@ class LogTranslator:
         self._unsettled: list[tuple[JobEvent, int, float]] = []  # bar steps since `settle`: (event, bar, elapsed)
         self._anchors: dict[int, float] = {}  # bar serial -> the time its clock started
         self._line_anchors: dict[int, float] = {}  # bar serial -> latest start its rank's timestamped lines allow
+        self._nested = False  # the segment being read is a nested bar's redraw: no step of its own
         self._chosen = chosen is not None
         self._activate(profiles[chosen] if chosen else None)
         if chosen or not self._candidates:
@@ -384,8 +405,9 @@ class LogTranslator:
         once and the others are held (up to DETECT_LINES), then read through the detected profile.
         """
         events: list[JobEvent] = []
-        for segment in text.split("\r"):
-            segment = _ANSI.sub("", segment).rstrip()
+        for raw in (piece for cut in text.split("\r") for piece in _GLUED_PREFIX.split(cut)):
+            self._nested = raw.rstrip().endswith(_NESTED_BAR_END)
+            segment = _ANSI.sub("", raw).rstrip()
             if not segment.strip():
                 continue
             self.lines += 1
@@ -402,10 +424,11 @@ class LogTranslator:
                 if translated is not None:
                     events += translated
                 continue
-            held, self._waiting = self._waiting, None
+            held, self._waiting, nested = self._waiting, None, self._nested
             self._activate(detected)
-            for old, old_received_s in held:
+            for old, old_received_s, self._nested in held:
                 events += self._translate(old, old_received_s) or []
+            self._nested = nested
             events += self._translate(segment, received_s) or []
         self.events += len(events)
         return events
@@ -453,7 +476,7 @@ class LogTranslator:
         if matched:
             return events
         if hold_unmatched and self._waiting is not None:
-            self._waiting.append((segment, received_s))
+            self._waiting.append((segment, received_s, self._nested))
             return None
         return []
 
@@ -491,6 +514,8 @@ class LogTranslator:
         for group, text in match.groupdict().items():
             if text is not None:
                 values[group] = _convert(group, text, profile.time_formats)
+        if rule.amend:
+            return self._amend(values, self._ranks.setdefault(rank, _RankState()))
         pending = self._pending.setdefault(profile.name, {})
         if not rule.emit:
             pending.update(rule.set)
@@ -509,10 +534,13 @@ class LogTranslator:
             values["signal"] = _signal_name(-values["exit_code"])
         state = self._ranks.setdefault(rank, _RankState())
         out = []
+        if state.held_step is not None and all(emit.event != "step" for emit in rule.emit):
+            out += self._release_rank(state, rank)  # this line comes after the held redraw's step (a save, the end)
         for emit in rule.emit:
             fields = {**values, **(emit.model_extra or {})}
             if emit.event == "step":
-                out += self._step_events(fields, state, rank, ts, ts_from_line)
+                if not self._nested:
+                    out += self._step_events(fields, state, rank, ts, ts_from_line, profile)
                 continue
             if emit.event == "phase":
                 (state.open_phases.add if fields["state"] == "begin" else state.open_phases.discard)(fields["phase"])
@@ -536,7 +564,48 @@ class LogTranslator:
         held, self._held = self._held, []
         return [event for first, event in held if first] + [event for first, event in held if not first]
 
-    def _step_events(self, fields: dict, state: _RankState, rank: int, ts: float, ts_from_line: bool) -> list[JobEvent]:
+    @staticmethod
+    def _amend(values: dict, state: _RankState) -> list[JobEvent]:
+        """A record after a bar's redraw (records_after_bar): its values go to the step of the
+        redraw that follows it (tqdm.write clears the bar, prints, then redraws it at the current
+        counter, the record's step), or to the held step if the read ends first."""
+        state.record = values
+        return []
+
+    def _release_rank(self, state: _RankState, rank: int) -> list[JobEvent]:
+        held, state.held_step = state.held_step, None
+        record, state.record = state.record, None
+        if held is None:
+            return []
+        return self._step_event({**held[0], **(record or {})}, held[1], held[2], state, rank)
+
+    def release(self) -> list[JobEvent]:
+        """The steps still held at the end of a read (a bar's last redraw; a redraw waiting for its
+        metrics): the log may say nothing more, and the step was drawn."""
+        events: list[JobEvent] = []
+        for rank, state in self._ranks.items():
+            events += self._release_rank(state, rank)
+        self.events += len(events)
+        return events
+
+    def _held_bar_step(
+        self, fields: dict, state: _RankState, rank: int, ts: float, ts_from_line: bool
+    ) -> list[JobEvent]:
+        """A bar's redraw whose records follow it (records_after_bar): a new step is held until
+        the next line of its rank (a record completes it: `_amend`) or the end of the read."""
+        held = state.held_step
+        if held is not None and held[0]["step"] == fields["step"]:
+            # The same step drawn again: after its record (report it), or not (keep it held).
+            return self._release_rank(state, rank) if state.record is not None else []
+        record, state.record = state.record, None
+        events = self._release_rank(state, rank)
+        if fields["step"] != state.last_step:
+            state.held_step = ({**fields, **(record or {})}, ts, ts_from_line)
+        return events
+
+    def _step_events(
+        self, fields: dict, state: _RankState, rank: int, ts: float, ts_from_line: bool, profile: LogProfile
+    ) -> list[JobEvent]:
         """The step events of one step line. A progress bar redraws its line when its counter
         moves and again when its metrics are set (Lightning's `on_train_batch_end`: `_update_n`,
         then `set_postfix`), so the first redraw of step N still shows step N-1's metrics. A line
@@ -545,7 +614,9 @@ class LogTranslator:
         line, as held (its metrics did not change)."""
         metrics = fields.pop("metrics", None)
         if "elapsed" in fields:
-            self._bar_position(fields, state)
+            self._bar_position(fields, state, profile.bar_rate_smoothed)
+            if profile.records_after_bar:
+                return self._held_bar_step(fields, state, rank, ts, ts_from_line)
         if fields["step"] == state.last_step and metrics is not None:
             state.last_metrics = metrics  # a later redraw of the step reported: its own metrics
         events = []
@@ -582,15 +653,18 @@ class LogTranslator:
         state.open_phases.difference_update(ends)
         return [_build("phase", {"phase": phase, "state": "end"}, rank, ts, self.run) for phase in ends]
 
-    def _bar_position(self, fields: dict, state: _RankState) -> None:
+    def _bar_position(self, fields: dict, state: _RankState, smoothed: bool) -> None:
         """A progress bar's redraw: its step is the bar's counter plus the steps of the rank's
         earlier bars (Lightning starts a bar per epoch, counter and clock at 0)."""
         n, epoch = fields["step"], fields.pop("epoch", 0)
         bar = state.bar
-        if bar is None or epoch != bar.epoch:
+        # A counter and clock drawn back below the bar's, in the same epoch: a bar of its own (a
+        # restarted worker's, from step 0).
+        restarted = bar is not None and epoch == bar.epoch and n < bar.n and fields["elapsed"] < bar.elapsed_s
+        if bar is None or epoch != bar.epoch or restarted:
             offset = bar.offset + bar.seen if bar is not None and epoch > bar.epoch else 0
             self._bars += 1
-            bar = state.bar = _Bar(self._bars, epoch, offset)
+            bar = state.bar = _Bar(self._bars, epoch, offset, ticks=smoothed)
         bar.seen = max(bar.seen, n)
         fields["step"], fields["bar"], fields["bar_n"] = bar.offset + n, bar, n
 
@@ -604,11 +678,37 @@ class LogTranslator:
         n, elapsed_s, rate = fields.pop("bar_n"), fields.pop("elapsed"), fields.pop("it_per_s", None)
         if n <= bar.n:
             return False
+        if bar.ticks is not None:
+            step_time_s = LogTranslator._tick_step_time(bar, n, elapsed_s)
+            if step_time_s is not None:
+                fields.setdefault("step_time_s", step_time_s)
+            bar.n, bar.elapsed_s = n, max(elapsed_s, bar.elapsed_s)
+            return True
         if rate:
             elapsed_s = min(max(n / rate, elapsed_s), elapsed_s + 0.999)
-        fields["step_time_s"] = max(elapsed_s - bar.elapsed_s, 0.0) / (n - bar.n)
+        # A record's own step time (NeuronTrainer's train/step_time) before the bar's whole seconds.
+        fields.setdefault("step_time_s", max(elapsed_s - bar.elapsed_s, 0.0) / (n - bar.n))
         bar.n, bar.elapsed_s = n, max(elapsed_s, bar.elapsed_s)
         return True
+
+    @staticmethod
+    def _tick_step_time(bar: _Bar, n: int, elapsed_s: float) -> float | None:
+        """A step's time from a bar's whole-second elapsed field alone: a step that moved the field
+        by 2 s or more is that difference (within a second); otherwise the field's seconds over the
+        steps between its last move and a move at least TICK_SPAN_S earlier (or the bar's start).
+        None in the bar's first second."""
+        assert bar.ticks is not None
+        if elapsed_s > bar.ticks[-1][1]:
+            bar.ticks.append((n, elapsed_s))
+            del bar.ticks[:-64]  # the span needs only the last few seconds' moves
+        moved_s = elapsed_s - bar.elapsed_s
+        if moved_s >= 2:
+            return moved_s / (n - bar.n)
+        last_n, last_s = bar.ticks[-1]
+        base = next(((tn, ts) for tn, ts in reversed(bar.ticks) if ts <= last_s - TICK_SPAN_S), bar.ticks[0])
+        if base[0] >= last_n:
+            return None
+        return (last_s - base[1]) / (last_n - base[0])
 
     def _bound_bar(self, rank: int, ts: float) -> None:
         """A timestamped line written after a bar's redraw (NxD's library lines after NxD
@@ -681,6 +781,8 @@ class LogTranslator:
             tokens = self.global_batch * self.seq_len
         elif seq_per_s and self.seq_len and step_time_s:
             tokens = round(seq_per_s * self.seq_len * step_time_s)
+        elif fields.get("tokens_per_s") and step_time_s:
+            tokens = round(fields["tokens_per_s"] * step_time_s)  # the job's tokens/s (NeuronTrainer's)
         fields["step_time_s"] = step_time_s
         fields["tokens"] = tokens
         state.last_step, state.last_step_ts, state.last_ts_from_line = step, ts, ts_from_line

@@ -293,6 +293,67 @@ TORCHTITAN = {
     ],
 }
 
+# The Hugging Face Trainer's console (transformers ProgressCallback): a tqdm bar with no description,
+# `{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]` redrawn with `\r`:
+# ` 50%|█████     | 15/30 [00:08<00:20,  1.40s/it]`. Its rate is tqdm's smoothed one (smoothing 0.3):
+# never read; the step time comes from the elapsed field.
+_HF_BAR = r"^ *\d+%\|[^|]*\| *(?P<step>\d+)/\d+ \[(?P<elapsed>\d+(?::\d\d)+)[<\]]"
+
+
+# One value of the dict ProgressCallback.on_log prints: transformers 5 writes a float as '%.4g' in
+# quotes ('loss': '6.227'), 4.x the bare float ('loss': 6.2271); ints bare in both.
+def _hf_value(key: str, group: str) -> str:
+    return rf"(?:(?=.*?'{key}': '?(?P<{group}>{_LOSS})'?[,}}]))?"
+
+
+HF = {
+    "name": "hf",
+    "description": "Hugging Face transformers Trainer and optimum-neuron's NeuronTrainer: the tqdm training "
+    "bar (one \\r redraw per step), the dict printed every logging_steps (quoted values in transformers 5, "
+    "bare in 4.x; NeuronTrainer's train/tokens_per_sec and train/step_time), the train_runtime summary, "
+    "the checkpoint's `Writing model shards` bar",
+    "source": "huggingface/transformers 5.25.0 src/transformers/trainer_callback.py (ProgressCallback: "
+    "tqdm(total=state.max_steps, dynamic_ncols=True), update in on_step_end, training_bar.write(str(logs)) "
+    "in on_log with floats as f'{v:.4g}'; the prediction bar nested under it), trainer.py (the train_runtime "
+    "metrics logged at the end of train); huggingface/optimum-neuron@213224e optimum/neuron/trainers/"
+    "metrics/throughput.py (train/tokens_per_sec, train/step_time), mfu.py (train/mfu), "
+    "transformers.py (report_and_save_summary_metrics); run for real in tests/test_hf_logs.py, "
+    "NeuronTrainer's keys printed by tests/neuron_trainer_lines.py",
+    # The bar alone detects (the first dict comes only after logging_steps, 500 by default).
+    "detect": [_HF_BAR, r"^\{'(?:loss|train_runtime)': "],
+    # A dict belongs to the step of the bar's last redraw (tqdm.write clears the bar, prints, redraws).
+    "records_after_bar": True,
+    "bar_rate_smoothed": True,
+    "rules": [
+        {"pattern": _HF_BAR, "emit": [{"event": "step"}]},
+        # The end of train(): `{'train_runtime': '10.54', 'train_samples_per_second': ..., ...}`.
+        {"pattern": r"^\{'train_runtime': ", "emit": [{"event": "run_end", "status": "success"}]},
+        # NeuronTrainer logs its summary (logger.info) after the loop: the run's training is done.
+        {"pattern": r"(?:^|\] )TRAINING SUMMARY METRICS$", "emit": [{"event": "run_end", "status": "success"}]},
+        # `{'loss': '4.704', 'grad_norm': '1.046', 'learning_rate': '0.00045', 'epoch': '0.1'}`, and
+        # NeuronTrainer's `'train/tokens_per_sec'` (the job's tokens/s: local x data-parallel size)
+        # and `'train/step_time'` (the mean step over the logging window).
+        {
+            "pattern": r"^\{(?=.*?'loss': )"
+            + _hf_value("loss", "loss")
+            + _hf_value("train/step_time", "step_time_s")
+            + _hf_value("train/tokens_per_sec", "tokens_per_s"),
+            "amend": True,
+        },
+        # Evaluation's dict and the checkpoint's bar (transformers 5 save_pretrained: a nested bar).
+        {"pattern": r"^\{'eval_"},
+        {
+            "pattern": r"^Writing model shards: +0%\|",
+            "emit": [{"event": "checkpoint", "action": "save", "state": "begin", "blocking": True}],
+        },
+        {
+            "pattern": r"^Writing model shards: +100%\|",
+            "emit": [{"event": "checkpoint", "action": "save", "state": "end", "blocking": True}],
+        },
+        {"pattern": r"^Writing model shards: "},
+    ],
+}
+
 NEURON_RUNTIME = {
     "name": "neuron-runtime",
     "description": "Neuron runtime lines in any rank's log: execution timeouts and hardware errors (fatal), "
@@ -357,6 +418,7 @@ BUILTIN_PROFILES = [
         NXD,
         NXDT,
         TORCHTITAN,
+        HF,
         LIGHTNING,
         LIGHTNING_RICH,
         NXD_LIBRARY,
