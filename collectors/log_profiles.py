@@ -658,9 +658,9 @@ class LogTranslator:
         earlier bars (Lightning starts a bar per epoch, counter and clock at 0)."""
         n, epoch = fields["step"], fields.pop("epoch", 0)
         bar = state.bar
-        # A counter and clock drawn back below the bar's, in the same epoch: a bar of its own (a
-        # restarted worker's, from step 0).
-        restarted = bar is not None and epoch == bar.epoch and n < bar.n and fields["elapsed"] < bar.elapsed_s
+        # The Trainer's one bar a run (smoothed) drawn back, counter and clock: a restarted worker's
+        # bar, from step 0. (Lightning resets its bar at each epoch's start: read by the epoch.)
+        restarted = smoothed and bar is not None and n < bar.n and fields["elapsed"] < bar.elapsed_s
         if bar is None or epoch != bar.epoch or restarted:
             offset = bar.offset + bar.seen if bar is not None and epoch > bar.epoch else 0
             self._bars += 1
