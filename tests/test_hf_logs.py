@@ -135,3 +135,24 @@ def test_a_hang_on_rank_1_is_aborted_with_its_last_step(hung):
     assert job["verdict"] == "aborted"
     assert job["reason"] == "torchrun's agent received SIGTERM (signal 15) and shut its workers down"
     assert job["throughput"]["last_step"] == HANG_STEP == record["last_step"]
+
+
+def test_neuron_trainers_keys_give_each_logged_step_its_own_time_and_tokens(tmp_path):
+    """NeuronTrainer's dicts through the real ProgressCallback (tests/neuron_trainer_lines.py):
+    train/step_time is the step's time, train/tokens_per_sec x that time its tokens."""
+    log, truth_path = tmp_path / "train.log", tmp_path / "truth.json"
+    lines = [sys.executable, str(Path(__file__).with_name("neuron_trainer_lines.py")), str(truth_path)]
+    with open(log, "wb") as out:
+        subprocess.run(lines + ["--steps", "12", "--step-s", "0.2"], stdout=out, stderr=subprocess.STDOUT, check=True)
+    record = json.loads(truth_path.read_text())
+    job = receipt(log)
+    assert job["log_profiles"] == {"joblog:train.log": "hf"}
+    window = job["throughput"]
+    assert window["last_step"] == 12
+    # The dict prints '%.4g': each step's own time to 4 digits (the receipt's percentile may pick
+    # either middle step: steps differ by a few ms).
+    times = [record["steps"][str(n)] for n in range(window["first_step"], window["last_step"] + 1)]
+    assert window["step_time_s"]["p50"] == pytest.approx(median(times), abs=0.01)
+    assert min(times) <= window["step_time_s"]["p50"] <= max(times)
+    logged = record["logged"]["6"]
+    assert window["tokens_per_s"] == pytest.approx(logged["train/tokens_per_sec"], rel=0.1)

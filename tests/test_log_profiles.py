@@ -427,3 +427,16 @@ def test_a_real_rich_bar_log_is_recognised_with_its_saves_and_end_but_no_steps()
     assert [e.step for e in of(events, Checkpoint) if e.state == "begin"] == [5, 10, 15, 20]
     assert [e.status for e in events if e.event == "run_end"] == ["success"]
     assert "use the TQDM bar" in PROFILES["lightning-rich"].no_steps
+
+
+def test_a_lightning_run_cut_after_a_counter_redraw_counts_that_step_at_the_end_of_the_read():
+    """Issue 33 item 5: Lightning redraws a step's counter before its metrics; a run killed (or a
+    read ending) between the two still shows the step: the held redraw is reported when the read
+    ends (release), so the last step is the bar's counter, not one short."""
+    lines = re.split(r"\r\n|\r|\n", (FIXTURES / "lightning_2.5.0_file.log").read_text(encoding="utf-8"))
+    cut = next(i for i, line in enumerate(lines) if re.match(r"^Epoch 0: .*\| 12/16 \[", line))
+    translator = LogTranslator("run", PROFILES)
+    events = [event for line in lines[: cut + 1] for event in translator.feed(line, RECEIVED_S)]
+    assert [s.step for s in of(events, Step)][-1] == 11  # the redraw with step 11's metrics still waits
+    assert [s.step for s in of(translator.release(), Step)] == [12]
+    assert translator.release() == []

@@ -509,7 +509,7 @@ def _job_log_options(o: Options) -> None:
         "--log-profile",
         metavar="NAME",
         help="read --job-log with this profile instead of detecting "
-        "it from the first lines (built-in: nxd, nxdt, torchtitan)",
+        "it from the first lines (built-in: nxd, nxdt, torchtitan, hf, lightning, lightning-rich, generic)",
     )
     g.add_argument(
         "--log-profile-file",
