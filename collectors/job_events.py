@@ -52,6 +52,8 @@ from typing import Annotated, Final, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from trnwatch.collectors.job_records import DecodeFailed, JobRecord, decode_record, record_of
+
 SCHEMA_VERSION: Final = "trnwatch.job/1"
 # Source ids of the passive job sources (a job's own log, its checkpoint folder): their events'
 # run id is a name the monitor gave, so they join the emitter's run instead of rejecting it.
@@ -216,9 +218,10 @@ class JobLineError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class DecodedJobLine:
-    """A valid event, and the optional fields that were dropped for a wrong type ("step.seq_len")."""
+    """A valid event as the record the ledger folds (collectors/job_records.py), and the
+    optional fields that were dropped for a wrong type ("step.seq_len")."""
 
-    event: "JobEvent"
+    event: JobRecord
     dropped_fields: tuple[str, ...] = ()
 
 
@@ -232,11 +235,17 @@ _OPTIONAL_FIELDS = {  # event tag -> fields added after the first published list
 }
 
 
-def decode_job_line(text: str) -> DecodedJobLine:
-    """Decode one line; a wrong-typed optional field is dropped and named, anything else wrong
-    raises `JobLineError` naming the first problems."""
+def decode_job_line(text: str | bytes) -> DecodedJobLine:
+    """Decode one line into its record: one typed msgspec decode for a valid line; a line it
+    refuses is read again by the contract's models, so a wrong-typed optional field is dropped
+    and named, a NaN loss is kept, and anything else wrong raises `JobLineError` naming the
+    first problems."""
     try:
-        return DecodedJobLine(_JOB_EVENT.validate_json(text))
+        return DecodedJobLine(decode_record(text))
+    except DecodeFailed:
+        pass
+    try:
+        return DecodedJobLine(record_of(_JOB_EVENT.validate_json(text)))
     except ValidationError as exc:
         first_error = exc
     # Slow path, only for invalid lines: drop the optional fields that failed, then try again.
@@ -253,7 +262,7 @@ def decode_job_line(text: str) -> DecodedJobLine:
         except ValidationError:
             pass
         else:
-            return DecodedJobLine(event, tuple(sorted(f"{tag}.{name}" for name in bad)))
+            return DecodedJobLine(record_of(event), tuple(sorted(f"{tag}.{name}" for name in bad)))
     details = []
     for error in errors[:MAX_ERRORS_SHOWN]:
         where = ".".join(str(part) for part in error["loc"][1:])  # loc[0] is the union tag
@@ -263,8 +272,8 @@ def decode_job_line(text: str) -> DecodedJobLine:
     raise JobLineError(f"bad {SCHEMA_VERSION} line: {'; '.join(details)}{suffix}")
 
 
-def parse_job_line(text: str) -> JobEvent:
-    """Parse one line into a typed event (dropping wrong-typed optional fields); raise
+def parse_job_line(text: str | bytes) -> JobRecord:
+    """Parse one line into its record (dropping wrong-typed optional fields); raise
     `JobLineError` naming the first problem."""
     return decode_job_line(text).event
 

@@ -39,7 +39,8 @@ from statistics import median
 
 from pydantic import BaseModel, ConfigDict
 
-from trnwatch.collectors.job_events import Checkpoint, JobEvent, Phase, RunStart, Step
+from trnwatch.collectors.job_events import JobEvent
+from trnwatch.collectors.job_records import Checkpoint, JobRecord, Phase, RunStart, Step, record_of
 from trnwatch.ledger.job_steady import WARMUP_PROBE_STEPS, inferred_warmup, nearest_rank
 from trnwatch.ledger.rules import DEFAULT_RULES, Rules
 
@@ -130,9 +131,11 @@ class GoodputClock:
         self._recent_s: deque = deque(maxlen=RECENT_STEPS)
         self.throughput_points: deque = deque(maxlen=THROUGHPUT_POINTS)  # (step end ts, tokens/s)
 
-    def ingest(self, event: JobEvent, passive: bool = False) -> None:
+    def ingest(self, event: JobRecord | JobEvent, passive: bool = False) -> None:
         """Fold one event (any rank; only the timeline rank's events move the attribution). A
         passive source's event joins whatever run (its run id is a name the monitor gave)."""
+        if isinstance(event, BaseModel):  # built with the contract's models: taken as its record
+            event = record_of(event)
         if not passive:
             if self.run is None:
                 self.run = event.run

@@ -75,17 +75,21 @@ from dataclasses import dataclass
 from operator import itemgetter
 from statistics import median
 
-from trnwatch.collectors.job_events import (
+from pydantic import BaseModel
+
+from trnwatch.collectors.job_events import JobEvent, ModelInfo, Parallelism
+from trnwatch.collectors.job_records import (
     Checkpoint,
     Collective,
     Error,
     Heartbeat,
-    JobEvent,
+    JobRecord,
     Launcher,
     Phase,
     RunEnd,
     RunStart,
     Step,
+    record_of,
 )
 from trnwatch.ledger.job_blame import JobFailure, dead_ranks, failure_rows, failure_words, waited_words
 from trnwatch.ledger.job_pauses import PAUSE_OF_PHASE, Pause, bootstrap_pauses, one_sided, pause_words, rank_pause
@@ -258,13 +262,17 @@ class JobLedger:
 
     # ---- ingest ------------------------------------------------------------------------------
 
-    def ingest(self, event: JobEvent, now_s: float, source: str = "job-dir", passive: bool = False) -> None:
+    def ingest(self, event: JobRecord | JobEvent, now_s: float, source: str = "job-dir", passive: bool = False) -> None:
         """Fold one event received at `now_s` from `source`; raise `JobEventRejected` for an event
         of another run, stamped too far from its receive time, or beyond a bound (nothing is
         folded then). A `passive` source's event (a job log, a checkpoint folder: their run id is
         only a name the monitor gave) joins whatever run the ledger holds and never rejects nor is
         rejected for its run; the run is the first active source's (the emitter's), else the
-        first passive one's."""
+        first passive one's. The ledger folds decoded records (collectors/job_records.py); an
+        event built with the contract's models (a log profile's, fed in directly) is taken as its
+        record."""
+        if isinstance(event, BaseModel):
+            event = record_of(event)
         self._check(event, now_s, passive, source)
         self._folded += 1
         if not passive and self._active_run is None:
@@ -346,7 +354,7 @@ class JobLedger:
                     JobFailure(rank=event.rank, ts=event.ts, kind="run_end", restart=rank.restart, run_end=event.status)
                 )
 
-    def _rank_of(self, event: JobEvent) -> RankState:
+    def _rank_of(self, event: JobRecord) -> RankState:
         """The event's rank (registered on its first event), seen at the event's time."""
         rank = self.ranks.get(event.rank)
         if rank is None:
@@ -354,11 +362,13 @@ class JobLedger:
         rank.last_seen_ts = event.ts if rank.last_seen_ts is None else max(rank.last_seen_ts, event.ts)
         return rank
 
-    def carry(self, event: JobEvent, now_s: float, source: str = "job-dir", passive: bool = False) -> None:
+    def carry(self, event: JobRecord | JobEvent, now_s: float, source: str = "job-dir", passive: bool = False) -> None:
         """Fold an event from before a replay window as the state it leaves (the reader keeps
         each rank's latest start, heartbeat, step, open phases and saves, and its end): a step
         moves the rank's position and the job's progress but adds no step time, so the window's
         figures are the window's own. Raises `JobEventRejected` as `ingest` does."""
+        if isinstance(event, BaseModel):
+            event = record_of(event)
         if not isinstance(event, Step):
             self.ingest(event, now_s, source, passive)
             return
@@ -369,7 +379,7 @@ class JobLedger:
         rank.last_step, rank.last_step_ts = event.step, event.ts
         self._note_progress(event.ts)
 
-    def _check(self, event: JobEvent, now_s: float, passive: bool, source: str) -> None:
+    def _check(self, event: JobRecord, now_s: float, passive: bool, source: str) -> None:
         if not passive and self._active_run is not None and event.run != self._active_run:
             raise JobEventRejected(
                 "job-foreign-run", f"event of run {event.run!r} in a ledger of run {self._active_run!r}"
@@ -927,12 +937,12 @@ class JobLedger:
             ranks=self.rank_counts(now_s),
             thresholds=self.thresholds(now_s),
             backend=info.backend if info else None,
-            model=info.model if info else None,
+            model=ModelInfo(name=info.model.name, params=info.model.params) if info else None,
             precision=info.precision if info else None,
             global_batch=info.global_batch if info else None,
             micro_batch=info.micro_batch if info else None,
             seq_len=info.seq_len if info else None,
-            parallel=info.parallel if info else None,
+            parallel=Parallelism(tp=info.parallel.tp, pp=info.parallel.pp, dp=info.parallel.dp) if info else None,
             lnc=info.lnc if info else None,
             versions=dict(info.versions) if info else None,
             cold_compile_s=self.cold_compile_s if self.cold_compiles else None,

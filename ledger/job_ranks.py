@@ -9,7 +9,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Literal
 
-from trnwatch.collectors.job_events import Checkpoint
+from trnwatch.collectors.job_records import Checkpoint
 
 STEP_WINDOW = 256
 WAIT_WINDOW_STEPS = 32

@@ -5,6 +5,7 @@ The rule ("stalled": the majority position and its ties) is stated in `ledger/jo
 docstring; the ledger decides the verdict, this module only names ranks.
 """
 
+from bisect import bisect_left
 from collections.abc import Callable, Mapping
 from statistics import median
 
@@ -98,26 +99,42 @@ def suspect(
 def with_device_evidence(
     suspects: tuple[Suspect, ...], ranks: Mapping[int, RankState], chip_util_pct: ChipUtilisation | None
 ) -> tuple[Suspect, ...]:
-    """Add each suspect's chip utilisation and the median of the other chips in the job."""
+    """Add each suspect's chip utilisation and the median of the other chips in the job. The
+    chips' values are sorted once, so each suspect costs a bisection, not a pass over every chip
+    (thousands of suspects at 18,432 ranks)."""
     if chip_util_pct is None or not suspects:
         return suspects
     chips = {(rank.host, rank.chip) for rank in ranks.values() if rank.host is not None and rank.chip is not None}
     utilisation = {chip: chip_util_pct(*chip) for chip in chips}
+    known = sorted(value for value in utilisation.values() if value is not None)
+    if not known:
+        return suspects  # no chip has a figure: nothing to add (the evidence already says None)
     with_evidence = []
     for one in suspects:
         if one.host is None or one.chip is None:
             with_evidence.append(one)
             continue
-        own = (one.host, one.chip)
-        peers = [value for chip, value in utilisation.items() if chip != own and value is not None]
+        own = utilisation.get((one.host, one.chip))
         evidence = one.evidence.model_copy(
-            update={
-                "chip_util_pct": utilisation.get(own),
-                "peer_chip_util_median_pct": median(peers) if peers else None,
-            }
+            update={"chip_util_pct": own, "peer_chip_util_median_pct": _median_without(known, own)}
         )
         with_evidence.append(one.model_copy(update={"evidence": evidence}))
     return tuple(with_evidence)
+
+
+def _median_without(values: list[float], own: float | None) -> float | None:
+    """`statistics.median` of sorted `values` less one occurrence of `own` (None: of them all)."""
+    if own is None:
+        return median(values) if values else None
+    skip = bisect_left(values, own)
+    n = len(values) - 1
+    if n <= 0:
+        return None
+
+    def at(i: int) -> float:
+        return values[i] if i < skip else values[i + 1]
+
+    return at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) / 2
 
 
 def named(suspects: tuple[Suspect, ...]) -> str:

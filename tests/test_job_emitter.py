@@ -9,7 +9,8 @@ import textwrap
 import threading
 import time
 
-from trnwatch.collectors.job_events import Heartbeat, JobLineError, Step, parse_job_line
+from trnwatch.collectors.job_events import JobLineError, parse_job_line
+from trnwatch.collectors.job_records import Heartbeat, Step
 from trnwatch.workloads import emitter as emitter_module
 from trnwatch.workloads.emitter import OUTSIDE_REGIONS, JobEmitter
 from tests.waiting import wait_until

@@ -7,20 +7,8 @@ import sys
 
 import pytest
 
-from trnwatch.collectors.job_events import (
-    SCHEMA_VERSION,
-    Checkpoint,
-    Collective,
-    Error,
-    Heartbeat,
-    JobLineError,
-    Phase,
-    RunEnd,
-    RunStart,
-    Step,
-    job_event_json_schema,
-    parse_job_line,
-)
+from trnwatch.collectors.job_events import SCHEMA_VERSION, JobLineError, job_event_json_schema, parse_job_line
+from trnwatch.collectors.job_records import Checkpoint, Collective, Error, Heartbeat, Phase, RunEnd, RunStart, Step
 
 BASE = {"v": SCHEMA_VERSION, "ts": 1_700_000_000.25, "run": "llama-8b", "rank": 3}
 GOOD = {

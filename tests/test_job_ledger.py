@@ -3,6 +3,7 @@ phases, restarts, bounded memory. Events go through the real line parser."""
 
 import json
 
+import msgspec
 import pytest
 
 from trnwatch.collectors.job_events import SCHEMA_VERSION, parse_job_line
@@ -365,7 +366,7 @@ def test_finished_no_data_and_foreign_runs():
     events = running_job(ranks=2, steps=3) + [ev("run_end", r, T0 + 5, status="success") for r in range(2)]
     ledger = fold(JobLedger(), events)
     with pytest.raises(JobEventRejected) as rejected:
-        ledger.ingest(step(0, T0 + 6, 99, loss=None).model_copy(update={"run": "other"}), T0 + 6)
+        ledger.ingest(msgspec.structs.replace(step(0, T0 + 6, 99, loss=None), run="other"), T0 + 6)
     assert rejected.value.reason == "job-foreign-run"
     assert ledger.diagnose(T0 + 3600).verdict == "finished"  # ended ranks are not dead
     assert ledger.ranks[0].last_step == 3
@@ -453,7 +454,7 @@ def test_a_background_checkpoint_masks_neither_late_nor_stalled():
     diagnosis = ledger.diagnose(T0 + 11 + 40)
     assert diagnosis.verdict == "stalled" and [s.rank for s in diagnosis.suspects] == [0]
     # the same save without blocking=false is a synchronous save: it explains the pause
-    blocking = [e.model_copy(update={"blocking": None}) if e.event == "checkpoint" else e for e in events]
+    blocking = [msgspec.structs.replace(e, blocking=None) if e.event == "checkpoint" else e for e in events]
     assert fold(JobLedger(), blocking).diagnose(T0 + 11 + 40).verdict == "checkpointing"
 
 

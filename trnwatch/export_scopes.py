@@ -24,16 +24,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from trnwatch.collectors.decode import DEVICE_KINDS, Decoded, DeviceReport, decode
-from trnwatch.collectors.job_events import (
-    Checkpoint,
-    Collective,
-    DecodedJobLine,
-    Error,
-    Heartbeat,
-    Phase,
-    RunStart,
-    Step,
-)
+from trnwatch.collectors.job_events import DecodedJobLine
+from trnwatch.collectors.job_records import Checkpoint, Collective, Error, Heartbeat, Phase, RunStart, Step
 from trnwatch.collectors.lines import Carried, ClockMark, Line, ReadMark, SourceEvent
 from trnwatch.collectors.recording_reader import Recording
 from trnwatch.intake import fold_item
