@@ -222,3 +222,34 @@ def test_lines_of_a_poll_the_sessions_end_interrupted_are_drained_not_lost(tmp_p
     seen = asyncio.run(first_lines(10))
     seen += [item.text for item in follower.drain() if isinstance(item, Line)]
     assert [json.loads(text)["n"] for text in seen] == list(range(5_000))
+
+
+def test_a_file_closed_between_polls_is_read_again_only_when_it_changed(tmp_path):
+    # Beyond the held-open bound a rank file is closed after each read and, unchanged since (same
+    # inode, size and mtime, read to its end), only stat'ed; any change is read as a held file's is.
+    path = tmp_path / "rank-00000.jsonl"
+    path.write_bytes(b"one\ntwo\n")
+    tail = FileTail(str(path), hold_open=False)
+
+    def read() -> list[str]:
+        lines, _more = tail.read_lines()
+        return [line.text for line in lines]
+
+    assert read() == ["one", "two"]
+    assert read() == []
+    with open(path, "ab") as f:
+        f.write(b"three\n")
+    assert read() == ["three"]
+    # Rewritten in place to the same size: only its mtime says so, and it is read from its start.
+    size, mtime_ns = path.stat().st_size, path.stat().st_mtime_ns
+    path.write_bytes(b"ONE\nTWO\nTHREE\n")
+    os.utime(path, ns=(mtime_ns + 10**9, mtime_ns + 10**9))
+    assert path.stat().st_size == size
+    assert read() == ["ONE", "TWO", "THREE"]
+    assert read() == []
+    # Replaced by rename with a file of the same size and mtime: another inode, read from its start.
+    other = tmp_path / "next"
+    other.write_bytes(b"uno\ndos\ntres\n\n")
+    os.utime(other, ns=(mtime_ns + 10**9, mtime_ns + 10**9))
+    os.replace(other, path)
+    assert read() == ["uno", "dos", "tres", ""]
