@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 import time
 from pathlib import Path
@@ -69,15 +70,44 @@ ULTRASERVER_LEAVES = (
 MAX_WALK_DEPTH = 6
 
 
-def _read(path: Path) -> str | None:
+# A leaf that is no regular file (a FIFO, a device, a socket) is never read: sysfs attributes are
+# regular files, and a FIFO's open or a device's read may block for ever. Each one met is named in
+# the sample's `skipped` (at most this many), which the ledger counts as rejected values.
+MAX_SKIPPED = 64
+_NOT_REGULAR = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _read(path: Path, skipped: dict[str, str], reading: list[Path]) -> str | None:
+    """The leaf's value, at most MAX_VALUE_CHARS; None when absent or unreadable. Opened without
+    blocking (O_NONBLOCK: a FIFO's open returns at once) and read only if it is a regular file;
+    anything else is left unread and named in `skipped` with what it is. `reading` ends with the
+    path being read (whoever waits for a stuck read can name it)."""
+    reading[:] = [path]
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read(MAX_VALUE_CHARS + 1)[:MAX_VALUE_CHARS].strip()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            if len(skipped) < MAX_SKIPPED:
+                what = next((name for test, name in _NOT_REGULAR if test(mode)), "not a regular file")
+                skipped[str(path)] = f"{what}, not a regular file: not read"
+            return None
+        data = os.read(fd, 4 * (MAX_VALUE_CHARS + 1))
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return data.decode("utf-8", errors="replace")[:MAX_VALUE_CHARS].strip()
 
 
-def _find_leaves(base: Path, names: tuple[str, ...]) -> dict[str, str]:
+def _find_leaves(base: Path, names: tuple[str, ...], skipped: dict[str, str], reading: list[Path]) -> dict[str, str]:
     """The wanted leaves under `base`, found by name (power's `utilization` only under a directory
     named `power`), the shallowest first; symbolic links (the class directory's `neuronN`) are
     not followed."""
@@ -90,35 +120,40 @@ def _find_leaves(base: Path, names: tuple[str, ...]) -> dict[str, str]:
         dirnames.sort()
         for name in names:
             if name in filenames and name not in found and (name != "utilization" or here.name == "power"):
-                value = _read(here / name)
+                value = _read(here / name, skipped, reading)
                 if value is not None:
                     found[name] = value
     return found
 
 
-def sample_sysfs(root: Path) -> str:
-    """One sample of the nodes under `root`, as a JSON line (nodes that are absent are left out)."""
+def sample_sysfs(root: Path, reading: list[Path] | None = None) -> str:
+    """One sample of the nodes under `root`, as a JSON line (nodes that are absent are left out);
+    `reading`, if given, ends with the path being read while it is read."""
+    reading = [] if reading is None else reading
     devices: dict[str, dict[str, str]] = {}
+    skipped: dict[str, str] = {}
     neuron = root / NEURON_DEVICES
     names = [p.name for p in neuron.iterdir() if p.name.startswith("neuron")] if neuron.is_dir() else []
     for name in sorted(n for n in names if n[len("neuron") :].isdigit())[:MAX_DEVICES]:
-        devices[name[len("neuron") :]] = _find_leaves(neuron / name, DEVICE_LEAVES)
+        devices[name[len("neuron") :]] = _find_leaves(neuron / name, DEVICE_LEAVES, skipped, reading)
     efa: dict[str, dict[str, int]] = {}
     ib = root / INFINIBAND
     for counters in sorted(ib.glob("*/ports/*/hw_counters"))[:MAX_EFA_PORTS] if ib.is_dir() else []:
         values = {}
         for name in EFA_COUNTERS:
-            text = _read(counters / name)
+            text = _read(counters / name, skipped, reading)
             if text is not None and text.isdigit():
                 values[name] = int(text)
         efa[f"{counters.parent.parent.parent.name}:{counters.parent.name}"] = values
     sample: dict = {"v": SCHEMA, "devices": devices, "efa": efa}
-    ultraserver = _find_leaves(root / NEURON_CLASS, ULTRASERVER_LEAVES)
+    ultraserver = _find_leaves(root / NEURON_CLASS, ULTRASERVER_LEAVES, skipped, reading)
     if ultraserver:
         sample["ultraserver"] = ultraserver
-    instance_id = _read(root / BOARD_ASSET_TAG)
+    instance_id = _read(root / BOARD_ASSET_TAG, skipped, reading)
     if instance_id:
         sample["instance_id"] = instance_id
+    if skipped:
+        sample["skipped"] = skipped
     return json.dumps(sample, separators=(",", ":"), sort_keys=True)
 
 

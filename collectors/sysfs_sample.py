@@ -4,7 +4,14 @@ no I/O, so the ledger and the decoders load it alone. What each value is: collec
 import json
 from dataclasses import dataclass, field
 
-from trnwatch.collectors.sysfs_reader import EFA_COUNTERS, MAX_DEVICES, MAX_EFA_PORTS, MAX_VALUE_CHARS, SCHEMA
+from trnwatch.collectors.sysfs_reader import (
+    EFA_COUNTERS,
+    MAX_DEVICES,
+    MAX_EFA_PORTS,
+    MAX_SKIPPED,
+    MAX_VALUE_CHARS,
+    SCHEMA,
+)
 
 MAX_COUNTER = (1 << 64) - 1
 SSH_SOURCE_PREFIX = "sysfs:"  # + a host's label: its sysfs over the SSH fan-out (collectors/sysfs.py)
@@ -97,6 +104,8 @@ class SysfsSample:
     devices: dict[int, DeviceHealth] = field(default_factory=dict)
     efa: dict[str, dict[str, int]] = field(default_factory=dict)  # "<dev>:<port>" -> counter -> value
     ultraserver: UltraServerNodes | None = None  # None: no class/neuron_device UltraServer node
+    # Leaves left unread, path -> what they are (a FIFO, a device: sysfs_reader.py `_read`).
+    skipped: dict[str, str] = field(default_factory=dict)
 
 
 def _pct(text: str) -> float | None:
@@ -141,11 +150,19 @@ def decode_sysfs(text: str) -> SysfsSample:
                 if k in EFA_COUNTERS and isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_COUNTER
             }
     instance_id = data.get("instance_id")
+    skipped = data.get("skipped")
     return SysfsSample(
         instance_id[:80] if isinstance(instance_id, str) and instance_id else None,
         devices,
         efa,
         _ultraserver_nodes(data.get("ultraserver")),
+        {
+            path[:MAX_VALUE_CHARS]: why[:MAX_VALUE_CHARS]
+            for path, why in list(skipped.items())[:MAX_SKIPPED]
+            if isinstance(path, str) and isinstance(why, str)
+        }
+        if isinstance(skipped, dict)
+        else {},
     )
 
 

@@ -13,6 +13,7 @@ and hosts it covers.
 
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Literal
 
 from trnwatch.collectors.decode import (
@@ -321,6 +322,14 @@ class Ledger:
             host = self.sysfs[key] = HostSysfs(key, stats.source_id)
             self._stream_hosts[stats.source_id] = key
         host.fold(sample, t)
+        # A leaf that is no regular file (a FIFO, a device) was not read: a value missing from the
+        # sample, counted under the leaf's name each time it is met.
+        stats.count_field_rejections(
+            [
+                FieldRejection(f"sysfs {PurePosixPath(path).name}", f"{path}: {why}")
+                for path, why in sample.skipped.items()
+            ]
+        )
         if stats.first_s is None:
             stats.first_s = t
         stats.last_s = t
