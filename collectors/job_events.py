@@ -114,6 +114,9 @@ class RunStart(_EventBase):
     versions: dict[str, str]
     restart: Count
     lnc: Annotated[int, Field(ge=1)] | None = None
+    # The process's start in clock ticks after boot (/proc/PID/stat field 22, Linux): with `pid`,
+    # which process the rank is (a dead rank's pid may be another process's later).
+    start_ticks: Count | None = None
 
 
 class Phase(_EventBase):

@@ -7,9 +7,10 @@ Outcomes: `ok`; `py-spy-missing` (not on this machine's PATH, or the remote shel
 command: exit 127); `permission-denied` (ptrace refused: py-spy says "Permission Denied",
 "Operation not permitted" or EPERM/EACCES); `no-process` (the pid is gone); `timeout`;
 `ssh-failed` (ssh's own exit 255, or no ssh here); `unreadable` (py-spy exited 0 but printed no
-stack we can read); `refused` (nothing was run: no pid or host known, or a host name ssh must
-not see); `failed` (anything else, with py-spy's or ssh's last words). py-spy's text is data:
-the view and the receipt clean it.
+stack we can read); `refused` (nothing was run, or nothing of it kept: no pid or host known, a
+host name ssh must not see, or a pid that is another process now: collectors/process_identity.py);
+`failed` (anything else, with py-spy's or ssh's last words). py-spy's text is data: the view and
+the receipt clean it.
 """
 
 import re
@@ -57,7 +58,8 @@ class StackLine(BaseModel):
     command: list[str]  # what ran here (argv), or [] when nothing could be run
     started: float  # unix s
     seconds: float  # how long the capture took, to its end or its deadline
-    refused: str | None = None  # why nothing was run
+    refused: str | None = None  # why nothing was run, or why nothing of what ran is kept
+    not_running: bool = False  # nothing ran under the pid when it was checked (process_identity.py)
     launch_error: str | None = None  # the child could not be started (`missing`: no such file)
     missing: bool = False
     timed_out: bool = False
@@ -166,6 +168,8 @@ def _outcome(line: StackLine, threads: list[ThreadStack]) -> tuple[Outcome, str]
     where = f"on {line.host}" if line.via == "ssh" else "here"
     if line.refused is not None:
         return "refused", line.refused
+    if line.not_running:
+        return "no-process", f"pid {line.pid} is not running {where}"
     if line.launch_error is not None:
         if line.missing:
             what = "py-spy" if line.via == "local" else "ssh"

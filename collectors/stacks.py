@@ -26,6 +26,7 @@ from pathlib import Path
 
 from trnwatch.collectors.hostlist import HostNameError
 from trnwatch.collectors.lines import Line
+from trnwatch.collectors.process_identity import ProcessIdentity, check_local, remote_command, remote_refusal
 from trnwatch.collectors.ssh import SshOptions, ssh_argv
 from trnwatch.collectors.stack_records import (
     DUMP_FILES_KEPT,
@@ -58,6 +59,14 @@ class StackRequest:
     incident: str | None = None
     contrast: bool = False
     native: bool = False
+    # Which process the pid is (collectors/process_identity.py): its start in clock ticks after
+    # boot, and when its run_start said it was running. A capture with neither is refused.
+    start_ticks: int | None = None
+    announced_s: float | None = None
+
+    def identity(self) -> ProcessIdentity:
+        assert self.pid is not None
+        return ProcessIdentity(self.pid, self.start_ticks, self.announced_s)
 
 
 @dataclass(frozen=True)
@@ -84,13 +93,15 @@ def py_spy_words(request: StackRequest, options: StackOptions) -> list[str]:
 
 
 def capture_argv(request: StackRequest, options: StackOptions) -> tuple[Via, list[str]]:
-    """What to run for `request`: py-spy here, or ssh running it on the rank's host (the remote
-    command quoted word by word). Raises `HostNameError` for a host ssh must not see."""
+    """What to run for `request`: py-spy here, or ssh running it on the rank's host between two
+    checks that the pid is still the rank's process there (the remote command quoted word by
+    word). Raises `HostNameError` for a host ssh must not see."""
     assert request.host is not None and request.pid is not None
     words = py_spy_words(request, options)
     if is_local(request.host, options):
         return "local", words
-    return "ssh", ssh_argv(request.host, replace(options.ssh, remote_command=shlex.join(words)))
+    checked = remote_command(request.identity(), words)
+    return "ssh", ssh_argv(request.host, replace(options.ssh, remote_command=checked))
 
 
 async def _read_bounded(stream: asyncio.StreamReader, keep: int, tail: bool) -> tuple[bytes, bool]:
@@ -137,9 +148,14 @@ async def capture_stack(request: StackRequest, options: StackOptions) -> StackLi
     )
     try:
         via, argv = _what_to_run(request, options)
+        if via == "local":
+            _check_identity(request)
     except _Refused as exc:
         dumps = await asyncio.to_thread(dump_files, options.run_dir)
         return line.model_copy(update={"refused": str(exc), "dump_files": dumps})
+    except _NotRunning:
+        dumps = await asyncio.to_thread(dump_files, options.run_dir)
+        return line.model_copy(update={"not_running": True, "dump_files": dumps})
     line = line.model_copy(update={"via": via, "command": argv})
     update: dict = {}
     try:
@@ -182,13 +198,49 @@ async def capture_stack(request: StackRequest, options: StackOptions) -> StackLi
             "stdout_truncated": truncated,
             "stderr": err.decode("utf-8", "replace"),
         }
+    update |= _identity_after(request, via, update)
     seconds = round(time.monotonic() - clock, 3)
     update |= {"seconds": seconds, "dump_files": await asyncio.to_thread(dump_files, options.run_dir)}
     return line.model_copy(update=update)
 
 
+_UNREAD = {"stdout": "", "stdout_truncated": False, "stderr": "", "exit_status": None}
+
+
+def _identity_after(request: StackRequest, via: Via, update: dict) -> dict:
+    """What the capture keeps once it is over: nothing of what ran when the pid was no longer
+    the rank's process (checked here again, or by the remote check on the rank's host)."""
+    if via == "local":
+        if "launch_error" in update:
+            return {}
+        checked = check_local(request.identity())
+    else:
+        found = remote_refusal(update.get("exit_status"), update.get("stderr", ""))
+        if found is None:
+            return {}
+        checked = found
+    if checked.match == "same":
+        return {}
+    if checked.match == "gone":
+        return _UNREAD | {"not_running": True}
+    return _UNREAD | {"refused": f"rank {request.rank}: {checked.reason}"}
+
+
 class _Refused(Exception):
     """Nothing can be run for this request; the message says why."""
+
+
+class _NotRunning(Exception):
+    """Nothing runs under the rank's pid here."""
+
+
+def _check_identity(request: StackRequest) -> None:
+    """Before a capture here: the pid must still be the rank's process (pid and start time)."""
+    checked = check_local(request.identity())
+    if checked.match == "gone":
+        raise _NotRunning()
+    if checked.match == "other":
+        raise _Refused(f"rank {request.rank}: {checked.reason}")
 
 
 def _what_to_run(request: StackRequest, options: StackOptions) -> tuple[Via, list[str]]:
@@ -196,6 +248,8 @@ def _what_to_run(request: StackRequest, options: StackOptions) -> tuple[Via, lis
         raise _Refused(f"rank {request.rank} reported no pid (no run_start seen)")
     if request.host is None:
         raise _Refused(f"rank {request.rank} reported no host")
+    if not request.identity().known():
+        raise _Refused(f"rank {request.rank}: which process pid {request.pid} is cannot be told (no start time known)")
     try:
         return capture_argv(request, options)
     except (HostNameError, ValueError) as exc:

@@ -418,6 +418,7 @@ class JobLedger:
             self.run_start = event
         rank.host, rank.chip, rank.core = event.host, event.chip, event.core
         rank.local_rank, rank.pid = event.local_rank, event.pid
+        rank.start_ticks, rank.pid_ts = event.start_ticks, event.ts
         _new_process(rank, event.restart, event.ts)
         if on_timeline and event.restart > 0:
             self.restarts.append(Restart(event.restart, event.ts, rank.last_step))

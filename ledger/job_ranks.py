@@ -86,6 +86,8 @@ class RankState:
     core: int | None = None
     local_rank: int | None = None
     pid: int | None = None
+    start_ticks: int | None = None  # the pid's process's start (run_start), so a reused pid is told apart
+    pid_ts: float | None = None  # when its run_start said the pid was running
     restart: int = 0
     status: RankStatus = "running"
     last_seen_ts: float | None = None

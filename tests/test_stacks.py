@@ -64,8 +64,21 @@ def capture(request: StackRequest, options: StackOptions):
     return raw, decode_stack_line(line.text)
 
 
+def kernel_start_ticks(pid: int) -> int | None:
+    """The process's start in clock ticks after boot, as /proc/PID/stat says (field 22)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(") ", 1)[1].split()[19])
+
+
 def request_for(pid: int | None, host: str | None = None, **changes) -> StackRequest:
-    return StackRequest(rank=1, host=host or os.uname().nodename, pid=pid, trigger="key", **changes)
+    """A request for the process that holds `pid` now (its start time as the kernel gives it; a
+    pid nothing holds: announced now)."""
+    ticks = kernel_start_ticks(pid) if pid is not None else None
+    identity = {"start_ticks": ticks} if ticks is not None else {"announced_s": time.time()}
+    return StackRequest(rank=1, host=host or os.uname().nodename, pid=pid, trigger="key", **(identity | changes))
 
 
 def skip_if_ptrace_refused(captured) -> None:

@@ -104,7 +104,7 @@ def test_a_py_spy_printing_markup_is_shown_as_data_and_the_screen_goes_on(tmp_pa
 def many_ranks_stalled_on_one(ranks: int) -> tuple[Ledger, float]:
     """`ranks` ranks on this host: all wait in their all-reduce at step 23 but the last one,
     which sits in its dataloader; judged 40 s after the last step (STALLED on the last rank)."""
-    events = steady_run(STEPS, t0=T0, ranks=ranks, host=os.uname().nodename)
+    events = steady_run(STEPS, t0=T0, ranks=ranks, host=os.uname().nodename, pid=os.getpid())
     last_ts = max(e["ts"] for e in events)
     for rank in range(ranks):
         region = "dataloader" if rank == ranks - 1 else "collective:all_reduce"

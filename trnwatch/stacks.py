@@ -24,9 +24,17 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from trnwatch.collectors.lines import Line
+from trnwatch.collectors.process_identity import first_seen
 from trnwatch.collectors.ssh import SshOptions
 from trnwatch.collectors.stack_records import StackCapture, decode_stack_line
-from trnwatch.collectors.stacks import DEFAULT_PY_SPY, StackOptions, StackRequest, capture_stack, stack_line
+from trnwatch.collectors.stacks import (
+    DEFAULT_PY_SPY,
+    StackOptions,
+    StackRequest,
+    capture_stack,
+    is_local,
+    stack_line,
+)
 from trnwatch.ledger.job_suspects import majority, positions
 from trnwatch.ledger.ledger import Ledger
 from trnwatch.scaleout import OptionError
@@ -63,7 +71,15 @@ def rank_request(ledger: Ledger, rank: int, trigger: str, native: bool = False) 
 def _request(ledger: Ledger, rank: int, trigger: str, native: bool) -> StackRequest:
     assert ledger.job is not None
     state = ledger.job.ranks[rank]
-    return StackRequest(rank=rank, host=state.host, pid=state.pid, trigger=trigger, native=native)
+    return StackRequest(
+        rank=rank,
+        host=state.host,
+        pid=state.pid,
+        trigger=trigger,
+        native=native,
+        start_ticks=state.start_ticks,
+        announced_s=state.pid_ts,
+    )
 
 
 def incident_requests(ledger: Ledger, now_s: float) -> tuple[str, list[StackRequest]] | None:
@@ -116,6 +132,35 @@ class StackCapturer:
         self._tasks: set[asyncio.Task] = set()
         self._limit = asyncio.Semaphore(MAX_PARALLEL)
         self._incidents: dict[str, None] = {}  # confirmed stalls already captured, oldest first
+        # rank -> (pid, its run_start's ts, start ticks or None): read here when a rank on this
+        # machine whose run_start gave no start time is first seen (process_identity.first_seen).
+        self._first_seen: dict[int, tuple[int, float | None, int | None]] = {}
+
+    def learn_identities(self) -> None:
+        """Read the start time of each new process of a rank on this machine whose run_start
+        did not carry one, so a later capture can tell the rank's process from a successor of
+        its pid."""
+        job = self.ledger.job
+        if job is None:
+            return
+        for state in job.ranks.values():
+            if state.pid is not None and state.start_ticks is None and state.host is not None:
+                self._learn(state.rank, state.pid, state.pid_ts, state.host)
+
+    def _learn(self, rank: int, pid: int, pid_ts: float | None, host: str) -> int | None:
+        known = self._first_seen.get(rank)
+        if known is not None and known[:2] == (pid, pid_ts):
+            return known[2]
+        if not is_local(host, self.options):
+            return None
+        ticks = first_seen(pid, pid_ts)
+        self._first_seen[rank] = (pid, pid_ts, ticks)
+        return ticks
+
+    def _identified(self, request: StackRequest) -> StackRequest:
+        if request.start_ticks is not None or request.pid is None or request.host is None:
+            return request
+        return replace(request, start_ticks=self._learn(request.rank, request.pid, request.announced_s, request.host))
 
     def request(self, requests: list[StackRequest]) -> list[StackRequest]:
         """Start the captures (each on its own task); return those started (a rank already being
@@ -125,7 +170,7 @@ class StackCapturer:
             if request.rank in self.in_flight:
                 continue
             self.in_flight.add(request.rank)
-            task = asyncio.create_task(self._capture(request))
+            task = asyncio.create_task(self._capture(self._identified(request)))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
             started.append(request)
@@ -161,6 +206,7 @@ class StackCapturer:
         try:
             while True:
                 await asyncio.sleep(CHECK_EVERY_S)
+                self.learn_identities()
                 if self.auto:
                     self.check_stall(time.time())
         finally:

@@ -135,6 +135,7 @@ class JobEmitter:
             versions=versions,
             restart=restart,
             lnc=lnc,
+            start_ticks=_start_ticks(),
         )
 
     @contextmanager
@@ -262,3 +263,14 @@ class JobEmitter:
             existing.seek(size - 1)
             if existing.read(1) != b"\n":
                 _write_all(self._fd, b"\n")
+
+
+def _start_ticks() -> int | None:
+    """This process's start in clock ticks after boot (/proc/self/stat field 22), with the pid
+    what tells this process from a later one given the same pid; None without /proc."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            stat = f.read()
+        return int(stat[stat.rfind(b")") + 2 :].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
