@@ -22,6 +22,7 @@ Files are created 0600 and folders 0700 whatever the umask, by the rule every ou
 (trnwatch/output.py); recordings are appended, not replaced: a recording holds raw telemetry.
 """
 
+import fnmatch
 import os
 import time
 from collections.abc import Callable, Collection
@@ -35,7 +36,14 @@ from trnwatch import __version__
 from trnwatch.collectors.lines import ClockMark, Line, ReadMark, SourceEvent
 from trnwatch.collectors.recording_frames import FrameEncoder, header_frame
 from trnwatch.collectors.scheduler import SchedulerJob
-from trnwatch.output import OutputError, create_exclusive, make_dirs, os_error_reason
+from trnwatch.output import (
+    OutputError,
+    create_exclusive,
+    create_exclusive_at,
+    make_dirs,
+    open_own_folder,
+    os_error_reason,
+)
 from trnwatch.redaction import redact
 
 SCHEMA = "trnwatch.recording/2"
@@ -102,7 +110,7 @@ def _redacted(item: Line | SourceEvent) -> Line | SourceEvent:
 
 
 def _fsync_folder(folder: Path) -> None:
-    """Make the names in `folder` durable (a new file, a removed part)."""
+    """Make the names in `folder` durable (a new file)."""
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -167,6 +175,9 @@ class Recorder:
         self.stopped_at_s: float | None = None
         self._encoder = FrameEncoder()
         self._fd = self._index_fd = -1
+        # A rotated set's folder, opened once (never through a link, never another user's): every
+        # part is created, listed and removed through it (trnwatch/output.py, open_own_folder).
+        self._folder_fd = -1
         self._offset = 0
         self._lines_in_part = 0  # lines written to the part open now
         self._file_opened_s = 0.0
@@ -218,8 +229,7 @@ class Recorder:
             return
         if len(self.files) > 1 and self._lines_in_part == 0:
             last = self.files.pop()
-            last.unlink(missing_ok=True)
-            index_path(last).unlink(missing_ok=True)
+            self._remove_part(last.name)
         self._drop_old_parts(retain)
 
     def _guard(self, step, *args) -> None:
@@ -227,6 +237,10 @@ class Recorder:
             step(*args)
         except (OSError, OutputError) as exc:
             self._stop(exc)
+        finally:
+            if self._fd < 0 and self._folder_fd >= 0:  # stopped, or the session's end
+                os.close(self._folder_fd)
+                self._folder_fd = -1
 
     def _stop(self, exc: OSError | OutputError) -> None:
         self.error = os_error_reason(exc) if isinstance(exc, OSError) else str(exc)
@@ -325,18 +339,26 @@ class Recorder:
     def _open_part(self) -> None:
         part = len(self.files)
         if self.folder:
-            make_dirs(self.target)
+            if self._folder_fd < 0:
+                self._folder_fd = open_own_folder(self.target)
             path = self.target / f"trnwatch-{self.session_id}-{os.getpid()}-{part:04d}.trnrec"
+            fd = create_exclusive_at(self._folder_fd, self.target, path.name, os.O_APPEND)
+            try:
+                self._index_fd = create_exclusive_at(self._folder_fd, self.target, index_path(path).name, os.O_APPEND)
+            except OutputError:
+                os.close(fd)
+                os.unlink(path.name, dir_fd=self._folder_fd)  # created just now, exclusively: ours
+                raise
         else:
             make_dirs(self.target.parent)
             path = self.target
-        fd = _open_private(path)
-        try:
-            self._index_fd = _open_private(index_path(path))
-        except OutputError:
-            os.close(fd)
-            path.unlink()  # created just now by this recorder, exclusively: nobody else's file
-            raise
+            fd = _open_private(path)
+            try:
+                self._index_fd = _open_private(index_path(path))
+            except OutputError:
+                os.close(fd)
+                path.unlink()  # created just now by this recorder, exclusively: nobody else's file
+                raise
         self._fd = fd
         self.files.append(path)
         self._lines_in_part = 0
@@ -357,7 +379,10 @@ class Recorder:
             # The new part holds nothing yet: `retain` parts besides it stay until it does (at the
             # session's end, `_end` settles on `retain` parts).
             self._drop_old_parts(self.rotation.retain + 1)
-        _fsync_folder(path.parent)
+        if self._folder_fd >= 0:
+            os.fsync(self._folder_fd)
+        else:
+            _fsync_folder(path.parent)
         if self.on_file is not None:
             self.on_file(path)
 
@@ -374,9 +399,17 @@ class Recorder:
         """Keep the newest `retain` parts in the folder: this session's parts are the newest, in
         the order written, after every other part there, by name (a part named after a clock that
         was ahead, before a step back, is older than any part this session writes)."""
-        own = [p for p in self.files if p.exists()]
-        others = sorted(set(self.target.glob(PART_GLOB)) - set(self.files))
+        names = set(fnmatch.filter(os.listdir(self._folder_fd), PART_GLOB))
+        own = [p.name for p in self.files if p.name in names]
+        others = sorted(names - set(own))
         parts = others + own
         for old in parts[: max(0, len(parts) - retain)]:
-            old.unlink(missing_ok=True)
-            index_path(old).unlink(missing_ok=True)
+            self._remove_part(old)
+
+    def _remove_part(self, name: str) -> None:
+        """Remove a part and its index from the set's folder (through its descriptor)."""
+        for each in (name, name + INDEX_SUFFIX):
+            try:
+                os.unlink(each, dir_fd=self._folder_fd)
+            except FileNotFoundError:
+                pass

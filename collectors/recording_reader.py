@@ -8,8 +8,11 @@ is skipped and counted by reason in `skipped`; the rest replays.
 """
 
 import asyncio
+import errno
 import itertools
 import json
+import os
+import stat
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Collection, Iterator
@@ -114,10 +117,10 @@ class _V2File:
 
     schema = SCHEMA
 
-    def __init__(self, path: Path, stats: "ReadStats"):
-        self.path, self.stats = path, stats
-        self.size_bytes = path.stat().st_size
-        self._file = open(path, "rb")
+    def __init__(self, path: Path, stats: "ReadStats", owner: int | None = None):
+        self.path, self.stats, self.owner = path, stats, owner
+        self._file = _open_read(path, owner)
+        self.size_bytes = os.fstat(self._file.fileno()).st_size
         head = self._read(0, META_BYTES)
         try:
             info = parse_meta(head, 0)
@@ -143,9 +146,10 @@ class _V2File:
         FrameInfo's field order, see read_index)."""
         frames: list[tuple] = []
         try:
-            index_bytes = index_path(self.path).read_bytes()
-        except OSError:
-            index_bytes = b""
+            with _open_read(index_path(self.path), self.owner) as f:
+                index_bytes = f.read()
+        except (OSError, RecordingError):
+            index_bytes = b""  # none, or not this part's owner's: the frames are found by scanning
         self.stats.index_bytes_read += len(index_bytes)
         index = read_index(index_bytes)
         pos, size = data_start, self.size_bytes
@@ -323,12 +327,31 @@ class ReadStats:
             self.frames_read += 1
 
 
-def _open_file(path: Path, stats: ReadStats) -> _V1File | _V2File:
+def _open_read(path: Path, owner: int | None):
+    """`path` opened for reading; with `owner` (a part of a folder), only a regular file, not a
+    symbolic link, owned by that user (the folder's owner): anything else is `RecordingError`."""
+    if owner is None:
+        return open(path, "rb")
     try:
-        with open(path, "rb") as f:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise RecordingError(f"{path} is a symbolic link: not read") from None
+        raise
+    found = os.fstat(fd)
+    if not stat.S_ISREG(found.st_mode) or found.st_uid != owner:
+        os.close(fd)
+        what = "not a regular file" if not stat.S_ISREG(found.st_mode) else f"owned by uid {found.st_uid}"
+        raise RecordingError(f"{path} is {what}, not a part of its folder's owner (uid {owner}): not read")
+    return os.fdopen(fd, "rb")
+
+
+def _open_file(path: Path, stats: ReadStats, owner: int | None = None) -> _V1File | _V2File:
+    try:
+        with _open_read(path, owner) as f:
             first = f.read(4)
             if first == MAGIC_BYTES:
-                return _V2File(path, stats)
+                return _V2File(path, stats, owner)
             f.seek(0)
             line = f.readline(HEADER_LINE_MAX_BYTES)  # never a whole file without a newline
     except IsADirectoryError:
@@ -351,8 +374,9 @@ class Recording:
     by `trnwatch record DIR`) read as one, its parts in order of session start and part.
 
     A part of a set that cannot be read (damaged, zero-filled after ENOSPC, not a recording, a /1
-    file) is skipped, said in `warnings` and counted as `part` in `stats.skipped`; the others
-    replay. Only a set with no readable part is refused."""
+    file) or must not be (a symbolic link, not a regular file, or owned by another user than the
+    folder's owner: parts joined by someone else) is skipped, said in `warnings` and counted as
+    `part` in `stats.skipped`; the others replay. Only a set with no readable part is refused."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -364,10 +388,11 @@ class Recording:
             names = sorted(path.glob(PART_GLOB))
             if not names:
                 raise RecordingError(f"{path} holds no recording parts ({PART_GLOB})")
+            owner = path.stat().st_uid  # a part another user put there, or a link, is not read
             files = []
             for name in names:
                 try:
-                    part = _open_file(name, self.stats)
+                    part = _open_file(name, self.stats, owner)
                     if isinstance(part, _V1File):
                         raise RecordingError(f"{name}: a /1 recording cannot be part of a set")
                     files.append(part)

@@ -10,7 +10,11 @@
   hard-linked to their name, which fails on any existing name (`write_new`), so a reader never
   sees half a file; where the file system has no hard links they are created with
   `O_CREAT|O_EXCL|O_NOFOLLOW` and written in place. Recordings grow for the whole session and
-  are opened with `O_CREAT|O_EXCL|O_NOFOLLOW` (`create_exclusive`). The one file replaced is a
+  are opened with `O_CREAT|O_EXCL|O_NOFOLLOW` (`create_exclusive`); the folder of a rotated set
+  (`trnwatch record DIR`) is opened once with `O_DIRECTORY|O_NOFOLLOW`, refused when it is a link
+  or another user's, and its parts are created, listed and removed through that descriptor
+  (`open_own_folder`, `create_exclusive_at`), so a link swapped in later is never followed either.
+  The one file replaced is a
   receipt trnwatch itself just wrote (`rewrite_own`, by rename, which replaces a name and never
   follows it).
 - Receipts without `--receipt` go to `$XDG_STATE_HOME/trnwatch/receipts` (default
@@ -99,6 +103,56 @@ def create_exclusive(path: Path, flags: int = 0) -> int:
     except OSError as exc:
         raise OutputError(f"cannot write {path}: {os_error_reason(exc)}") from None
     os.fchmod(fd, FILE_MODE)  # O_CREAT's mode is narrowed by the umask, never widened back
+    return fd
+
+
+def open_own_folder(folder: Path) -> int:
+    """Open the folder files are created in for a whole session (`trnwatch record DIR`) and return
+    its descriptor, creating it `0700` when missing. Never through a link: a `folder` that is a
+    symbolic link (planted in a shared folder, say) is refused, and so is one owned by another
+    user, who could remove, rename or add files there; `OutputError` says which."""
+    make_dirs(folder.parent)
+    created = False
+    try:
+        os.mkdir(folder, DIR_MODE)
+        created = True
+    except FileExistsError:
+        pass  # a folder already there, or a link in its place: the open below tells them apart
+    except OSError as exc:
+        raise OutputError(f"cannot create folder {folder}: {os_error_reason(exc)}") from None
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if os.path.islink(folder):
+            raise OutputError(
+                f"{folder} is a symbolic link; trnwatch never writes into a folder through a link: "
+                "name the folder itself"
+            ) from None
+        if exc.errno == errno.ENOTDIR:
+            raise OutputError(f"{folder} is a file, not a folder") from None
+        raise OutputError(f"cannot open folder {folder}: {os_error_reason(exc)}") from None
+    owner = os.fstat(fd).st_uid
+    if owner != os.geteuid():
+        os.close(fd)
+        raise OutputError(
+            f"{folder} belongs to another user (uid {owner}), who could remove, rename or add files "
+            "in it: record into a folder of your own"
+        )
+    if created:
+        os.fchmod(fd, DIR_MODE)  # mkdir's mode is narrowed by the umask, never widened back
+    return fd
+
+
+def create_exclusive_at(folder_fd: int, folder: Path, name: str, flags: int = 0) -> int:
+    """Create `name` (mode `0600`) in the folder open as `folder_fd` (`open_own_folder`) and
+    return its descriptor; `ExistingFileError` if the name exists in any form, a link too."""
+    try:
+        fd = os.open(name, _EXCLUSIVE | flags, FILE_MODE, dir_fd=folder_fd)
+    except FileExistsError:
+        raise ExistingFileError(existing_file_message(folder / name)) from None
+    except OSError as exc:
+        raise OutputError(f"cannot write {folder / name}: {os_error_reason(exc)}") from None
+    os.fchmod(fd, FILE_MODE)
     return fd
 
 
