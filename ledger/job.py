@@ -921,10 +921,14 @@ class JobLedger:
             cause=diagnosis.cause,
         )
 
-    def summary(self, now_s: float, chip_util_pct: ChipUtilisation | None = None) -> JobSection:
-        """The job section judged at `now_s` (typed: see ledger/job_summary.py)."""
+    def summary(
+        self, now_s: float, chip_util_pct: ChipUtilisation | None = None, diagnosis: JobDiagnosis | None = None
+    ) -> JobSection:
+        """The job section judged at `now_s` (typed: see ledger/job_summary.py); `diagnosis` is
+        `diagnose(now_s, chip_util_pct)` when the caller has it already (the read model does)."""
         info = self.run_start
-        diagnosis = self.diagnose(now_s, chip_util_pct)
+        if diagnosis is None:
+            diagnosis = self.diagnose(now_s, chip_util_pct)
         straggler = self.straggler(now_s)
         stalls = list(self.stalls)
         open_stall = self._open_stall(diagnosis, now_s)

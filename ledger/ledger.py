@@ -521,16 +521,6 @@ class Ledger:
                 faults[device] = faults.get(device, 0) + 1
         return faults
 
-    def chip_util_pct(self, host_name: str, chip: int, now_s: float | None = None) -> float | None:
-        """Latest utilisation of a rank's chip, for the job diagnosis' device evidence (None when
-        the host is unknown or its data is stale)."""
-        host = self.host_named(host_name)
-        if host is None or not 0 <= chip < len(host.chips):
-            return None
-        if now_s is not None and self.read(now_s).freshness[host.host_id] != "fresh":
-            return None
-        return host.chips[chip].util_pct
-
     def job_diagnosis(self, now_s: float) -> JobDiagnosis | None:
         """The job verdict with device evidence joined in (rank -> host / chip), or None without job data."""
         return self.read(now_s).diagnosis

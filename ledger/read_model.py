@@ -190,6 +190,11 @@ class ReadModel:
             freshness[host.host_id] = "fresh" if reported_within(host, now_s, after_s) else "stale"
         return freshness
 
+    def host_age_s(self, host: HostState) -> float | None:
+        """Seconds since `host`'s last report, at the moment its freshness is judged
+        (`host_judged_s`): the age every output shows beside the state (None: it never reported)."""
+        return None if host.last_s is None else max(0.0, self.host_judged_s - host.last_s)
+
     @cached_property
     def hosts_by_group(self) -> Mapping[str, tuple[HostState, ...]]:
         """Hosts by group, groups in order (UltraServer ids, then NO_GROUP)."""
@@ -229,7 +234,7 @@ class ReadModel:
         """`hosts`, numbered in natural order of their names (instance name, else stream label),
         so numbers follow the names people use; sorting the grid never renumbers."""
         ordered = sorted(hosts, key=lambda h: (_natural(h.instance_name or h.source_id), h.host_id))
-        freshness, now_s = self.freshness, self.host_judged_s
+        freshness = self.freshness
         return [
             HostSummary(
                 number=i,
@@ -237,7 +242,7 @@ class ReadModel:
                 name=h.instance_name,
                 source_id=h.source_id,
                 state=freshness[h.host_id],
-                age_s=None if h.last_s is None else max(0.0, now_s - h.last_s),
+                age_s=self.host_age_s(h),
                 chips=self.chips_of(h),
             )
             for i, h in enumerate(ordered)
@@ -383,9 +388,9 @@ class ReadModel:
 
     @cached_property
     def job_summary(self) -> "JobSection | None":
-        """The job section (receipt, snapshot, job view) with the same judgement and device evidence."""
+        """The job section (receipt, snapshot, job view): `diagnosis`, not judged again, and the run's figures."""
         job = self.ledger.job
-        return None if job is None else job.summary(self.job_judged_s, self.chip_util_pct)
+        return None if job is None else job.summary(self.job_judged_s, self.chip_util_pct, self.diagnosis)
 
     @cached_property
     def suspects_by_ultraserver(self) -> tuple[Mapping[str, list[int]], list[int]]:

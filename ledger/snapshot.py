@@ -24,7 +24,8 @@ from trnwatch.ledger.hosts import ChipState, HostState, RuntimeState
 from trnwatch.ledger.incidents import Incident
 from trnwatch.ledger.job_summary import JobSection
 from trnwatch.ledger.ledger import Evidence, Ledger
-from trnwatch.ledger.rollups import UltraServerRollup, chip_ecc, hbm_fill_pct
+from trnwatch.ledger.read_model import ReadModel
+from trnwatch.ledger.rollups import Freshness, UltraServerRollup, chip_ecc, hbm_fill_pct
 from trnwatch.outside import clean, json_safe
 
 SCHEMA: Literal["trnwatch.snapshot/1"] = "trnwatch.snapshot/1"
@@ -114,8 +115,11 @@ class HostEntry(_Section):
     host: str
     source: str
     ultraserver: str | None
-    fresh: bool
-    age_s: float | None
+    fresh: bool  # state == "fresh"
+    # The read model's one rule (ReadModel.freshness), as the screen and /metrics say it: fresh,
+    # stale (reports stopped) or lost (its source ended with an error or its link is down).
+    state: Freshness
+    age_s: float | None  # since its last report, when its state was judged
     instance_name: str | None
     instance_type: str | None
     device_type: str | None
@@ -254,7 +258,7 @@ def build_snapshot(
         ultraservers=[
             _ultraserver(read.ultraserver(us, members), us) for us, members in sorted(ledger.ultraservers().items())
         ],
-        hosts=[_host(ledger, h, now_s, read.freshness[h.host_id] == "fresh") for h in hosts],
+        hosts=[_host(ledger, read, h) for h in hosts],
         chips=[_chip(h, c, now_s) for h in hosts for c in h.chips],
         job=job if job is not None else NoJob(),
     )
@@ -290,13 +294,16 @@ def _ultraserver(r: UltraServerRollup, us: str) -> UltraServerEntry:
     )
 
 
-def _host(ledger: Ledger, h: HostState, now_s: float, fresh: bool) -> HostEntry:
+def _host(ledger: Ledger, read: ReadModel, h: HostState) -> HostEntry:
+    state = read.freshness[h.host_id]
+    age_s = read.host_age_s(h)
     return HostEntry(
         host=h.host_id,
         source=h.source_id,
         ultraserver=ledger.ultraserver_of(h),
-        fresh=fresh,  # the read model's one rule (ReadModel.freshness)
-        age_s=_age(now_s, h.last_s),
+        fresh=state == "fresh",
+        state=state,
+        age_s=None if age_s is None else _r(age_s),
         instance_name=h.instance_name,
         instance_type=h.instance_type,
         device_type=h.device_type,
@@ -429,7 +436,7 @@ def render_text(snap: Snapshot, lowest: int = 5) -> str:
         lines += ["", "hosts not fresh (left out of UltraServer figures):"]
         for h in stale:
             last = "never" if h.age_s is None else f"{h.age_s:.0f} s ago"
-            lines.append(f"  {clean(h.instance_name or h.host)} ({clean(h.host)}): last report {last}")
+            lines.append(f"  {clean(h.instance_name or h.host)} ({clean(h.host)}): {h.state}, last report {last}")
     fresh_chips = [c for c in chips if c.host in fresh_hosts and c.util_pct is not None]
     names = {h.host: h.instance_name or h.host for h in hosts}
     if fresh_chips:

@@ -6,9 +6,11 @@ import sys
 
 from trnwatch.collectors.lines import Line
 from trnwatch.ledger.ledger import Ledger
+from trnwatch.tui.job_model import job_model
 from trnwatch.workloads.sim.fleet import fleet_hosts
 from trnwatch.workloads.sim.job import SimJobWriter
 from trnwatch.workloads.sim.topology import get_topology
+from tests.tui_fleet import SCENARIO_TICKS, now_at, scenario_ledger
 
 T0 = 1_700_000_000.0  # a plausible job time: the ledger rejects stamps over 10 years old
 
@@ -66,3 +68,16 @@ def test_watch_job_dir_alone_gives_the_job_scope(tmp_path):
     assert r["job"]["ranks"]["seen"] == 64 and r["job"]["parallel"] == {"tp": 64, "pp": 1, "dp": 1}
     assert r["chips"] == [] and len(r["sources"]) == 64
     assert all(s["reports"] > 0 and s["rejected"] == 0 for s in r["sources"])
+
+
+def test_the_job_is_judged_once_per_read_model_and_every_reader_gets_that_judgement():
+    # The receipt's and snapshot's job section, the job view and the findings read one diagnosis
+    # (ReadModel.diagnosis), not one judged again per reader: the same suspect records, not equal copies.
+    ledger = scenario_ledger("hang")
+    read = ledger.read(now_at(SCENARIO_TICKS["hang"]))
+    diagnosis, summary = read.diagnosis, read.job_summary
+    assert diagnosis is not None and summary is not None and diagnosis.suspects
+    assert all(a is b for a, b in zip(summary.suspects, diagnosis.suspects, strict=True))
+    assert (summary.verdict, summary.reason) == (diagnosis.verdict, diagnosis.reason)
+    assert job_model(ledger.job, read).diagnosis is diagnosis
+    assert ledger.job_diagnosis(read.now_s) is diagnosis  # the same "now": the same read model

@@ -6,6 +6,9 @@ import json
 from trnwatch.collectors.lines import Line
 from trnwatch.ledger.ledger import LOST_MIN_S, Ledger, lost_after_s
 from trnwatch.ledger.receipt import build_receipt
+from trnwatch.ledger.snapshot import build_snapshot, render_text
+from trnwatch.metrics import render
+from trnwatch.session import Session
 from trnwatch.workloads.sim.fleet import fleet_hosts
 from trnwatch.workloads.sim.topology import get_topology
 
@@ -53,3 +56,28 @@ def test_a_silent_device_stream_becomes_lost_counts_a_gap_and_is_the_worst_sourc
     receipt = {s.id: s for s in build_receipt(ledger, "eof", written_at_s=0.0).sources}
     assert receipt["host-1"].gaps == 1 and receipt["host-1"].gap_seconds == now_s - (T0 + quiet_after - 1)
     assert receipt["host-0"].gaps == 0
+
+
+def test_a_lost_host_is_lost_on_the_screen_in_metrics_and_in_the_snapshot():
+    # One freshness rule (ReadModel.freshness): the snapshot says "lost" where the screen and
+    # /metrics do, with the age the screen shows, not a "not fresh" that hides which.
+    hosts = [fleet_hosts(get_topology("trn2.48xlarge"), seed, "healthy", 1.0)[0] for seed in (0, 1)]
+    ledger = Ledger("simulated")
+    end = 10 + int(LOST_MIN_S) + 5
+    for tick in range(end):
+        for n, host in enumerate(hosts):
+            if n == 0 or tick < 10:
+                ledger.ingest(Line(f"host-{n}", "neuron-monitor", T0 + tick, host.report_line(tick)))
+    now_s = T0 + end - 1
+    read = ledger.read(now_s)
+    screen = {h.source_id: h for h in read.hosts(list(ledger.hosts.values()))}
+    assert (screen["host-0"].state, screen["host-1"].state) == ("fresh", "lost")
+
+    metrics = render(Session(ledger, []), now_s)
+    assert 'trnwatch_hosts{state="lost"} 1' in metrics and 'trnwatch_hosts{state="fresh"} 1' in metrics
+
+    snapshot = build_snapshot(ledger, now_s, None, written_at_s=now_s)
+    entries = {h.source: h for h in snapshot.hosts}
+    assert (entries["host-0"].state, entries["host-1"].state) == ("fresh", "lost")
+    assert not entries["host-1"].fresh and entries["host-1"].age_s == screen["host-1"].age_s
+    assert f"({entries['host-1'].host}): lost, last report" in render_text(snapshot)

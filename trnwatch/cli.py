@@ -903,7 +903,7 @@ def _make_session(args):
     if stacks is not None:  # the job view's key; with --capture-stacks, confirmed stalls
         from trnwatch.stacks import StackCapturer
 
-        session.stacks = StackCapturer(ledger, stacks, session.apply, auto=args.capture_stacks)
+        session.stacks = StackCapturer(ledger, stacks, session.apply, auto=args.capture_stacks, clock=session.now_s)
         session.stacks.notice = session.notice  # each capture's outcome, said once (stderr headless)
         session.background.append(session.stacks.run)
     _add_alerts(args, session)

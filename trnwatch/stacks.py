@@ -121,8 +121,16 @@ def _utc(t: float) -> str:
 class StackCapturer:
     """Runs captures for one session and hands each result to `deliver` as a "stack" line."""
 
-    def __init__(self, ledger: Ledger, options: StackOptions, deliver: Callable[[Line], None], auto: bool = False):
+    def __init__(
+        self,
+        ledger: Ledger,
+        options: StackOptions,
+        deliver: Callable[[Line], None],
+        auto: bool = False,
+        clock: Callable[[], float] = time.time,
+    ):
         self.ledger = ledger
+        self.clock = clock  # the session's (`Session.now_s`): stalls judged when the session judges them
         self.options = options
         self.deliver = deliver
         self.auto = auto
@@ -208,7 +216,7 @@ class StackCapturer:
                 await asyncio.sleep(CHECK_EVERY_S)
                 self.learn_identities()
                 if self.auto:
-                    self.check_stall(time.time())
+                    self.check_stall(self.clock())
         finally:
             tasks = list(self._tasks)
             for task in tasks:

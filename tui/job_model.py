@@ -31,14 +31,14 @@ class JobModel:
     """The job as its telemetry tells it; every figure here comes from job events only."""
 
     diagnosis: JobDiagnosis
-    summary: JobSection  # JobLedger.summary(now_s), for the run facts
+    summary: JobSection  # ReadModel.job_summary, for the run facts
     ranks: tuple[RankLine, ...]
     collectives: tuple[CollectiveLine, ...]  # empty: no collective timings in the telemetry
 
 
 def job_model(job: JobLedger, read: ReadModel) -> JobModel:
-    """The job view's figures; the diagnosis is `Ledger.job_diagnosis` (each suspect's chip
-    utilisation from the device ledger, fresh hosts only), the join the receipt uses too."""
+    """The job view's figures; the diagnosis is the read model's (`ReadModel.diagnosis`: each
+    suspect's chip utilisation from the device ledger, fresh hosts only), the one the receipt uses too."""
     now_s = read.job_judged_s  # on what was read (ledger/lag.py)
     dead = set(job.dead_ranks(now_s))  # the job ledger's own rule, not a second copy of it
     ranks = tuple(
@@ -55,11 +55,11 @@ def job_model(job: JobLedger, read: ReadModel) -> JobModel:
         )
         for r in sorted(job.ranks.values(), key=lambda r: r.rank)
     )
-    summary = read.job_summary
-    assert summary is not None  # the read model's job is `job`
+    summary, diagnosis = read.job_summary, read.diagnosis
+    assert summary is not None and diagnosis is not None  # the read model's job is `job`
     collectives = summary.collectives
     return JobModel(
-        diagnosis=JobDiagnosis(summary.verdict, summary.reason, tuple(summary.suspects)),
+        diagnosis=diagnosis,
         summary=summary,
         ranks=ranks,
         collectives=tuple(CollectiveLine(op, c.count, c.bytes, c.latency_s) for op, c in collectives.items())
