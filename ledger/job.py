@@ -64,7 +64,8 @@ Memory: per-rank and per-op state plus deques with a maxlen; at most MAX_RANKS r
 a rank at or beyond the announced world size) and MAX_COLLECTIVE_OPS op names; an event beyond
 a bound is rejected (`JobEventRejected`, counted by the caller), never folded.
 
-Here: the fold, the run's figures and the verdict's precedence. The per-rank state is
+Here: the fold and the run's figures. The verdict is the ordered rules of `job_verdicts.py`
+(one small function per verdict, in the precedence above); the per-rank state is
 `job_ranks.py`; the steady-state rules (warm-up, steady samples, percentiles) `job_steady.py`;
 dead ranks and which failure is the cause `job_blame.py`; positions, the majority and suspect
 records `job_suspects.py`; the typed section they fill `job_summary.py`.
@@ -91,8 +92,8 @@ from trnwatch.collectors.job_records import (
     Step,
     record_of,
 )
-from trnwatch.ledger.job_blame import JobFailure, dead_ranks, failure_rows, failure_words, waited_words
-from trnwatch.ledger.job_pauses import PAUSE_OF_PHASE, Pause, bootstrap_pauses, one_sided, pause_words, rank_pause
+from trnwatch.ledger.job_blame import JobFailure, dead_ranks, failure_rows
+from trnwatch.ledger.job_pauses import PAUSE_OF_PHASE
 from trnwatch.ledger.job_ranks import CHECKPOINT_REGION, RankState, RankStatus, StepKind, StepSample
 from trnwatch.ledger.job_ranks import STEP_WINDOW as STEP_WINDOW  # bounds named with the ledger
 from trnwatch.ledger.job_ranks import WAIT_WINDOW_STEPS as WAIT_WINDOW_STEPS
@@ -113,25 +114,20 @@ from trnwatch.ledger.job_summary import (
     RankCounts,
     RestartEntry,
     Stall,
-    StallCause,
-    Suspect,
     Thresholds,
     Throughput,
-    Verdict,
     WaitSkew,
     WarningEntry,
     Warnings,
 )
 from trnwatch.ledger.job_suspects import (
     ChipUtilisation,
-    majority_text,
-    named,
     position_suspects,
-    positions,
     suspect,
-    with_device_evidence,
 )
-from trnwatch.ledger.rules import DEFAULT_RULES, PAUSE_FACTOR, PAUSE_FLOOR_S, PAUSE_KINDS, PauseKind, Rules
+from trnwatch.ledger.job_verdicts import JobDiagnosis as JobDiagnosis
+from trnwatch.ledger.job_verdicts import verdict_of
+from trnwatch.ledger.rules import DEFAULT_RULES, PAUSE_KINDS, PauseKind, Rules
 
 COLLECTIVE_WINDOW = 1024
 MIN_WAIT_STEPS = 5  # fewer steps of wait data say nothing about a straggler
@@ -155,8 +151,6 @@ CKPT_SOURCE_PREFIX = "ckpt:"
 # Saves already ended, by (action, tag), so one save told by two sources (the emitter's events in
 # the rank files and the checkpoint folder's markers) counts once; the latest this many.
 SAVE_TAGS_KEPT = 4096
-
-STARTUP_PHASES = ("init", "compile", "warmup")
 
 
 class JobEventRejected(ValueError):
@@ -196,18 +190,6 @@ class Straggler:
     skew_s: float
     wait_s_by_rank: dict[int, float]  # median wait per step
     slow: bool  # skew large enough (relative to the step time) to call the job slow
-
-
-@dataclass(frozen=True)
-class JobDiagnosis:
-    """The on-call answer: a verdict, a one-line reason, and the ranks to look at (first first)."""
-
-    verdict: Verdict
-    reason: str
-    suspects: tuple[Suspect, ...] = ()
-    idle_s: float | None = None  # seconds since the last progress, or the pause's length (late, stalled)
-    threshold_s: float | None = None  # the threshold that was crossed (late, stalled), or the pause's limit
-    cause: StallCause = "no-progress"  # a pause past its limit, or a one-sided pause (ledger/job_pauses.py)
 
 
 class JobLedger:
@@ -704,7 +686,7 @@ class JobLedger:
             unknown=max(0, world - len(self.ranks)) if world is not None else 0,
         )
 
-    def _failure_rows(self, now_s: float) -> list[JobFailure]:
+    def failure_rows(self, now_s: float) -> list[JobFailure]:
         """Failure reports kept, plus ranks gone without a word, each with its role (`job_blame`)."""
         return failure_rows(self.failures, self.ranks, self.dead_ranks(now_s))
 
@@ -722,174 +704,13 @@ class JobLedger:
                 exit_code=row.exit_code,
                 signal=row.signal,
             )
-            for row in self._failure_rows(now_s)
+            for row in self.failure_rows(now_s)
         ]
 
     def diagnose(self, now_s: float, chip_util_pct: ChipUtilisation | None = None) -> JobDiagnosis:
-        """Verdict for on-call at `now_s`, with the ranks to look at (and their chips' utilisation).
-        One walk over the ranks (576 in the demo, at every refresh) finds whether any failed, the
-        running ones, their blocking pauses and those starting up; the rules then read those."""
-        if not self.ranks:
-            return JobDiagnosis(
-                "no-data", f"no job events yet: {self._logs_read()}" if self.log_lines else "no job events yet"
-            )
-        dead = self.dead_ranks(now_s)
-        dead_set = set(dead)
-        any_failed = False
-        running: list[RankState] = []
-        pauses: list[Pause] = []
-        starting: list[RankState] = []
-        for rank in self.ranks.values():
-            if rank.status != "running":
-                any_failed = any_failed or rank.status in ("failed", "aborted")
-            elif rank.rank not in dead_set:
-                running.append(rank)
-                if found := rank_pause(rank):
-                    pauses.append(found)
-                if rank.open_phases and any(phase in STARTUP_PHASES for phase in rank.open_phases):
-                    starting.append(rank)
-        if any_failed:
-            return self._failed(now_s, chip_util_pct)
-        if self.launcher_stopped is not None:
-            stopped = self.launcher_stopped
-            return JobDiagnosis("aborted", stopped.message or f"the launcher was stopped by {stopped.signal}")
-        if not running and not dead:
-            return JobDiagnosis("finished", f"all {len(self.ranks)} ranks ended with success")
-        if dead:
-            suspects = tuple(
-                # a dead rank was seen: dead_ranks keeps only ranks with a last_seen_ts
-                suspect(self.ranks[rank], f"no event for {now_s - self.ranks[rank].last_seen_ts:.0f} s", now_s)  # type: ignore[operator]
-                for rank in dead
-            )
-            return JobDiagnosis(
-                "dead",
-                f"{len(dead)} rank(s) silent for > {self.rules.dead_after_s:.0f} s: {named(suspects)}",
-                with_device_evidence(suspects, self.ranks, chip_util_pct),
-            )
-
-        if (
-            self.log_lines
-            and self.run_start is None
-            and not any(rank.last_step is not None or rank.has_heartbeats for rank in self.ranks.values())
-        ):
-            # Passive logs that gave no step: their other lines (checkpoints, compiles) say nothing
-            # about progress, so silence after them is no stall.
-            return JobDiagnosis("no-data", f"no step read: {self._logs_read()}")
-
-        pauses += bootstrap_pauses(running, {pause.rank.rank for pause in pauses})
-        culprits: tuple[Suspect, ...] = ()
-        cause: StallCause = "no-progress"
-        if pauses:
-            over = [
-                (pause, limit_s)
-                for pause in pauses
-                if now_s - pause.since_ts > (limit_s := self.pause_limit_s(pause.kind))
-            ]
-            if over:
-                return self._pause_stall(over, now_s, chip_util_pct)
-            sided = one_sided(pauses, running)
-            if not sided:
-                return _pause_diagnosis(pauses, now_s)
-            # Others left the pause (or never were in it): it explains nothing; its ranks are the culprits.
-            culprits = tuple(
-                suspect(p.rank, f"still in {p.what} while other ranks are not", now_s, pause=(p.what, p.since_ts))
-                for p in sorted(sided, key=lambda p: (p.since_ts, p.rank.rank))
-            )
-            cause = sided[0].kind
-
-        since_ts = self.last_progress_ts if self.last_progress_ts is not None else self.first_event_ts
-        idle_s = None if since_ts is None else now_s - since_ts
-        if idle_s is not None and idle_s > min(self.rules.late_after_s, self.rules.stall_after_s):
-            thresholds = self.thresholds(now_s)
-            verdict: Verdict
-            for verdict, threshold_s in (("stalled", thresholds.stall_s), ("late", thresholds.late_s)):
-                if idle_s > threshold_s:
-                    named_ranks = {one.rank for one in culprits}
-                    listed = culprits + tuple(
-                        one for one in position_suspects(self.ranks, dead_set, now_s) if one.rank not in named_ranks
-                    )
-                    suspects = with_device_evidence(listed, self.ranks, chip_util_pct)
-                    lead = f"{named(suspects)}; " if suspects else ""
-                    in_pause = f"{pause_words(pauses, now_s)} while others are not; " if culprits else ""
-                    reason = (
-                        f"{lead}{in_pause}no progress for {idle_s:.0f} s ({verdict} after {threshold_s:.0f} s); "
-                        f"{majority_text(positions(self.ranks, dead_set))}"
-                    )
-                    return JobDiagnosis(verdict, reason, suspects, idle_s, threshold_s, cause)
-        if culprits:
-            return _pause_diagnosis(pauses, now_s)
-
-        if starting:
-            phases = sorted({phase for rank in starting for phase in rank.open_phases if phase in STARTUP_PHASES})
-            return JobDiagnosis("compiling", f"starting up: {', '.join(phases)} open on {len(starting)} rank(s)")
-
-        if not any(rank.stepped_since_start() for rank in running):
-            return JobDiagnosis("compiling", f"no step yet on {len(running)} rank(s)")
-        straggler = self.straggler(now_s)
-        if straggler is not None and straggler.slow:
-            least = suspect(
-                self.ranks[straggler.rank], f"waits {straggler.skew_s * 1e3:.0f} ms/step less than peers", now_s
-            )
-            suspects = with_device_evidence((least,), self.ranks, chip_util_pct)
-            return JobDiagnosis("slow", f"straggler {named(suspects)}", suspects)
-        return JobDiagnosis("steady", f"{len(running)} rank(s) stepping")
-
-    def _logs_read(self) -> str:
-        return "; ".join(
-            f"{source} ({self.log_profiles.get(source) or 'no framework profile detected'}) read {lines} line(s), "
-            f"{unparsed} matched no rule" + (f": {note}" if note else "")
-            for source, (lines, unparsed, note) in sorted(self.log_lines.items())
-        )
-
-    def _failed(self, now_s: float, chip_util_pct: ChipUtilisation | None) -> JobDiagnosis:
-        """Name the rank that failed first in this generation of processes, then the others."""
-        generation = max(rank.restart for rank in self.ranks.values() if rank.status in ("failed", "aborted"))
-        rows = [row for row in self._failure_rows(now_s) if row.restart == generation]
-        first = next(row for row in rows if row.role == "first")
-        order = [first.rank] + [rank for rank in dict.fromkeys(row.rank for row in rows) if rank != first.rank]
-        errors = {row.rank: row.error for row in reversed(rows) if row.error}
-        words = failure_words(first)
-        if hang := waited_words(rows, first):
-            words = f"{words}; {hang}"
-        suspects = tuple(
-            suspect(
-                self.ranks[rank], words if rank == first.rank else "failed after the first", now_s, errors.get(rank)
-            )
-            for rank in order
-        )
-        later = f"; {len(order) - 1} later failure(s) listed as consequences" if len(order) > 1 else ""
-        reason = f"first failure {named(suspects[:1])}: {words}{later}"
-        return JobDiagnosis("failed", reason, with_device_evidence(suspects, self.ranks, chip_util_pct))
-
-    def _pause_stall(
-        self, over: list[tuple[Pause, float]], now_s: float, chip_util_pct: ChipUtilisation | None
-    ) -> JobDiagnosis:
-        """Pauses past their limit: a stall caused by the oldest one's kind, naming their ranks."""
-        over.sort(key=lambda item: (item[0].since_ts, item[0].rank.rank))
-        first, limit_s = over[0]
-        suspects = tuple(
-            suspect(
-                pause.rank,
-                f"{pause.what} open for {now_s - pause.since_ts:.0f} s, beyond its limit of {limit_s:.0f} s",
-                now_s,
-                pause=(pause.what, pause.since_ts),
-            )
-            for pause, limit_s in over
-        )
-        earlier = len(self.pauses_s[first.kind])
-        basis = (
-            f"{PAUSE_FACTOR:g} x p99 of {earlier} earlier, at least {PAUSE_FLOOR_S:g} s, at most the limit"
-            if earlier
-            else f"--pause-limit {first.kind}"
-        )
-        open_s = now_s - first.since_ts
-        reason = (
-            f"{named(suspects)}; {first.kind} pause: {pause_words([p for p, _ in over], now_s)}, beyond its limit "
-            f"of {limit_s:.0f} s ({basis})"
-        )
-        return JobDiagnosis(
-            "stalled", reason, with_device_evidence(suspects, self.ranks, chip_util_pct), open_s, limit_s, first.kind
-        )
+        """Verdict for on-call at `now_s`, with the ranks to look at (and their chips' utilisation):
+        the first answer of the ordered verdict rules (ledger/job_verdicts.py)."""
+        return verdict_of(self, now_s, chip_util_pct)
 
     def _blocking_pause(self, now_s: float) -> bool:
         """True when a running rank is in a blocking pause (a gap then is no stall of its own)."""
@@ -1020,11 +841,3 @@ def _new_process(rank: RankState, restart: int, started_ts: float) -> None:
     rank.steps.clear()
     rank.wait_per_step.clear()
     rank.heartbeat_ts = rank.heartbeat_step = rank.region = rank.region_since = None
-
-
-def _pause_diagnosis(pauses: list[Pause], now_s: float) -> JobDiagnosis:
-    """The verdict of pauses within their limits that the job is in together: checkpointing
-    (a blocking checkpoint open anywhere), else compiling (a compile or the start-up)."""
-    checkpointing = [pause for pause in pauses if pause.kind == "checkpoint"]
-    verdict: Verdict = "checkpointing" if checkpointing else "compiling"
-    return JobDiagnosis(verdict, pause_words(checkpointing or pauses, now_s))
