@@ -69,6 +69,7 @@ class RunStart(_Event, frozen=True, tag="run_start"):
     versions: dict[str, str]
     restart: Count
     lnc: Degree | None = None
+    start_ticks: Count | None = None  # /proc/PID/stat field 22 (collectors/job_events.py RunStart)
 
 
 class Phase(_Event, frozen=True, tag="phase"):
