@@ -65,6 +65,7 @@ def test_workload_modules_import_in_one_direction():
 LEDGER_MAY_IMPORT = {
     "trnwatch.collectors.decode",
     "trnwatch.collectors.job_events",
+    "trnwatch.collectors.job_records",  # the msgspec records of trnwatch.job/1 the ledger folds
     "trnwatch.collectors.kernel_log",
     "trnwatch.collectors.limits",
     "trnwatch.collectors.lines",
