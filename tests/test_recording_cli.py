@@ -132,7 +132,11 @@ def test_record_rotates_keeps_retain_files_and_ends_cleanly_on_a_signal(tmp_path
     written = [line.removeprefix("recording to ") for line in out.splitlines() if line.startswith("recording to ")]
     assert len(written) >= 4 and all(p.startswith(str(folder)) for p in written)
     parts = sorted(folder.glob("*.trnrec"))
-    assert [str(p) for p in parts] == written[-2:]  # --retain 2: the two newest
+    # --retain 2: the two newest parts with data. A part the last rotation opened on a tick or
+    # read mark, that took no line before the signal, is removed at the end (collectors/
+    # recording.py _end): then the two before it are the newest.
+    newest = written[-2:] if Path(written[-1]).exists() else written[-3:-1]
+    assert [str(p) for p in parts] == newest
     assert not list(tmp_path.glob("*.json")) and "receipt" not in out  # no receipt unless asked
     items, recording = read_all(folder)
     assert recording.stats.skipped == {}  # closed cleanly: the last frame is whole
