@@ -113,7 +113,8 @@ def test_a_slow_step_is_read_from_the_elapsed_field_and_saves_are_not_steps(slow
     assert job["checkpoint_saves"]["count"] == 3  # at steps 8, 16, 24
     # The longest step is the slow one, to the field's second.
     assert window["step_time_s"]["p99"] == pytest.approx(intervals(record)[SLOW_STEP], abs=1.0)
-    assert window["step_time_s"]["p50"] == pytest.approx(STEP_S, abs=0.15)
+    # The typical step as it ran (the script's own clock: a loaded machine stretches --step-s).
+    assert window["step_time_s"]["p50"] == pytest.approx(median(intervals(record).values()), abs=0.15)
 
 
 def test_an_exception_on_rank_1_glued_to_the_bar_is_the_cause_with_its_message(raised):
