@@ -73,7 +73,12 @@ async def bounded_call(read: Callable[..., T], *args: Any, bound_s: float) -> T:
 
     threading.Thread(target=work, name=f"bounded {getattr(read, '__name__', 'read')}", daemon=True).start()
     try:
-        return await asyncio.wait_for(done, bound_s)
+        # Not `asyncio.wait_for`: in Python 3.11 it swallows a cancellation that arrives with the
+        # result (it returns the result), so a sampler cancelled at the session's end sampled on
+        # for ever and the session never ended (a 2 s `--duration` still running at 120 s on a
+        # loaded machine).
+        async with asyncio.timeout(bound_s):
+            return await done
     except TimeoutError:
         where = reading[-1] if reading else (args[0] if args else "?")
         raise SourceLost(

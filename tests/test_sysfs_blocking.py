@@ -103,6 +103,32 @@ def test_a_read_that_never_returns_loses_its_source_naming_the_file_and_nothing_
     stuck.join(60)
 
 
+def test_a_cancel_that_arrives_with_the_sample_cancels_the_sampler():
+    """The session's end cancels the sampler while a sample's result is on its way: the cancel
+    wins. Before (asyncio.wait_for, Python 3.11): the result was returned and the cancel lost, so
+    the sampler went on sampling and the session never ended (a 2 s --duration still running at
+    120 s on a loaded machine). The read schedules the cancel before it returns, and the loop is
+    held until the read's thread has ended, so the cancel and the result reach the loop in the
+    same turn, in that order."""
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        tasks: list[asyncio.Task] = []
+
+        def read(_reading: list) -> str:
+            loop.call_soon_threadsafe(tasks[0].cancel)
+            return "a sample"
+
+        tasks.append(asyncio.create_task(bounded_call(read, bound_s=30)))
+        await asyncio.sleep(0)  # the task starts its read's thread and waits
+        for worker in [t for t in threading.enumerate() if t.name == "bounded read"]:
+            worker.join(60)  # the loop held: the cancel and the result wait in its queue together
+        with pytest.raises(asyncio.CancelledError):
+            await tasks[0]
+
+    asyncio.run(run())
+
+
 def _release(fifo: Path) -> None:
     fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)  # the stuck open returns; it then reads EOF
     os.close(fd)
