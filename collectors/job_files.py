@@ -298,6 +298,24 @@ class _RunDir:
         self.backlog = False  # after a poll: some file had more bytes waiting than one read takes
         self.mark = ReadMark(self.dir_source, 0.0)  # after a poll: how far it read (ledger/lag.py)
         self._listed: tuple[int, int] | None = None  # the folder's (inode, mtime_ns) when last listed
+        # At the session's end: the moment (time.monotonic) a poll stops reading its files, so the
+        # exit read keeps its bound in a poll of thousands of files too (`RunDirFollower.drain`).
+        self.stop_at: float | None = None
+
+    def start_mark(self) -> ReadMark:
+        """Before the first poll: every rank file's bytes are waiting, none read. Until a poll
+        has caught up, the job is judged as of this moment (ledger/lag.py), so a first read of
+        thousands of files' history never makes the ranks it has not reached look silent."""
+        started_s = time.time()
+        waiting_bytes = waiting_files = 0
+        try:
+            with os.scandir(self.run_dir) as entries:
+                for entry in entries:
+                    if fnmatch.fnmatch(entry.name, RANK_FILE_PATTERN) and entry.is_file():
+                        waiting_bytes, waiting_files = waiting_bytes + entry.stat().st_size, waiting_files + 1
+        except OSError:  # no folder yet (or none readable): nothing waits; the polls say the rest
+            pass
+        return ReadMark(self.dir_source, started_s, waiting_bytes, waiting_files)
 
     def poll(self) -> Iterator[Line | SourceEvent]:
         started_s = time.time()  # a poll that finds nothing waiting has read everything written before this
@@ -318,7 +336,12 @@ class _RunDir:
                     os.path.join(self.run_dir, name), hold_open=len(self.tails) < self.hold_bound
                 )
         self.backlog = False
-        for name, tail in list(self.tails.items()):
+        tails = list(self.tails.items())
+        for n, (name, tail) in enumerate(tails):
+            if self.stop_at is not None and time.monotonic() >= self.stop_at:
+                self.backlog = True  # files this poll did not reach: `left_unread` counts them
+                waiting_bytes, waiting_files = waiting_bytes + len(tails) - n, waiting_files + len(tails) - n
+                break
             source_id = f"job:{name}"
             try:
                 lines, more_waiting = tail.read_lines()
@@ -399,12 +422,13 @@ def final_reads(
     poll: Callable[[], Iterator[_Item]],
     backlog: Callable[[], bool],
     left_unread: Callable[[], Iterator[_Item]] = lambda: iter(()),
+    deadline: float | None = None,
 ) -> Iterator[_Item]:
     """What a follower yields when its session ends: polls of what is already on disk while a
     file has more waiting, so a line written just before SIGTERM, Ctrl-C or the end of
-    `--duration` is in the receipt ("nothing lost on exit"). After EXIT_READ_LIMIT_S, what
-    `left_unread` says of the rest instead."""
-    deadline = time.monotonic() + EXIT_READ_LIMIT_S
+    `--duration` is in the receipt ("nothing lost on exit"). After EXIT_READ_LIMIT_S (or at
+    `deadline`, a time.monotonic), what `left_unread` says of the rest instead."""
+    deadline = time.monotonic() + EXIT_READ_LIMIT_S if deadline is None else deadline
     while True:
         yield from poll()
         if not backlog():
@@ -434,7 +458,9 @@ class RunDirFollower:
     async def lines(self) -> AsyncIterator[Line | SourceEvent | ReadMark]:
         """Every complete line of every `rank-*.jsonl`, history first, then live, and the events
         of ranks that cannot be read (see the module docstring), until cancelled. New rank files
-        are picked up as they appear; the directory itself may appear later too."""
+        are picked up as they appear; the directory itself may appear later too. The first item
+        is the mark that nothing is read yet (`_RunDir.start_mark`); each poll ends with its own."""
+        yield self._dir.start_mark()
         while True:
             self._in_hand = self._poll()
             for item in self._in_hand:
@@ -444,12 +470,16 @@ class RunDirFollower:
 
     def drain(self) -> Iterator[Line | SourceEvent | ReadMark]:
         """The rest of a poll the session's end interrupted, then what the files hold
-        (`final_reads`), then the files are closed."""
+        (`final_reads`), then the files are closed; all within one EXIT_READ_LIMIT_S, which a
+        poll checks between two files (a poll of 18,432 files on a starved machine took minutes:
+        the session ended 168 s past its --duration)."""
+        deadline = time.monotonic() + EXIT_READ_LIMIT_S
+        self._dir.stop_at = deadline
         try:
             if self._in_hand is not None:
                 in_hand, self._in_hand = self._in_hand, None
                 yield from in_hand
-            yield from final_reads(self._poll, lambda: self._dir.backlog, self._dir.left_unread)
+            yield from final_reads(self._poll, lambda: self._dir.backlog, self._dir.left_unread, deadline)
         finally:
             self._dir.close()
 

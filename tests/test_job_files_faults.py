@@ -224,6 +224,44 @@ def test_lines_of_a_poll_the_sessions_end_interrupted_are_drained_not_lost(tmp_p
     assert [json.loads(text)["n"] for text in seen] == list(range(5_000))
 
 
+def test_the_exit_read_keeps_its_bound_inside_a_poll_of_many_files_and_counts_the_rest(tmp_path, monkeypatch):
+    """The session ends in the middle of a poll of 300 rank files with its exit bound already
+    spent: the lines read off the file in hand are delivered, the files the poll did not reach
+    are not read, and each is counted unread (bytes and lines) in its source's end. Before: the
+    poll in hand read every file it had left, unbounded (at 18,432 ranks on a starved machine the
+    session ended 168 s past its --duration)."""
+    from trnwatch.collectors import job_files
+    from trnwatch.collectors.job_files import RunDirFollower
+    from trnwatch.collectors.lines import SourceEvent
+
+    for r in range(300):
+        with open(tmp_path / f"rank-{r:05d}.jsonl", "w") as f:
+            f.writelines(json.dumps({"rank": r, "n": n}) + "\n" for n in range(20))
+    follower = RunDirFollower(str(tmp_path))
+
+    async def first_lines(count: int) -> list[str]:
+        seen: list[str] = []
+        lines = follower.lines()
+        async for item in lines:
+            if isinstance(item, Line):
+                seen.append(item.text)
+                if len(seen) == count:
+                    break  # in the second file's lines
+        await lines.aclose()
+        return seen
+
+    seen = asyncio.run(first_lines(25))
+    monkeypatch.setattr(job_files, "EXIT_READ_LIMIT_S", 0.0)
+    drained = list(follower.drain())
+    seen += [item.text for item in drained if isinstance(item, Line)]
+    ranks = [json.loads(text)["rank"] for text in seen]
+    assert ranks == [0] * 20 + [1] * 20  # the file in hand is whole; no other file was read
+    ends = {e.source_id: e for e in drained if isinstance(e, SourceEvent) and e.event == "end"}
+    assert set(ends) == {f"job:rank-{r:05d}.jsonl" for r in range(2, 300)}
+    assert {e.unread_lines for e in ends.values()} == {20}
+    assert all(e.unread_bytes == (tmp_path / e.source_id[4:]).stat().st_size for e in ends.values())
+
+
 def test_a_file_closed_between_polls_is_read_again_only_when_it_changed(tmp_path):
     # Beyond the held-open bound a rank file is closed after each read and, unchanged since (same
     # inode, size and mtime, read to its end), only stat'ed; any change is read as a held file's is.

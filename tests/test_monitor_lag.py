@@ -77,6 +77,48 @@ def test_a_source_that_delivers_its_backlog_late_never_makes_a_rank_dead(tmp_pat
     assert caught.diagnosis is not None and caught.diagnosis.verdict == "steady", caught.diagnosis
 
 
+def test_a_first_read_still_under_way_never_makes_the_ranks_it_read_dead(tmp_path):
+    """The follower's first poll reads history file by file (18,432 files on a starved machine
+    took minutes); meanwhile the session's ticks go on. Half the files read and 60 s of ticks
+    later: no rank is dead, the job is judged as of the follower's start, and the finding is
+    trnwatch's own. Before: with no mark yet the job was judged at the ticks' time, and every
+    rank read so far was dead (18,432 of 18,432 in the benchmark, DEAD before the hang)."""
+    import asyncio
+
+    now = time.time()
+    _heartbeating_job(tmp_path, 8, now - 20, 20)  # each rank's last line: `now`
+    ledger = Ledger("live")
+    follower = RunDirFollower(str(tmp_path))
+
+    async def first_items() -> list:
+        items, stream = [], follower.lines()
+        async for item in stream:
+            items.append(item)
+            if (
+                sum(1 for i in items if getattr(i, "source_id", "").startswith("job:rank")) >= 4 * 41
+            ):  # a run_start and 20 steps and heartbeats each
+                break
+        await stream.aclose()
+        return items
+
+    items = asyncio.run(first_items())  # the mark that nothing is read yet, then 4 of the 8 files
+    assert isinstance(items[0], ReadMark) and items[0].waiting_files == 8 and items[0].waiting_bytes > 0
+    assert not [i for i in items[1:] if isinstance(i, ReadMark)]  # the poll is not over
+    intake = Intake(ledger)
+    for item in items:
+        intake.put(item)
+    for tick in range(1, 61):
+        intake.put(ClockMark(items[0].t_s + tick))
+    intake.fold_queued()
+    read = ledger.read(items[0].t_s + 60)
+    assert read.job_judged_s == items[0].t_s
+    assert len(ledger.job.ranks) == 4 and ledger.job.dead_ranks(read.job_judged_s) == []
+    assert read.diagnosis is not None and read.diagnosis.verdict not in ("dead", "stalled", "late"), read.diagnosis
+    assert not [f for f in read.findings if f.kind == "job"]
+    (behind,) = [f for f in read.findings if f.kind == "monitor"]
+    assert behind.what.startswith(f"trnwatch is 60 s behind on job-dir:{tmp_path}"), behind.what
+
+
 def test_silence_that_was_read_is_still_judged(tmp_path):
     """Lag never hides a real death: ranks silent in what the follower did read, up to where it
     is caught up, are dead."""
