@@ -12,6 +12,7 @@ and hosts it covers.
 """
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Literal
@@ -71,9 +72,21 @@ def source_delivered(reports: int, rejected: int, unparsed: int, kind: str, stat
     return bool(reports or rejected or unparsed) or (kind in QUIET_KINDS and state == "connected")
 
 
-# With MAX_HOSTS hosts kept, a new host takes the place of the one silent longest, once that one
-# has been silent this long (4 x LOST_MIN_S: lost, and not coming back); counted as forgotten.
+# With MAX_HOSTS hosts kept (reports, or sysfs samples), a new host takes the place of the one
+# silent longest, once that one has been silent this long (4 x LOST_MIN_S: lost, and not coming
+# back); counted as forgotten.
 HOST_FORGET_AFTER_S = 120.0
+
+
+def longest_lost(table: Mapping[str, HostState | HostSysfs], now_s: float) -> str | None:
+    """The key of the host silent longest in `table` if it has been silent HOST_FORGET_AFTER_S or
+    more at `now_s` (the one a full table forgets to admit a new host), else None."""
+    if not table:
+        return None
+    key, oldest = min(table.items(), key=lambda item: item[1].last_s if item[1].last_s is not None else float("-inf"))
+    if oldest.last_s is not None and now_s - oldest.last_s < HOST_FORGET_AFTER_S:
+        return None
+    return key
 
 
 def lost_after_s(period_s: float | None) -> float:
@@ -179,6 +192,7 @@ class Ledger:
         self.sources: dict[str, SourceStats] = {}
         self.hosts: dict[str, HostState] = {}
         self.hosts_forgotten = 0  # lost hosts dropped to admit new ones (HOST_FORGET_AFTER_S)
+        self.sysfs_hosts_forgotten = 0  # the same for the sysfs table
         self._runtimes_kept = 0  # across hosts, at most MAX_RUNTIMES_TOTAL
         self.first_s: float | None = None
         self.last_s: float | None = None
@@ -316,7 +330,7 @@ class Ledger:
         key = sample.instance_id or stats.source_id
         host = self.sysfs.get(key)
         if host is None:
-            if len(self.sysfs) >= MAX_HOSTS:
+            if len(self.sysfs) >= MAX_HOSTS and not self._forget_a_lost_sysfs_host(t):
                 stats.count_rejection("too-many-hosts", f"sysfs of {key[:80]!r} beyond the {MAX_HOSTS} kept")
                 return
             host = self.sysfs[key] = HostSysfs(key, stats.source_id)
@@ -369,14 +383,23 @@ class Ledger:
     def _forget_a_lost_host(self, now_s: float) -> bool:
         """Make room in a full host table: forget the host silent longest if it has been silent
         HOST_FORGET_AFTER_S (its figures leave the receipt; `hosts_forgotten` counts it)."""
-        oldest = min(self.hosts.values(), key=lambda h: h.last_s if h.last_s is not None else float("-inf"))
-        if oldest.last_s is not None and now_s - oldest.last_s < HOST_FORGET_AFTER_S:
+        host_id = longest_lost(self.hosts, now_s)
+        if host_id is None:
             return False
-        del self.hosts[oldest.host_id]
+        oldest = self.hosts.pop(host_id)
         if self._read is not None:
             self._read.kept.forget(oldest.host_id)
         self._runtimes_kept -= len(oldest.runtimes)
         self.hosts_forgotten += 1
+        return True
+
+    def _forget_a_lost_sysfs_host(self, now_s: float) -> bool:
+        """Make room in a full sysfs table the same way (`sysfs_hosts_forgotten` counts it)."""
+        key = longest_lost(self.sysfs, now_s)
+        if key is None:
+            return False
+        del self.sysfs[key]
+        self.sysfs_hosts_forgotten += 1
         return True
 
     def clock_mark(self, mark: ClockMark) -> None:

@@ -485,6 +485,8 @@ class Receipt(_Section):
     output_failures: list[OutputFailure] = []
     kernel_log: KernelLogEntry | None = None  # null when no kernel-log source ran
     sysfs: list[SysfsHostEntry] = []  # empty when no sysfs source ran
+    # Hosts whose sysfs was dropped from a full sysfs table the same way (`hosts_forgotten`).
+    sysfs_hosts_forgotten: int = 0
     efa: EfaEntry | None = None  # the cluster's EFA rates (every host with sysfs); null without any
     recording: RecordingEntry | None = None
     replay: ReplayEntry | None = None
@@ -566,6 +568,7 @@ def build_receipt(
         output_failures=list(output_failures),
         kernel_log=_kernel_log(ledger),
         sysfs=[_sysfs_entry(h) for _, h in sorted(ledger.sysfs.items())],
+        sysfs_hosts_forgotten=ledger.sysfs_hosts_forgotten,
         efa=None if read is None else _efa_entry(read.efa_cluster),
         recording=recording,
         replay=replay,

@@ -10,12 +10,13 @@ import time
 from collections import Counter
 from datetime import UTC, datetime
 
+from trnwatch.collectors.limits import MAX_HOSTS
 from trnwatch.collectors.scheduler import KubernetesJob, job_words
 from trnwatch.ledger import units
 from trnwatch.ledger.incidents import incident_words, site_words, worst_first
 from trnwatch.ledger.job_summary import Percentiles
 from trnwatch.ledger.lag import BEHIND_AFTER_S, behind_words
-from trnwatch.ledger.ledger import source_delivered
+from trnwatch.ledger.ledger import HOST_FORGET_AFTER_S, source_delivered
 from trnwatch.ledger.receipt import SCHEMA, EfaEntry, Receipt
 from trnwatch.ledger.runtimes import is_execution_error
 from trnwatch.outside import clean
@@ -552,6 +553,12 @@ def _hosts_section(r: Receipt) -> list[str]:
     placed = Counter(h.ultraserver_from for h in r.hosts if h.ultraserver)
     if placed:
         lines.append("- UltraServer membership from: " + ", ".join(f"{k} {n}" for k, n in sorted(placed.items())))
+    for n, what in ((r.hosts_forgotten, "reports"), (r.sysfs_hosts_forgotten, "sysfs")):
+        if n:
+            lines.append(
+                f"- {n} lost host(s) forgotten to admit new ones (silent {HOST_FORGET_AFTER_S:.0f} s or more in a full table of "
+                f"{MAX_HOSTS:,} hosts' {what}): their figures are not in this receipt"
+            )
     return lines
 
 

@@ -519,6 +519,64 @@ def test_a_full_host_table_forgets_a_host_lost_past_the_documented_age_to_admit_
     assert build_receipt(ledger, "eof", written_at_s=t).hosts_forgotten == 2
 
 
+def test_a_full_host_table_under_node_churn_keeps_taking_new_hosts_and_the_receipt_counts_the_lost(monkeypatch):
+    """A long `record` on a fleet with node churn: every 130 s the fleet's nodes are replaced by new
+    instance ids (reports and sysfs samples both). The sysfs table never freed: once MAX_HOSTS
+    ids had been seen, every new host's sysfs was rejected as too-many-hosts for good. Now every
+    generation is taken, the lost ones are forgotten oldest first, and the receipt (JSON and
+    Markdown) says how many."""
+    import json
+
+    from trnwatch.collectors.sysfs_sample import SCHEMA as SYSFS_SCHEMA
+    from trnwatch.ledger.receipt import build_receipt
+    from trnwatch.ledger.receipt_markdown import render_markdown
+
+    monkeypatch.setattr("trnwatch.ledger.ledger.MAX_HOSTS", 3)
+    ledger = Ledger("live")
+    generations, t = 8, 1000.0
+    for gen in range(generations):
+        for k in range(3):
+            instance_id = f"i-{gen}-{k}"
+            for beat in range(3):  # each node reports for 2 s, then is gone
+                feed(ledger, R.report([], instance_info=R.instance(instance_id)), t=t + beat, source=f"h{k}")
+                sample = json.dumps({"v": SYSFS_SCHEMA, "instance_id": instance_id})
+                ledger.ingest(Line(f"sysfs-{k}", "sysfs", t + beat, sample))
+        assert set(ledger.hosts) == set(ledger.sysfs) == {f"i-{gen}-{k}" for k in range(3)}
+        t += 130.0
+    forgotten = 3 * (generations - 1)
+    assert ledger.hosts_forgotten == ledger.sysfs_hosts_forgotten == forgotten
+    assert not any(s.rejected for s in ledger.sources.values())
+    receipt = build_receipt(ledger, "eof", written_at_s=t)
+    assert (receipt.hosts_forgotten, receipt.sysfs_hosts_forgotten) == (forgotten, forgotten)
+    assert [h.host for h in receipt.hosts] == [f"i-{generations - 1}-{k}" for k in range(3)]
+    markdown = render_markdown(receipt)
+    assert f"- {forgotten} lost host(s) forgotten to admit new ones" in markdown
+    assert "hosts' reports)" in markdown and "hosts' sysfs)" in markdown
+
+
+def test_a_full_sysfs_table_refuses_a_new_host_while_every_kept_one_is_recent(monkeypatch):
+    """The sysfs table frees only hosts silent HOST_FORGET_AFTER_S or more: before that a new
+    host is still a counted too-many-hosts rejection, and none is forgotten."""
+    import json
+
+    from trnwatch.collectors.sysfs_sample import SCHEMA as SYSFS_SCHEMA
+    from trnwatch.ledger.ledger import HOST_FORGET_AFTER_S
+
+    monkeypatch.setattr("trnwatch.ledger.ledger.MAX_HOSTS", 2)
+    ledger = Ledger("live")
+
+    def sample(instance_id, t):
+        ledger.ingest(Line("sysfs", "sysfs", t, json.dumps({"v": SYSFS_SCHEMA, "instance_id": instance_id})))
+
+    sample("i-0", 1000.0)
+    sample("i-1", 1001.0)
+    sample("i-new", 1000.0 + HOST_FORGET_AFTER_S - 1)
+    assert set(ledger.sysfs) == {"i-0", "i-1"} and ledger.sysfs_hosts_forgotten == 0
+    assert ledger.sources["sysfs"].rejected == {"too-many-hosts": 1}
+    sample("i-new", 1000.0 + HOST_FORGET_AFTER_S)  # i-0 silent exactly the age: forgotten
+    assert set(ledger.sysfs) == {"i-1", "i-new"} and ledger.sysfs_hosts_forgotten == 1
+
+
 def test_a_forgotten_host_leaves_nothing_kept_per_report_in_the_read_model(monkeypatch):
     """The read model keeps figures per host report (`Kept.per_report`) from one refresh to the
     next; a host the full table forgot kept its entries (and its whole HostState) alive for good."""
