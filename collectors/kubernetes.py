@@ -15,10 +15,13 @@ Each pod's `spec.nodeName` is looked up among the nodes: the node's `spec.provid
 (`aws:///<zone>/<instance id>`) gives the instance id neuron-monitor names the host by, and its
 `status.addresses` the names a hosts file may use. A pod not scheduled, on a node the list does not
 have, or on a node without an AWS providerID is kept with the reason; it never stops the session.
-kubectl missing, refused (RBAC) or answering something else than a list is an error at start.
+kubectl missing, refused (RBAC), answering something else than a list (not JSON, JSON nested too
+deep to decode) or more than MAX_OUTPUT_BYTES (64 MiB, read no further) is an error at start.
 """
 
 import json
+import os
+import selectors
 import subprocess
 import time
 from collections.abc import Callable
@@ -29,7 +32,9 @@ from trnwatch.collectors.topology import name_or_none
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name", "training.kubeflow.org/job-name")
 ADDRESS_TYPES = ("Hostname", "InternalDNS", "InternalIP")
 MAX_PODS = 16_384
-MAX_OUTPUT_BYTES = 64 << 20
+MAX_OUTPUT_BYTES = 64 << 20  # each command's stdout: read no further (the command is killed there)
+READ_BYTES = 1 << 20
+STDERR_KEEP_BYTES = 4096  # the end of kubectl's stderr, for its last line
 TIMEOUT_S = 60.0  # each command's longest wait
 PROGRESS_EVERY_S = 5.0  # a line on stderr this often while kubectl has not answered
 
@@ -72,6 +77,8 @@ def _items(text: str, command: list[str]) -> list:
         data = json.loads(text)
     except ValueError as exc:
         raise KubernetesError(f"{said} something that is not JSON ({exc})") from None
+    except RecursionError:  # the decoder's depth bound: arrays or objects nested past it
+        raise KubernetesError(f"{said} JSON nested too deep to read (a Kubernetes list is never that deep)") from None
     if not isinstance(data, dict) or not isinstance(data.get("items"), list):
         raise KubernetesError(f"{said} no list of {command[2]} (no 'items')")
     return data["items"]
@@ -161,7 +168,8 @@ def job_of(namespace: str, job: str, pods_text: str, nodes_text: str) -> Kuberne
 
 def kubectl(argv: list[str], say: Callable[[str], None], timeout_s: float = TIMEOUT_S) -> str:
     """Run one kubectl command to its end (at most `timeout_s`), saying every PROGRESS_EVERY_S
-    that it is still waiting; its stdout, or KubernetesError in words."""
+    that it is still waiting; its stdout, or KubernetesError in words. Stdout is read as it comes
+    and the command is killed once it has written more than MAX_OUTPUT_BYTES (never held whole)."""
     command = " ".join(argv)
     try:
         proc = subprocess.Popen(
@@ -171,26 +179,55 @@ def kubectl(argv: list[str], say: Callable[[str], None], timeout_s: float = TIME
         raise KubernetesError(
             f"--k8s-job: cannot run {argv[0]} ({exc.strerror or exc}); it must be on PATH with a kubeconfig"
         ) from None
-    started = time.monotonic()
-    while True:
-        waited = time.monotonic() - started
-        try:
-            out, err = proc.communicate(timeout=max(0.0, min(PROGRESS_EVERY_S, timeout_s - waited)))
-            break
-        except subprocess.TimeoutExpired:
-            waited = time.monotonic() - started
-            if waited >= timeout_s:
-                proc.kill()
-                proc.communicate()
-                raise KubernetesError(f"--k8s-job: `{command}` gave no answer in {timeout_s:g} s") from None
-            say(f"--k8s-job: waiting for `{command}` ({waited:.0f} s of at most {timeout_s:g} s)")
+    try:
+        out, err = _read_to_end(proc, command, say, timeout_s)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
     if proc.returncode != 0:
         lines = err.decode("utf-8", "replace").strip().splitlines()
         last = "".join(ch for ch in lines[-1] if ch.isprintable())[:300] if lines else "no message"
         raise KubernetesError(f"--k8s-job: `{command}` exited with status {proc.returncode}: {last}")
-    if len(out) > MAX_OUTPUT_BYTES:
-        raise KubernetesError(f"--k8s-job: `{command}` wrote more than {MAX_OUTPUT_BYTES >> 20} MiB")
     return out.decode("utf-8", "replace")
+
+
+def _read_to_end(
+    proc: subprocess.Popen, command: str, say: Callable[[str], None], timeout_s: float
+) -> tuple[bytes, bytes]:
+    """(stdout, the last STDERR_KEEP_BYTES of stderr) of `proc` once it closed both and exited."""
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = bytearray(), bytearray()
+    started = time.monotonic()
+    said_s = started
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ, out)
+        selector.register(proc.stderr, selectors.EVENT_READ, err)
+        while selector.get_map():
+            now = time.monotonic()
+            if now - started >= timeout_s:
+                raise KubernetesError(f"--k8s-job: `{command}` gave no answer in {timeout_s:g} s")
+            if now - said_s >= PROGRESS_EVERY_S:
+                said_s = now
+                say(f"--k8s-job: waiting for `{command}` ({now - started:.0f} s of at most {timeout_s:g} s)")
+            wait_s = min(PROGRESS_EVERY_S - (now - said_s), timeout_s - (now - started))
+            for key, _ in selector.select(max(0.0, wait_s)):
+                chunk = os.read(key.fd, READ_BYTES)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                    continue
+                key.data.extend(chunk)
+                if key.data is err:
+                    del err[:-STDERR_KEEP_BYTES]
+                elif len(out) > MAX_OUTPUT_BYTES:
+                    raise KubernetesError(
+                        f"--k8s-job: `{command}` wrote more than {MAX_OUTPUT_BYTES >> 20} MiB; stopped reading it there"
+                    )
+    try:
+        proc.wait(timeout=max(0.0, timeout_s - (time.monotonic() - started)))
+    except subprocess.TimeoutExpired:
+        raise KubernetesError(f"--k8s-job: `{command}` gave no answer in {timeout_s:g} s") from None
+    return bytes(out), bytes(err)
 
 
 def resolve_job(ref: str, say: Callable[[str], None], run: Callable[..., str] = kubectl) -> KubernetesJob:

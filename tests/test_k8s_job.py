@@ -247,6 +247,37 @@ def test_kubectl_refused_or_garbage_is_an_error_at_start_with_the_option_errors_
     assert "Traceback" not in result.stderr
 
 
+def test_kubectl_printing_json_nested_past_the_decoders_depth_is_an_error_at_start(tmp_path):
+    """400 KB of `[` from `kubectl get pods`: a RecursionError traceback and exit 1, no words."""
+    bin_dir = tmp_path / "bin"
+    _fake_kubectl(bin_dir, "[" * 400_000, kubectl_get_nodes_json(NODES))
+    result = _run(["watch", "--stdin", "--headless", "--k8s-job", "training/llama"], bin_dir)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("trnwatch: --k8s-job: `kubectl get pods -n training -o json` printed JSON nested")
+    assert "Traceback" not in result.stderr and "RecursionError" not in result.stderr
+
+
+def test_kubectl_writing_without_end_is_read_no_further_than_the_cap(tmp_path):
+    """A kubectl that writes for ever: the answer is read only up to MAX_OUTPUT_BYTES, then the
+    command is killed and the option refused (before: read whole, however large, until the 60 s
+    timeout). The fake counts what it wrote: past the cap by no more than the pipe and a read or two."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    written = bin_dir / "written"
+    script = bin_dir / "kubectl"
+    script.write_text(
+        f"#!{sys.executable}\nimport os\nchunk = b' ' * (1 << 20)\nn = 0\n"
+        f"counter = os.open({str(written)!r}, os.O_WRONLY | os.O_CREAT)\n"
+        "while True:\n    n += os.write(1, chunk)\n    os.pwrite(counter, b'%20d' % n, 0)\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    result = _run(["watch", "--stdin", "--headless", "--k8s-job", "training/llama"], bin_dir)
+    assert result.returncode == 2, result.stderr
+    assert "`kubectl get pods -n training -o json` wrote more than 64 MiB; stopped reading it there" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert kubernetes.MAX_OUTPUT_BYTES <= int(written.read_text()) <= kubernetes.MAX_OUTPUT_BYTES + 4 * (1 << 20)
+
+
 def test_kubectl_missing_and_a_bad_reference_are_errors_at_start(tmp_path):
     result = _run(["watch", "--stdin", "--headless", "--k8s-job", "training/llama"], None, path=str(tmp_path))
     assert result.returncode == 2
