@@ -338,7 +338,7 @@ class _RunDir:
         self.backlog = False
         tails = list(self.tails.items())
         for n, (name, tail) in enumerate(tails):
-            if self.stop_at is not None and time.monotonic() >= self.stop_at:
+            if n and self.stop_at is not None and time.monotonic() >= self.stop_at:  # between two files
                 self.backlog = True  # files this poll did not reach: `left_unread` counts them
                 waiting_bytes, waiting_files = waiting_bytes + len(tails) - n, waiting_files + len(tails) - n
                 break

@@ -471,12 +471,21 @@ class Ledger:
         )
 
     def end_source(
-        self, source_id: str, t_s: float, error: str | None = None, unread_bytes: int = 0, unread_lines: int = 0
+        self,
+        source_id: str,
+        t_s: float,
+        error: str | None = None,
+        unread_bytes: int = 0,
+        unread_lines: int = 0,
+        kind: str = "job",
     ) -> None:
         """Mark a source finished: cleanly (EOF) or lost (with the error it died of), and what
-        it left unread on disk at the session's end."""
+        it left unread on disk at the session's end. A rank file the exit read never reached
+        has no line folded yet: it is registered here, so what it left unread is counted."""
         self.generation += 1
         stats = self.sources.get(source_id)
+        if stats is None and unread_bytes:
+            stats = self.source(source_id, kind)
         if stats is not None and stats.ended_s is None:
             stats.ended_s = t_s
             stats.end_error = error

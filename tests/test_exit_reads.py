@@ -210,3 +210,46 @@ def test_the_exit_read_is_bounded_and_the_receipt_says_how_much_was_left(tmp_pat
     if follower == "run-dir":  # the rank file's follower counts what it left, line for line
         assert said[1] is not None and folded + int(said[1].replace(",", "")) == 2001
         assert (stats.unread_lines, stats.unread_bytes) == (2001 - folded, int(said[2].replace(",", "")))
+
+
+def test_a_stop_in_the_middle_of_a_long_poll_leaves_its_rest_to_the_bounded_exit_read(tmp_path, monkeypatch):
+    """The session is asked to stop while its follower is in the middle of one poll of 300 rank
+    files (6,300 lines, more than the intake holds) with the exit read's bound already spent: the
+    poll is not read on to its end; the files it did not reach are counted unread, and every line
+    is folded or counted. Before: the consumer folded the poll's lines itself once the session was
+    stopping and read every file it had left (at 18,432 ranks on a starved machine: tens of
+    seconds past --duration before the bounded exit read even began)."""
+    from trnwatch.collectors.job_files import RunDirFollower
+
+    now = time.time()
+    for r in range(300):
+        lines = [run_start(now, r, world_size=300)] + [step(now, n, 0.5, r) for n in range(1, 21)]
+        (tmp_path / f"rank-{r:05d}.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
+    monkeypatch.setattr(job_files, "EXIT_READ_LIMIT_S", 0.0)
+    follower = RunDirFollower(str(tmp_path), poll_s=HOUR_S)
+    ledger = Ledger("live")
+    session: Session
+
+    async def stopping_lines():
+        async for n, item in _numbered(follower.lines()):
+            yield item
+            if n == 100:  # the first poll, in its fifth file
+                session.stop("sigterm")
+
+    session = Session(
+        ledger, [SourceSpec(f"job-dir:{tmp_path}", "job", stopping_lines, relay=True, drain=follower.drain)]
+    )
+    assert asyncio.run(session.run()) == "sigterm"
+    rank_sources = [s for s in ledger.sources.values() if s.source_id.startswith("job:rank-")]
+    assert len(rank_sources) == 300  # each file: read, or counted unread (none of its lines read)
+    unread = [s for s in rank_sources if s.unread_lines]
+    assert unread and len(unread) < 300
+    assert sum(s.reports for s in rank_sources) + sum(s.unread_lines for s in unread) == 300 * 21
+    assert all(s.reports + s.unread_lines in (0, 21) for s in rank_sources)  # never part of a file lost
+
+
+async def _numbered(items):
+    n = 0
+    async for item in items:
+        n += 1
+        yield n, item

@@ -245,6 +245,6 @@ def fold_item(
     elif item.event == "open":
         ledger.source(item.source_id, item.kind)
     elif item.event == "end":
-        ledger.end_source(item.source_id, item.t_s, item.error, item.unread_bytes, item.unread_lines)
+        ledger.end_source(item.source_id, item.t_s, item.error, item.unread_bytes, item.unread_lines, item.kind)
     else:  # "connecting" / "down" of a remote source that reconnects (SSH, Prometheus)
         ledger.link_event(item)
