@@ -5,7 +5,9 @@ intake's order, so a mark folded means every line read before it is folded too:
 
 - A file follower (a `--job-dir`) ends every poll with a `ReadMark`: no bytes waiting says every
   rank file was read to its end as it was when the poll began (the follower is caught up to that
-  moment); bytes waiting say it is behind, and by how much.
+  moment); bytes waiting say it is behind, and by how much. Its first mark, before its first
+  poll, says every byte on disk is waiting: until a poll catches up, the job is judged as of the
+  follower's start (a first read of 18,432 files' history can take minutes on a starved machine).
 - The session's clock tick (`ClockMark`, every second) says the sources that push lines (pipes,
   sockets, scrapes) were read up to it, unless the event loop was not scheduled for a while
   before it (`paused_s`: a SIGSTOP, a paused VM, a starved machine; what waited in pipes is read
