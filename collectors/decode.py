@@ -16,6 +16,9 @@ Line kinds and their records (each also `Rejected` when unusable):
 - "job-log" (a passive log's counts, collectors/job_log.py): one `JobLogStats`;
 - "stack" (a rank's stack capture, made by the session itself: collectors/stack_records.py): one
   `StackCapture`. Its lines come from no source (SESSION_KINDS): the ledger keeps them apart.
+- "rank-processes" (a pass over this host's rank processes, collectors/rank_processes.py): one
+  `RankProcessSample`. Its lines come from no source either (SESSION_KINDS): a pass that finds
+  nothing is no source gone quiet.
 - "kernel-log" (a kernel log line: journalctl, dmesg, a file), collectors/kernel_log.py: one
   `HardwareError`, `DriverLine` (another Neuron driver line) or `OtherLine`;
 - "sysfs" (one sysfs sample of a host, collectors/sysfs.py): one `SysfsSample`;
@@ -36,6 +39,11 @@ from trnwatch.collectors.kernel_log import KernelRecord, in_kernel_log_layout, p
 from trnwatch.collectors.lines import Line
 from trnwatch.collectors.neuron_monitor import FieldRejection, Report, ReportRejected, decode_report
 from trnwatch.collectors.prometheus import parse_prometheus_line
+from trnwatch.collectors.rank_process_records import (
+    RankProcessesRejected,
+    RankProcessSample,
+    decode_rank_processes,
+)
 from trnwatch.collectors.stack_records import StackCapture, StackLineError, decode_stack_line
 from trnwatch.collectors.sysfs_sample import SysfsRejected, SysfsSample, decode_sysfs
 from trnwatch.collectors.topology import TopologyAnswer, TopologyRejected, decode_topology
@@ -58,7 +66,15 @@ class DeviceReport:
 
 
 Record = (
-    DeviceReport | DecodedJobLine | JobLogStats | StackCapture | KernelRecord | SysfsSample | TopologyAnswer | Rejected
+    DeviceReport
+    | DecodedJobLine
+    | JobLogStats
+    | StackCapture
+    | RankProcessSample
+    | KernelRecord
+    | SysfsSample
+    | TopologyAnswer
+    | Rejected
 )
 
 
@@ -113,6 +129,13 @@ def _stack(text: str) -> list[Record]:
         return [Rejected("stack-schema", str(exc))]
 
 
+def _rank_processes(text: str) -> list[Record]:
+    try:
+        return [decode_rank_processes(text)]
+    except RankProcessesRejected as exc:
+        return [Rejected("rank-processes", str(exc))]
+
+
 def _kernel_log(text: str) -> list[Record]:
     if not in_kernel_log_layout(text):
         return [Rejected("not-kernel-log", "neither journalctl short-iso, dmesg, nor a Neuron line")]
@@ -141,15 +164,16 @@ DECODERS: dict[str, Callable[[str], list[Record]]] = {
     "job": _job,
     "job-log": _job_log,
     "stack": _stack,
+    "rank-processes": _rank_processes,
     "kernel-log": _kernel_log,
     "sysfs": _sysfs,
     "topology": _topology,
 }
 # Line kinds that carry device reports: their sources can be lost by silence.
 DEVICE_KINDS = ("neuron-monitor", "prometheus", "promql")
-# Line kinds the session writes itself (stack captures): no source delivered them, so they
-# register none and count in no source's figures.
-SESSION_KINDS = ("stack",)
+# Line kinds the session writes itself (stack captures, rank-process passes): no source delivered
+# them, so they register none and count in no source's figures.
+SESSION_KINDS = ("stack", "rank-processes")
 # A passive log's counts come from the same source as its job lines.
 SOURCE_KIND_OF = {"job-log": "job"}
 

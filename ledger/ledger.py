@@ -32,6 +32,7 @@ from trnwatch.collectors.kernel_log import DriverLine, HardwareError, OtherLine,
 from trnwatch.collectors.limits import MAX_HOSTS, MAX_RUNTIMES_TOTAL
 from trnwatch.collectors.lines import ClockMark, Line, ReadMark, SourceEvent
 from trnwatch.collectors.neuron_monitor import FieldRejection, Report
+from trnwatch.collectors.rank_process_records import RankProcessSample
 from trnwatch.collectors.scheduler import KubernetesPod, SchedulerJob, header_tags
 from trnwatch.collectors.stack_records import StackCapture
 from trnwatch.collectors.sysfs_sample import SysfsSample, remote_source_id
@@ -44,6 +45,7 @@ from trnwatch.ledger.job_summary import JobSection
 from trnwatch.ledger.lag import MonitorLag
 from trnwatch.ledger.membership import Membership, membership_of
 from trnwatch.ledger.pods import PodIndex, pod_index, pods_of
+from trnwatch.ledger.rank_processes import RankProcesses
 from trnwatch.ledger.read_model import ReadModel
 from trnwatch.ledger.rollups import Kept, stale_after_s
 from trnwatch.ledger.rules import DEFAULT_RULES, Rules
@@ -207,6 +209,7 @@ class Ledger:
         self.job: JobLedger | None = None
         self.goodput: GoodputClock | None = None  # the job window's time accounting, from the first job event
         self.stacks = StackLedger()  # ranks' stack captures (the key, a confirmed stall)
+        self.rank_processes = RankProcesses()  # the job's rank processes on this host (psutil passes)
         self.kernel = KernelLogState()  # hardware errors and Neuron driver lines from kernel logs
         # sysfs samples by host id (the sample's instance id, else its source id): device health, EFA rates.
         self.sysfs: dict[str, HostSysfs] = {}
@@ -247,12 +250,16 @@ class Ledger:
     def fold(self, decoded: Decoded) -> None:
         """Fold the typed records of one line; a rejected one is counted against its source."""
         self.generation += 1
-        if decoded.kind in SESSION_KINDS:  # the session's own stack captures: no source
+        if decoded.kind in SESSION_KINDS:  # the session's own stack captures, rank-process passes: no source
             for record in decoded.records:
                 if isinstance(record, StackCapture):
                     self.stacks.add(record)
-                elif isinstance(record, Rejected):
+                elif isinstance(record, RankProcessSample):
+                    self.rank_processes.fold(record)
+                elif isinstance(record, Rejected) and decoded.kind == "stack":
                     self.stacks.rejected[record.reason] += 1
+                elif isinstance(record, Rejected):
+                    self.rank_processes.rejected[record.reason] += 1
             return
         stats = self.source(decoded.source_id, SOURCE_KIND_OF.get(decoded.kind, decoded.kind))
         t = decoded.received_s

@@ -72,6 +72,7 @@ LEDGER_MAY_IMPORT = {
     "trnwatch.collectors.neuron_monitor",
     "trnwatch.collectors.prometheus",
     "trnwatch.collectors.prometheus_text",
+    "trnwatch.collectors.rank_process_records",  # the msgspec record of a rank-process pass
     "trnwatch.collectors.stack_records",
     "trnwatch.collectors.sysfs_sample",
     "trnwatch.collectors.topology",

@@ -141,7 +141,7 @@ def test_a_bad_stack_line_is_counted_by_reason_not_raised_and_registers_no_sourc
     ledger.ingest(Line("trnwatch:stacks", "stack", 200.0, "", oversize_bytes=10_000_000))
     assert ledger.sources == {} and len(ledger.stacks) == 0
     assert ledger.stacks.rejected == {"stack-schema": len(BAD_TEXTS), "oversize": 1}
-    assert SESSION_KINDS == ("stack",)
+    assert SESSION_KINDS == ("stack", "rank-processes")
 
 
 def test_a_line_of_an_unknown_kind_is_counted_as_such():
@@ -201,8 +201,14 @@ def test_the_device_kind_is_the_one_asked_for_else_the_local_neuron_monitor(monk
 
 def test_job_kinds_join_the_device_kind_and_alone_say_so(monkeypatch, tmp_path):
     chosen = _chosen(["watch", "--job-dir", str(tmp_path), "--ckpt-dir", str(tmp_path)], monkeypatch)
-    assert [k.name for k in chosen.kinds] == ["neuron-monitor", "job-dir", "ckpt-dir"]
-    assert [s.kind for s in chosen.built.sources] == ["job", "job"]
+    assert [k.name for k in chosen.kinds] == ["neuron-monitor", "job-dir", "ckpt-dir", "rank-processes"]
+    assert [(s.kind, s.companion) for s in chosen.built.sources] == [
+        ("job", False),
+        ("job", False),
+        ("rank-processes", True),  # this host's rank processes, ended with the job sources
+    ]
+    off = _chosen(["watch", "--job-dir", str(tmp_path), "--no-rank-processes"], monkeypatch)
+    assert [k.name for k in off.kinds] == ["neuron-monitor", "job-dir"]
     assert chosen.built.notes == ["no neuron-monitor here; watching the job scope only"]
     with pytest.raises(sources.OptionError, match="neuron-monitor not found"):
         _chosen(["watch"], monkeypatch)

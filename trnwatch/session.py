@@ -81,6 +81,10 @@ class SourceSpec:
     # A follower of files: what it still has to read when the session ends, read by the session
     # itself after its sources stopped, bounded (collectors/job_files.py, RunDirFollower.drain).
     drain: Callable[[], Iterator[Line | SourceEvent | ReadMark]] | None = None
+    # A sampler serving the other sources (the rank processes of the job they read): not a source
+    # of its own (its lines are of a session kind, collectors/decode.py SESSION_KINDS), never
+    # waited for: once every other source has ended, the session ends and it is stopped.
+    companion: bool = False
 
 
 class Session:
@@ -190,10 +194,11 @@ class Session:
     async def run(self) -> ExitReason:
         """Run until every source ends, the duration passes, or `stop` is called."""
         for spec in self.sources:
-            if not spec.relay:
+            if not spec.relay and not spec.companion:
                 self.apply(SourceEvent(spec.source_id, spec.kind, time.time(), "open"))
         tasks = [asyncio.create_task(self._consume(spec)) for spec in self.sources]
-        helpers = [asyncio.create_task(self._intake.run()), asyncio.create_task(self._all_ended(tasks))]
+        awaited = [task for task, spec in zip(tasks, self.sources, strict=True) if not spec.companion] or tasks
+        helpers = [asyncio.create_task(self._intake.run()), asyncio.create_task(self._all_ended(awaited))]
         helpers += [asyncio.create_task(work()) for work in self.background]
         helpers.append(asyncio.create_task(self._tick()))
         if self.duration_s is not None:
@@ -276,7 +281,7 @@ class Session:
             error = f"{type(exc).__name__}: {exc}"
         if error is not None:  # said at once (stderr, or the screen's notification), not only in the receipt
             self.notice(f"{spec.source_id} lost: {error}")
-        if not spec.relay:
+        if not spec.relay and not spec.companion:
             self.apply(SourceEvent(spec.source_id, spec.kind, time.time(), "end", error))
 
     async def _all_ended(self, tasks: list[asyncio.Task]) -> None:

@@ -452,7 +452,7 @@ SIM = SourceKind(
 )
 REPLAY = SourceKind(
     "replay",
-    ("neuron-monitor", "prometheus", "promql", "job", "job-log", "kernel-log", "sysfs", "topology"),
+    ("neuron-monitor", "prometheus", "promql", "job", "job-log", "rank-processes", "kernel-log", "sysfs", "topology"),
     _replay_options,
     lambda a: a.recording is not None,
     _replay_build,
@@ -616,6 +616,31 @@ def _ckpt_dir_build(args: argparse.Namespace, ctx: Context) -> Built:
     return Built([SourceSpec(f"ckpt:{args.ckpt_dir.resolve().name}", "job", lambda: follow_checkpoint_dir(ckpt, run))])
 
 
+def _rank_processes_options(o: Options) -> None:
+    o.group("job telemetry").add_argument(
+        "--no-rank-processes",
+        action="store_true",
+        help="do not look for the job's rank processes on this host (by default, every 3 s: this user's "
+        "processes with RANK in their environment whose output is the --job-log, or that hold a file open in "
+        "the --job-dir; a stopped, disk-wait or zombie rank is named as the cause of a hang)",
+    )
+
+
+def _rank_processes_build(args: argparse.Namespace, ctx: Context) -> Built:
+    from trnwatch.collectors.rank_process_records import KIND, SOURCE_ID
+    from trnwatch.collectors.rank_processes import RankProcessFinder, Watched, rank_process_lines
+
+    finder = RankProcessFinder(Watched.of(list(args.job_log or []), [args.job_dir] if args.job_dir else []))
+    return Built([SourceSpec(SOURCE_ID, KIND, lambda: rank_process_lines(finder), companion=True)])
+
+
+RANK_PROCESSES = SourceKind(
+    "rank-processes",
+    ("rank-processes",),
+    _rank_processes_options,
+    lambda a: bool(a.job_log or a.job_dir) and not a.no_rank_processes,
+    _rank_processes_build,
+)
 JOB_DIR = SourceKind("job-dir", ("job",), _job_dir_options, lambda a: bool(a.job_dir), _job_dir_build)
 JOB_LOG = SourceKind("job-log", ("job", "job-log"), _job_log_options, lambda a: bool(a.job_log), _job_log_build)
 CKPT_DIR = SourceKind("ckpt-dir", ("job",), _ckpt_dir_options, lambda a: bool(a.ckpt_dir), _ckpt_dir_build)
@@ -740,7 +765,7 @@ SSH_KERNEL_LOG = SourceKind(
 
 JOB_KINDS = (JOB_DIR, JOB_LOG, CKPT_DIR)
 # Kinds that join the device kind chosen (any of them, or none).
-JOINING_KINDS = (*JOB_KINDS, KERNEL_LOG, SSH_KERNEL_LOG, SYSFS, SSH_SYSFS, TOPOLOGY)
+JOINING_KINDS = (*JOB_KINDS, RANK_PROCESSES, KERNEL_LOG, SSH_KERNEL_LOG, SYSFS, SSH_SYSFS, TOPOLOGY)
 REMOTE_KINDS = (SSH, SCRAPE, PROMETHEUS)
 # What each command offers, in the order of its help: device kinds (the one wanted is used, else
 # NEURON_MONITOR), and the job kinds that may join them.
