@@ -87,6 +87,27 @@ def test_a_misspelt_option_gets_its_commands_usage_and_the_close_match():
     assert far.returncode == 2 and far.stderr.startswith("usage: trnwatch replay ") and "did you mean" not in far.stderr
 
 
+def test_an_abbreviated_option_is_refused_with_the_close_match():
+    """`demo --headles` ran a headless demo with no end (argparse took the prefix); now no
+    command takes an abbreviation."""
+    result = run(["demo", "--headles", "--duration", "1"])
+    assert result.returncode == 2 and result.stderr.startswith("usage: trnwatch demo ")
+    assert "--headles: did you mean --headless?" in result.stderr
+    assert run(["watch", "--job-d", "x"]).returncode == 2
+
+
+@pytest.mark.parametrize(
+    "command", ["watch", "record", "replay", "demo", "sim", "snapshot", "compare", "export", "runs", "schema"]
+)
+def test_every_command_answers_dash_v_and_version(command):
+    from trnwatch import __version__
+
+    for flag in ("-V", "--version"):
+        answer = run([command, flag])
+        assert answer.returncode == 0 and answer.stdout == f"trnwatch {__version__}\n", (flag, answer.stderr)
+    assert run(["-V"]).stdout == f"trnwatch {__version__}\n"
+
+
 def test_an_unreadable_ultraserver_map_names_the_option(tmp_path):
     result = run(
         ["watch", "--headless", "--stdin", "--ultraservers", "/nonexistent", "--receipt", str(tmp_path / "r.json")]

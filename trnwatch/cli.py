@@ -210,7 +210,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"trnwatch {__version__}")
+    parser.add_argument("-V", "--version", action="version", version=f"trnwatch {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     watch = sub.add_parser(
@@ -339,6 +339,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         help="receipt: trnwatch.receipt/1; snapshot: trnwatch.snapshot/1; job: trnwatch.job/1; "
         "neuron-monitor: a report as trnwatch reads it",
     )
+    # Every command: -V / --version, and no option abbreviations (`demo --headles` ran a headless
+    # demo with no end; now it is refused with "did you mean --headless?", `_unrecognized`).
+    parser.allow_abbrev = False
+    for command_parser in sub.choices.values():
+        command_parser.allow_abbrev = False
+        command_parser.add_argument("-V", "--version", action="version", version=f"trnwatch {__version__}")
     return parser
 
 
