@@ -41,7 +41,7 @@ SEVERITIES: tuple[Severity, ...] = ("critical", "error", "warning")  # most seve
 LEAK_MIN_BYTES_PER_S = float(1 << 20)  # 1 MiB/s: 3.5 GiB an hour
 LEAK_RISING_SHARE = 0.75
 LEAK_PEER_FACTOR = 4.0
-# Job verdicts that are findings, by severity; the others (steady, compiling, finished, ...) are not.
+# Job verdicts that are findings, by severity; the others (steady, starting, compiling, finished, ...) are not.
 JOB_SEVERITY: dict[str, Severity] = {
     "failed": "critical",
     "aborted": "critical",
@@ -51,7 +51,7 @@ JOB_SEVERITY: dict[str, Severity] = {
     "hung": "critical",
     "slow": "error",
 }
-NOT_STEADY_VERDICTS = ("compiling", "no-data")  # start-up allocates on every chip; a checkpoint does not
+NOT_STEADY_VERDICTS = ("starting", "compiling", "no-data")  # start-up allocates on every chip; a checkpoint does not
 # A host's EFA errors (drops, retransmits, timeouts, unresponsive / impaired peers; ledger/sysfs_host.py)
 # stand out at this many per second and this many times its peers' median (with at least
 # EFA_MIN_PEERS other hosts reporting them).

@@ -4,7 +4,7 @@ A finding (ledger/findings.py) is what is wrong *now*; an incident is its story:
 finding first appears at a site, escalated when its label worsens at the same site (LATE ->
 STALLED), eased when it improves, cleared once the finding has been absent for `CLEAR_AFTER_S`
 (so a finding that flickers around a threshold is one incident, not many). A job finding is
-never cleared while the job's verdict is a pause (checkpointing, compiling): a pause neither
+never cleared while the job's verdict is a pause (checkpointing, compiling, starting): a pause neither
 confirms nor refutes it, so the straggler's SLOW does not blink off during a checkpoint.
 
 The identity of an incident is its kind and its site key: one job incident at a time (the suspect
@@ -31,7 +31,7 @@ MAX_CHANGES = 32  # per incident: the first and the latest are kept, the middle 
 CLEAR_AFTER_S = 10.0
 STACK_LEAD_S = 2.0  # a stack capture this long before a job incident's first sighting is its evidence
 # Job verdicts during which a job finding is held open (neither confirmed nor refuted).
-PAUSE_VERDICTS = ("checkpointing", "compiling")
+PAUSE_VERDICTS = ("checkpointing", "compiling", "starting")
 # Order of a job finding's labels, mildest first: a move right is an escalation.
 JOB_LABEL_ORDER = ("SLOW", "LATE", "STALLED", "HUNG", "DEAD", "FAILED")
 

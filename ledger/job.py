@@ -20,9 +20,10 @@ Rules (thresholds from the one `Rules` object, ledger/rules.py; its defaults her
   Suspects: each live rank's position is (heartbeat step, heartbeat region); the majority position
   is the most common one, ties going to a position inside a collective (those ranks are waiting
   for peers) and then to the higher step; ranks at any other position are the suspects.
-- pauses that are not stalls: an open init or compile phase, or the start-up of a job none of whose
-  ranks has stepped yet ("compiling"), a blocking checkpoint (a save without `blocking: false`, a
-  `checkpoint` phase, or a rank whose heartbeat region is `checkpoint`: "checkpointing"), reported
+- pauses that are not stalls: an open compile phase ("compiling"), an open init phase or the
+  start-up of a job none of whose ranks has stepped yet ("starting"), a blocking checkpoint (a
+  save without `blocking: false`, a `checkpoint` phase, or a rank whose heartbeat region is
+  `checkpoint`: "checkpointing"), reported
   with their age, while within their bound and taken by the job together; past its bound a pause
   is a stall caused by it, and a pause other ranks left explains nothing (ledger/job_pauses.py).
 - no progress ever (no step, no phase end): idle is counted from the job's first event, and the
@@ -52,10 +53,14 @@ Rules (thresholds from the one `Rules` object, ledger/rules.py; its defaults her
   blocking checkpoint was open, and steps that ended a late gap, so throughput (tokens / summed
   step time of those steps, lowest rank present, so the job's tokens count once) is never
   averaged over stalled, checkpoint or restart time.
-- verdict precedence: no-data; failed; finished; dead; stalled (a pause past its bound);
-  checkpointing / compiling (pauses within their bounds, taken together); stalled; late (with the
-  ranks of a one-sided pause first among the suspects); compiling (a one-sided pause not yet late,
-  warmup still open, or no step yet); slow; steady.
+- start-up waits: a job none of whose ranks has stepped, with a rank in a collective or past its
+  compiles, longer than the stall threshold while no compile is open, is stalled (cause bootstrap;
+  ledger/job_pauses.py, `job_verdicts.start_up_stuck`).
+- verdict precedence: no-data; failed; finished; dead; stalled (a pause past its bound); stalled
+  (a start-up wait past the stall threshold); checkpointing / compiling / starting (pauses within
+  their bounds, taken together); stalled; late (with the ranks of a one-sided pause first among
+  the suspects); compiling / starting (a one-sided pause not yet late, warmup still open, or no
+  step yet); slow; steady.
 - cold compile: time in compile phases not marked as persistent-cache hits (lowest rank).
 - restart from checkpoint: from the lowest rank's run_start with restart > 0 to its first step,
   with the checkpoint load time and the steps redone.
@@ -281,8 +286,11 @@ class JobLedger:
             self._collective(rank, event)
         elif isinstance(event, Heartbeat):
             rank.has_heartbeats = True
-            if rank.region == CHECKPOINT_REGION and event.region != CHECKPOINT_REGION:
-                rank.pause_left_ts["checkpoint"] = event.ts
+            if rank.region != event.region and rank.region is not None:
+                if rank.region == CHECKPOINT_REGION:
+                    rank.pause_left_ts["checkpoint"] = event.ts
+                elif rank.in_collective():
+                    rank.left_collective = rank.region
             rank.heartbeat_ts, rank.heartbeat_step = event.ts, event.step
             rank.region, rank.region_since = (
                 event.region,
@@ -422,6 +430,8 @@ class JobLedger:
             _new_process(rank, attempt, event.ts)
 
     def _phase(self, rank: RankState, event: Phase, on_timeline: bool) -> None:
+        if event.phase == "compile" and event.state == "end":
+            rank.compile_ended_ts = event.ts
         if event.phase == "compile" and event.cache == "hit":
             # A persistent-cache hit is counted, never timed: passive logs show only its end, and
             # it must not close a cold compile that is still running.
@@ -840,4 +850,4 @@ def _new_process(rank: RankState, restart: int, started_ts: float) -> None:
     rank.first_step_times_s.clear()
     rank.steps.clear()
     rank.wait_per_step.clear()
-    rank.heartbeat_ts = rank.heartbeat_step = rank.region = rank.region_since = None
+    rank.heartbeat_ts = rank.heartbeat_step = rank.region = rank.region_since = rank.left_collective = None

@@ -15,6 +15,7 @@ STEP_WINDOW = 256
 WAIT_WINDOW_STEPS = 32
 STARTUP_LONG_PHASES = ("init", "compile")
 CHECKPOINT_REGION = "checkpoint"
+COLLECTIVE_REGION_PREFIX = "collective"  # a heartbeat region "collective:<op>": the rank waits on its peers
 
 StepKind = Literal["steady", "open", "other", "late"]  # open: no phase open
 
@@ -113,10 +114,16 @@ class RankState:
     last_warning: str | None = None
     started_ts: float | None = None  # its latest process's start (run_start), else its first event
     pause_left_ts: dict[str, float] = field(default_factory=dict)  # pause kind -> when it last left one
+    compile_ended_ts: float | None = None  # its latest compile's end (a cold compile or a cache hit)
+    left_collective: str | None = None  # the collective region its heartbeats last left (this process)
 
     def stepped_since_start(self) -> bool:
         """True once its latest process has taken a step."""
         return self.last_step_ts is not None and (self.started_ts is None or self.last_step_ts >= self.started_ts)
+
+    def in_collective(self) -> bool:
+        """True while its heartbeats say it is in a collective (waiting on its peers)."""
+        return self.has_heartbeats and self.region is not None and self.region.startswith(COLLECTIVE_REGION_PREFIX)
 
     def blocking_pause(self) -> tuple[str, float] | None:
         """(phase, since) of an open pause that explains no steps: a blocking checkpoint first."""

@@ -12,6 +12,7 @@ from trnwatch.collectors.job_events import ModelInfo, Parallelism
 
 Verdict = Literal[
     "no-data",
+    "starting",
     "compiling",
     "checkpointing",
     "steady",

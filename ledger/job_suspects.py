@@ -9,13 +9,12 @@ from bisect import bisect_left
 from collections.abc import Callable, Mapping
 from statistics import median
 
-from trnwatch.ledger.job_ranks import RankState
+from trnwatch.ledger.job_ranks import COLLECTIVE_REGION_PREFIX, RankState
 from trnwatch.ledger.job_summary import Suspect, SuspectEvidence
 
 ChipUtilisation = Callable[[str, int], float | None]  # (host, chip) -> latest utilisation %, or None
 Positions = dict[tuple[int | None, str | None], list[int]]  # (heartbeat step, region) -> ranks there
 
-COLLECTIVE_REGION_PREFIX = "collective"
 POSITIONS_SHOWN = 3  # in a reason; the suspects list has every rank
 SUSPECTS_NAMED = 3  # ranks named in a reason
 

@@ -101,11 +101,31 @@ class JobAt:
 
     @cached_property
     def over(self) -> list[tuple[Pause, float]]:
-        """The pauses past their limit, with that limit."""
+        """The pauses past their limit, with that limit (start-up waits have their own: `waits_over`)."""
         limit = self.job.pause_limit_s
         return [
-            (pause, limit_s) for pause in self.pauses if self.now_s - pause.since_ts > (limit_s := limit(pause.kind))
+            (pause, limit_s)
+            for pause in self.pauses
+            if not pause.waits and self.now_s - pause.since_ts > (limit_s := limit(pause.kind))
         ]
+
+    @cached_property
+    def compiled_ts(self) -> float:
+        """When the running ranks' last compile ended (-inf: none did)."""
+        return max((rank.compile_ended_ts or float("-inf") for rank in self.walk.running), default=float("-inf"))
+
+    def wait_from(self, pause: Pause) -> float:
+        """Since when a start-up wait counts: its start, or the end of the last compile (it waited for it)."""
+        return max(pause.since_ts, self.compiled_ts)
+
+    @cached_property
+    def waits_over(self) -> list[Pause]:
+        """The start-up waits past the stall threshold, while no compile is open (they wait for it)."""
+        waits = [pause for pause in self.pauses if pause.waits]
+        if not waits or any(pause.kind == "compile" for pause in self.pauses):
+            return []
+        stall_s = self.job.thresholds(self.now_s).stall_s
+        return [pause for pause in waits if self.now_s - self.wait_from(pause) > stall_s]
 
     @cached_property
     def sided(self) -> list[Pause]:
@@ -225,6 +245,81 @@ def pause_past_limit(at: JobAt) -> JobDiagnosis | None:
     return JobDiagnosis("stalled", reason, at.evidence(suspects), now_s - first.since_ts, limit_s, first.kind)
 
 
+def start_up_stuck(at: JobAt) -> JobDiagnosis | None:
+    """A start-up that waits past the stall threshold (ranks that never stepped, in a collective or
+    past their compiles): stalled on the oldest wait, naming the ranks that never reached it (it
+    waits for them), then those still in it, then those that left it."""
+    if not at.waits_over:
+        return None
+    job, now_s = at.job, at.now_s
+    first = min(at.waits_over, key=lambda pause: (at.wait_from(pause), pause.since_ts, pause.rank.rank))
+    stall_s = job.thresholds(now_s).stall_s
+    waiting = {pause.rank.rank: pause for pause in at.pauses if pause.waits}
+    still = sorted((p for p in waiting.values() if p.what == first.what), key=lambda p: (p.since_ts, p.rank.rank))
+    still_ids = {pause.rank.rank for pause in still}
+    left = [
+        rank
+        for rank in at.walk.running
+        if rank.rank not in still_ids
+        and (rank.left_collective == first.what or (rank.in_collective() and rank.region != first.what))
+    ]
+    left_ids = {rank.rank for rank in left}
+    away = [rank for rank in at.walk.running if rank.rank not in still_ids and rank.rank not in left_ids]
+    pause_of = {pause.rank.rank: pause for pause in at.pauses}
+    suspects = tuple(
+        suspect(
+            rank,
+            f"not in {first.what} ({where(rank, pause_of.get(rank.rank))}), where its peers wait",
+            now_s,
+            pause=told_pause(rank, pause_of.get(rank.rank)),
+        )
+        for rank in away
+    )
+    suspects += tuple(
+        suspect(
+            p.rank,
+            f"{p.what} for {now_s - p.since_ts:.0f} s with no step, beyond the stall threshold of {stall_s:.0f} s",
+            now_s,
+            pause=(p.what, p.since_ts),
+        )
+        for p in still
+    )
+    suspects += tuple(
+        suspect(
+            rank,
+            f"left {first.what} ({where(rank, pause_of.get(rank.rank))})",
+            now_s,
+            pause=told_pause(rank, pause_of.get(rank.rank)),
+        )
+        for rank in left
+    )
+    unknown = job.rank_counts(now_s).unknown
+    counts = [f"{len(left)} left it" if left else "", f"{len(away)} not in it" if away else ""]
+    counts.append(f"{unknown} rank(s) never heard from" if unknown else "")
+    from_ts = at.wait_from(first)
+    after = f", {now_s - from_ts:.0f} s after the last compile ended" if from_ts > first.since_ts else ""
+    reason = (
+        f"{named(suspects)}; start-up with no step: {len(still)} rank(s) still in {first.what} for "
+        f"{now_s - first.since_ts:.0f} s{after} (stalled after {stall_s:.0f} s)"
+        + "".join(f", {part}" for part in counts if part)
+    )
+    return JobDiagnosis("stalled", reason, at.evidence(suspects), now_s - from_ts, stall_s, "bootstrap")
+
+
+def told_pause(rank: RankState, pause: Pause | None) -> tuple[str, float] | None:
+    """The pause a suspect record names for a rank whose heartbeats name no region (None: its region)."""
+    if pause is None or (rank.has_heartbeats and rank.region is not None):
+        return None
+    return pause.what, pause.since_ts
+
+
+def where(rank: RankState, pause: Pause | None) -> str:
+    """Where a rank is, in words: its heartbeat region, else its pause."""
+    if rank.has_heartbeats and rank.region is not None:
+        return rank.region
+    return pause.what if pause is not None else "no heartbeat region"
+
+
 def pause_together(at: JobAt) -> JobDiagnosis | None:
     """Pauses within their limits that the job is in together."""
     if not at.pauses or at.sided:
@@ -273,14 +368,15 @@ def starting_up(at: JobAt) -> JobDiagnosis | None:
     if not starting:
         return None
     phases = sorted({phase for rank in starting for phase in rank.open_phases if phase in STARTUP_PHASES})
-    return JobDiagnosis("compiling", f"starting up: {', '.join(phases)} open on {len(starting)} rank(s)")
+    verdict: Verdict = "compiling" if "compile" in phases else "starting"
+    return JobDiagnosis(verdict, f"starting up: {', '.join(phases)} open on {len(starting)} rank(s)")
 
 
 def no_step_yet(at: JobAt) -> JobDiagnosis | None:
     running = at.walk.running
     if any(rank.stepped_since_start() for rank in running):
         return None
-    return JobDiagnosis("compiling", f"no step yet on {len(running)} rank(s)")
+    return JobDiagnosis("starting", f"no step yet on {len(running)} rank(s)")
 
 
 def straggler(at: JobAt) -> JobDiagnosis | None:
@@ -305,6 +401,7 @@ VERDICT_RULES: tuple[VerdictRule, ...] = (
     dead,
     logs_without_steps,
     pause_past_limit,
+    start_up_stuck,
     pause_together,
     no_progress,
     one_sided_pause,
@@ -327,9 +424,16 @@ def verdict_of(job: "JobLedger", now_s: float, chip_util_pct: ChipUtilisation | 
 
 def pause_diagnosis(pauses: list[Pause], now_s: float) -> JobDiagnosis:
     """The verdict of pauses within their limits that the job is in together: checkpointing
-    (a blocking checkpoint open anywhere), else compiling (a compile or the start-up)."""
+    (a blocking checkpoint open anywhere), else compiling (a compile open anywhere), else
+    starting (the start-up: an init phase, no step yet, a wait within the stall threshold)."""
     checkpointing = [pause for pause in pauses if pause.kind == "checkpoint"]
-    verdict: Verdict = "checkpointing" if checkpointing else "compiling"
+    verdict: Verdict = (
+        "checkpointing"
+        if checkpointing
+        else "compiling"
+        if any(pause.kind == "compile" for pause in pauses)
+        else "starting"
+    )
     return JobDiagnosis(verdict, pause_words(checkpointing or pauses, now_s))
 
 

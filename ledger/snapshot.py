@@ -478,7 +478,7 @@ def _job_text(job: JobSection | NoJob, lowest: int) -> list[str]:
     t = job.throughput
     if t:
         tokens = "tokens/s n/a" if t.tokens_per_s is None else f"{t.tokens_per_s:,.0f} tokens/s"
-        live = job.verdict in ("steady", "slow", "compiling", "checkpointing", "finished")
+        live = job.verdict in ("steady", "slow", "starting", "compiling", "checkpointing", "finished")
         lead = "" if live else "last steady "
         age = "" if live else f", {t.last_step_age_s:.0f} s ago"
         lines.append(

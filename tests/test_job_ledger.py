@@ -337,7 +337,7 @@ def test_compile_timeline_and_cache_hits():
         ("compile", 600.0),
         ("warmup", None),
     ]
-    assert ledger.diagnose(T0 + 604).verdict == "compiling"  # warmup open: still starting up
+    assert ledger.diagnose(T0 + 604).verdict == "starting"  # warmup open, no compile: still starting up
 
 
 def test_restart_from_checkpoint_time_and_redone_steps():

@@ -114,7 +114,7 @@ def test_a_compile_or_a_save_past_its_limit_without_history_and_the_pause_limit_
 def test_no_step_ever_seen_is_starting_up_never_steady_and_a_long_start_up_is_a_bootstrap_stall():
     ledger = fold(JobLedger(), [start(r, T0, world=4) for r in range(4)])
     starting = ledger.diagnose(T0 + 60)
-    assert starting.verdict == "compiling" and "start-up (no step yet) open on 4 rank(s)" in starting.reason
+    assert starting.verdict == "starting" and "start-up (no step yet) open on 4 rank(s)" in starting.reason
     hung = ledger.diagnose(T0 + 1801)
     assert hung.verdict == "stalled" and hung.cause == "bootstrap" and len(hung.suspects) == 4
     assert fold(ledger, [step(0, T0 + 100, 1)]).diagnose(T0 + 101).verdict == "steady"
@@ -138,7 +138,7 @@ def test_collective_timeout_warnings_with_no_progress_read_late_then_stalled():
             received_s = event.ts
     assert received_s is not None and job.warnings == 2
     first_ts = job.first_event_ts
-    assert job.diagnose(first_ts + 1).verdict == "compiling"  # not steady: no step was ever seen
+    assert job.diagnose(first_ts + 1).verdict == "starting"  # not steady: no step was ever seen
     assert job.diagnose(first_ts + 10).verdict == "late"
     stalled = job.diagnose(first_ts + 40)
     assert stalled.verdict == "stalled" and stalled.cause == "no-progress", stalled.reason
@@ -158,3 +158,90 @@ def test_a_job_whose_rank_died_lists_the_stall_the_rest_of_it_is_in():
     (stall,) = summary.stalls
     assert stall.end_ts is None and stall.duration_s == pytest.approx(40) and stall.cause == "no-progress"
     assert [s.rank for s in stall.suspects] == [1]
+
+
+def test_two_ranks_in_collective_init_for_400_s_with_no_step_are_stalled_not_compiling():
+    # The job: two ranks whose heartbeats say collective:init, no run_start, no step ever.
+    regions = {0: ("collective:init", T0), 1: ("collective:init", T0 + 0.3)}
+    ledger = fold(JobLedger(), beats(regions, 0, T0 + 2, T0 + 10))
+    starting = ledger.diagnose(T0 + 10)
+    assert starting.verdict == "starting" and "collective:init open on 2 rank(s) for 10 s" in starting.reason
+    ledger = fold(ledger, beats(regions, 0, T0 + 12, T0 + 400))
+    hung = ledger.diagnose(T0 + 400)
+    assert hung.verdict == "stalled" and hung.cause == "bootstrap", hung.reason
+    assert "2 rank(s) still in collective:init for 400 s (stalled after 30 s)" in hung.reason
+    assert [(s.rank, s.region, s.evidence.region_age_s) for s in hung.suspects] == [
+        (0, "collective:init", 400.0),
+        (1, "collective:init", pytest.approx(399.7)),
+    ]
+    (stall,) = ledger.summary(T0 + 400).stalls
+    assert (stall.cause, stall.begin_ts, stall.end_ts, stall.threshold_s) == ("bootstrap", T0, None, 30.0)
+    # --stall-after moves the bound; the start-up's own limit (1800 s) does not apply to a wait.
+    assert fold(JobLedger(Rules(stall_after_s=500)), beats(regions, 0, T0 + 2, T0 + 400)).diagnose(
+        T0 + 400
+    ).verdict == ("starting")
+
+
+def test_a_rank_that_never_reached_init_is_named_first_then_the_ranks_waiting_for_it():
+    # World of 4: ranks 0 and 2 wait in collective:init, rank 1 is stuck in its data loader before
+    # it, rank 3 was never heard from.
+    events = [start(r, T0, world=4) for r in range(3)]
+    regions = {0: ("collective:init", T0 + 1), 1: ("dataloader", T0 + 0.5), 2: ("collective:init", T0 + 1.5)}
+    hung = fold(JobLedger(), events + beats(regions, 0, T0 + 2, T0 + 40)).diagnose(T0 + 40)
+    assert hung.verdict == "stalled" and hung.cause == "bootstrap", hung.reason
+    assert [(s.rank, s.region) for s in hung.suspects] == [
+        (1, "dataloader"),
+        (0, "collective:init"),
+        (2, "collective:init"),
+    ]
+    assert hung.suspects[0].evidence.why == "not in collective:init (dataloader), where its peers wait"
+    assert "2 rank(s) still in collective:init for 39 s (stalled after 30 s), 1 not in it" in hung.reason
+    assert hung.reason.endswith("1 rank(s) never heard from")
+
+
+def test_ranks_that_left_init_are_named_after_the_rank_still_in_it():
+    # Ranks 0 and 1 got through collective:init into a barrier; rank 2 is still in init.
+    early = beats({r: ("collective:init", T0) for r in range(3)}, 0, T0 + 2, T0 + 4)
+    later = {0: ("collective:barrier", T0 + 5), 1: ("collective:barrier", T0 + 5), 2: ("collective:init", T0)}
+    hung = fold(JobLedger(), early + beats(later, 0, T0 + 6, T0 + 40)).diagnose(T0 + 40)
+    assert hung.verdict == "stalled", hung.reason
+    assert [(s.rank, s.region) for s in hung.suspects] == [
+        (2, "collective:init"),
+        (0, "collective:barrier"),
+        (1, "collective:barrier"),
+    ]
+    assert hung.suspects[1].evidence.why == "left collective:init (collective:barrier)"
+    assert "1 rank(s) still in collective:init for 40 s (stalled after 30 s), 2 left it" in hung.reason
+
+
+def test_no_step_after_the_compiles_ended_is_stalled_and_compiling_only_while_a_compile_is_open():
+    events = [start(r, T0, world=2) for r in range(2)]
+    events += [phase(r, T0 + 1, "compile", "begin", cache="miss") for r in range(2)]
+    ledger = fold(JobLedger(), events)
+    assert ledger.diagnose(T0 + 900).verdict == "compiling"  # a compile open: within its 7200 s limit
+    # While rank 1 still compiles, rank 0 (done) waits for it in a collective: still compiling.
+    ledger = fold(ledger, [phase(0, T0 + 1000, "compile", "end", cache="miss")])
+    ledger = fold(ledger, beats({0: ("collective:all_reduce", T0 + 1001)}, 0, T0 + 1002, T0 + 1100))
+    assert ledger.diagnose(T0 + 1100).verdict == "compiling"
+    ledger = fold(ledger, [phase(1, T0 + 1100, "compile", "end", cache="miss")])
+    ledger = fold(ledger, beats({0: ("collective:all_reduce", T0 + 1001)}, 0, T0 + 1102, T0 + 1131))
+    assert ledger.diagnose(T0 + 1110).verdict == "starting"  # no compile open: not "compiling"
+    hung = ledger.diagnose(T0 + 1131)
+    assert hung.verdict == "stalled" and hung.cause == "bootstrap", hung.reason
+    assert hung.idle_s == 31 and ledger.summary(T0 + 1131).stalls[-1].begin_ts == T0 + 1100
+    # Rank 0 has waited in its collective since T0 + 1001; rank 1, done compiling, sent no word.
+    assert [(s.rank, s.region) for s in hung.suspects] == [
+        (1, "the wait for a first step after compiling"),
+        (0, "collective:all_reduce"),
+    ]
+    assert "1 rank(s) still in collective:all_reduce for 130 s, 31 s after the last compile ended" in hung.reason
+    # A first step ends the start-up.
+    assert fold(ledger, [step(r, T0 + 1140, 1) for r in range(2)]).diagnose(T0 + 1141).verdict == "steady"
+
+
+def test_a_job_of_cache_hits_with_no_step_after_them_is_stalled():
+    events = [start(0, T0, world=1), phase(0, T0 + 5, "compile", "end", cache="hit")]
+    ledger = fold(JobLedger(), events)
+    assert ledger.diagnose(T0 + 20).verdict == "starting"
+    hung = ledger.diagnose(T0 + 36)
+    assert hung.verdict == "stalled" and "the wait for a first step after compiling for 31 s" in hung.reason

@@ -128,12 +128,12 @@ def test_one_sided_pause_before_it_is_late_is_the_pause():
 def test_starting_up():
     events = [start(0, T0, world=2), start(1, T0, world=2)] + [phase(r, T0 + 1, "warmup", "begin") for r in range(2)]
     diagnosis = V.starting_up(at(events, T0 + 2))
-    assert diagnosis == V.JobDiagnosis("compiling", "starting up: warmup open on 2 rank(s)")
+    assert diagnosis == V.JobDiagnosis("starting", "starting up: warmup open on 2 rank(s)")
 
 
 def test_no_step_yet():
     events = [start(r, T0, world=2) for r in range(2)]
-    assert V.no_step_yet(at(events, T0 + 2)) == V.JobDiagnosis("compiling", "no step yet on 2 rank(s)")
+    assert V.no_step_yet(at(events, T0 + 2)) == V.JobDiagnosis("starting", "no step yet on 2 rank(s)")
 
 
 def test_straggler_is_the_rank_that_waits_least():

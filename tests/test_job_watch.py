@@ -159,3 +159,39 @@ def test_kill_9_of_rank_1_of_2_blames_rank_1_and_the_counts_add_up(tmp_path):
     r = j["ranks"]
     assert (r["running"], r["dead"], r["failed"]) == (0, 1, 1)
     assert r["running"] + r["finished"] + r["failed"] + r["dead"] + r["unknown"] == r["world_size"] == 2
+
+
+def test_a_rank_that_never_joins_init_process_group_stalls_the_start_up_naming_it_first(tmp_path):
+    """Rank 1 hangs in its data loader before init_process_group (--hang-step 0, the truth); rank 0
+    waits for it in collective:init. Once rank 0 has heartbeated from there for longer than
+    --stall-after 3, the watch is ended: STALLED, not compiling, rank 1 first, then rank 0 in init."""
+    monitor = watch(tmp_path, "--stall-after", "3")
+    job = torchrun(tmp_path, "--steps", "5", "--heartbeat-interval", "0.5", "--hang-rank", "1", "--hang-step", "0")
+    try:
+
+        def beats(rank: int, region: str) -> list[dict]:
+            return [e for e in rank_events(tmp_path, rank) if e["event"] == "heartbeat" and e["region"] == region]
+
+        wait_until(
+            lambda: (
+                beats(1, "dataloader")
+                and (init := beats(0, "collective:init"))
+                and init[-1]["ts"] > init[-1]["region_since"] + 4
+            ),
+            "rank 0 to heartbeat from collective:init for 4 s while rank 1 is in its data loader",
+            detail=lambda: (tmp_path / "torchrun.log").read_text()[-2000:],
+        )
+        since_ts = beats(0, "collective:init")[-1]["region_since"]
+        stop_monitor(monitor)
+    finally:
+        end(job)
+        monitor.kill()
+    assert monitor.returncode == 0
+    assert not [e for rank in (0, 1) for e in rank_events(tmp_path, rank) if e["event"] in ("run_start", "step")]
+    j = json.loads((tmp_path / "receipt.json").read_text())["job"]
+    assert j["verdict"] == "stalled", j["reason"]
+    assert [(s["rank"], s["region"]) for s in j["suspects"]] == [(1, "dataloader"), (0, "collective:init")]
+    assert "1 rank(s) still in collective:init for" in j["reason"] and "1 not in it" in j["reason"]
+    (stall,) = [s for s in j["stalls"] if s["end_ts"] is None]
+    assert stall["cause"] == "bootstrap" and stall["threshold_s"] == 3
+    assert stall["begin_ts"] == pytest.approx(since_ts, abs=1e-3) and stall["duration_s"] > 3

@@ -19,6 +19,7 @@ JOB_SOURCE_HINT = (
 VERDICT_ROLE = {
     "steady": "ok",
     "finished": "ok",
+    "starting": "warn",
     "compiling": "warn",
     "checkpointing": "warn",
     "no-data": "dim",

@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--slow-rank", type=int, help="make this rank's compute slower")
     parser.add_argument("--slow-factor", type=float, default=3.0, help="compute time multiplier for --slow-rank")
     parser.add_argument("--hang-rank", type=int, help="make this rank hang forever ...")
-    parser.add_argument("--hang-step", type=int, help="... at this step ...")
+    parser.add_argument("--hang-step", type=int, help="... at this step (0: before it joins the process group) ...")
     parser.add_argument("--hang-region", choices=HANG_REGIONS, default="dataloader", help="... in this region")
     parser.add_argument("--crash-rank", type=int, help="make this rank raise ...")
     parser.add_argument("--crash-step", type=int, help="... at this step")

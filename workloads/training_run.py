@@ -16,7 +16,9 @@ from trnwatch.workloads.tiny_gpt import TinyGPT, parameter_count
 
 def train(args: argparse.Namespace, emitter: JobEmitter, backend) -> None:
     """Set up, resume if a complete checkpoint exists, and train up to `args.steps`."""
-    with emitter.region("init:process_group"):
+    faults = Faults(args, emitter.rank)
+    faults.before_step(0, emitter, "init")  # step 0: before this rank joins the process group
+    with emitter.region("collective:init"):  # a rendezvous: every rank waits here for the others
         backend.setup()
     # Rank 0 decides, so all ranks resume from the same checkpoint even on a lagging shared FS.
     resumed_step = backend.broadcast_step(
@@ -52,7 +54,6 @@ def train(args: argparse.Namespace, emitter: JobEmitter, backend) -> None:
             emitter.checkpoint("load", "end", resumed_step, tag)
             first_step = resumed_step + 1
 
-    faults = Faults(args, backend.rank)
     tokens_per_step = global_batch * args.seq_len
     phase = "warmup"
     emitter.begin_phase(phase)
