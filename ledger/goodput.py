@@ -280,8 +280,8 @@ class GoodputClock:
     def breakdown(self, silence_s: float = 0.0) -> Breakdown | None:
         """Productive seconds and badput seconds by cause over [first event, last event +
         `silence_s`] (the silence the monitor saw after the last event, up to the session's end,
-        attributed as any gap is); None before any event. The parts sum to the window;
-        `unexplained` takes float residue."""
+        attributed as any gap is); None before any event. The parts sum to the window, to the
+        rounding of each part (6 decimals); `unexplained` takes the rest, never below zero."""
         if self.first_ts is None or self.last_ts is None or self.cursor_ts is None:
             return None
         seconds = dict(self.seconds)
@@ -297,7 +297,10 @@ class GoodputClock:
         explained = {k: v for k, v in seconds.items() if k != "unexplained"}
         badput = {cause: round(explained.get(cause, 0.0), 6) for cause in CAUSES if cause != "unexplained"}
         productive_s = round(explained["productive"], 6)
-        badput["unexplained"] = round(window_s - productive_s - sum(badput.values()), 6) or 0.0  # never -0.0
+        # The rest of the window; the other parts' rounding can leave a residue of a microsecond or
+        # two below zero, which is no badput (compare showed "unexplained -0.001 ms, -100.00%").
+        residue = round(window_s - productive_s - sum(badput.values()), 6)
+        badput["unexplained"] = residue if residue > 0 else 0.0  # never negative, never -0.0
         return Breakdown(
             from_rank=self.rank,
             start=self.first_ts,
