@@ -2,8 +2,10 @@
 comparison requires equal, and how versions and mixed values are spelled."""
 
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
-from trnwatch.collectors.job_events import Parallelism
+if TYPE_CHECKING:  # an annotation only: `trnwatch compare` reads receipts without the pydantic models
+    from trnwatch.collectors.job_events import Parallelism
 
 BOUNDARY_FIELDS = (
     "scope",
@@ -54,7 +56,7 @@ def version_of(versions: dict | None, keys: tuple[str, ...]) -> str | None:
     return None
 
 
-def parallel_text(parallel: Parallelism | Mapping[str, object] | None) -> str | None:
+def parallel_text(parallel: "Parallelism | Mapping[str, object] | None") -> str | None:
     """ "tp8 pp4 dp2": the job's parallel degrees (typed, or as an older receipt's JSON has them)."""
     if not parallel:
         return None

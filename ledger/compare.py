@@ -21,7 +21,6 @@ import random
 from dataclasses import asdict, dataclass, field
 from statistics import fmean
 
-from trnwatch.collectors.scheduler import SCHEDULER_JOB, job_words
 from trnwatch.ledger.boundary import (
     BOUNDARY_FIELDS,
     COMPILER_KEYS,
@@ -367,7 +366,11 @@ def scheduler_job(receipt: dict) -> str | None:
     """The receipt's scheduler job in words, None when it has none."""
     boundary = receipt.get("boundary")
     job = boundary.get("scheduler") if isinstance(boundary, dict) else None
-    return None if job is None else job_words(SCHEDULER_JOB.validate_python(job))
+    if job is None:
+        return None
+    from trnwatch.collectors.scheduler import SCHEDULER_JOB, job_words  # pydantic: only for a receipt with a job
+
+    return job_words(SCHEDULER_JOB.validate_python(job))
 
 
 def _compare(baseline: dict, candidate: dict, allow: set[str]) -> Comparison:

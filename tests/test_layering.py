@@ -111,3 +111,26 @@ def test_views_import_only_the_ledgers_face():
     }
     assert {path: modules for path, modules in behind_the_face.items() if modules} == {}
     assert sorted(face - set().union(*imports.values())) == []
+
+
+def test_ledger_face_imports_each_name_on_first_use_from_its_module():
+    """ledger/__init__.py's names come from their modules on first use (`_FACE`, what runs) and
+    from the imports mypy reads (under TYPE_CHECKING): both say the same module for each name, the
+    face resolves to the module's own object, and importing the package alone loads no ledger module."""
+    import importlib
+
+    import trnwatch.ledger as face
+
+    tree = ast.parse((ROOT / "ledger" / "__init__.py").read_text())
+    typed = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(LEDGER):
+            for alias in node.names:
+                typed[alias.name] = node.module.removeprefix(LEDGER).lstrip(".") or alias.name
+    assert typed == face._FACE
+    assert sorted(typed) == sorted(LEDGER_FACE)
+    for name, module in typed.items():
+        defined = importlib.import_module(f"{LEDGER}.{module}")
+        assert getattr(face, name) is (defined if name == module else getattr(defined, name))
+    code = "import sys, trnwatch.ledger\nprint(sorted(m for m in sys.modules if m.startswith('trnwatch.ledger.')))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"

@@ -1,13 +1,9 @@
 """The `trnwatch` command line: watch, record, replay, demo, sim, snapshot, schema."""
 
 import argparse
-import asyncio
-import json
 import os
 import sys
 import time
-from collections import Counter
-from dataclasses import asdict
 from pathlib import Path
 
 from trnwatch import __version__
@@ -447,6 +443,8 @@ class UsageError(Exception):
 
 
 def _print_schema(contract: str) -> int:
+    import json
+
     if contract == "receipt":
         from trnwatch.ledger.receipt import receipt_json_schema
 
@@ -469,6 +467,8 @@ def _print_schema(contract: str) -> int:
 
 def _run_compare(args) -> int:
     """`trnwatch compare`: read two receipt files, print the comparison (ledger/compare.py decides)."""
+    import json
+
     from trnwatch.ledger import compare
 
     receipts = []
@@ -528,6 +528,8 @@ def _load_ultraservers(path: Path | None) -> dict[str, str]:
 
 
 def _run_session(args) -> int:
+    import asyncio
+
     session, progress = _make_session(args)
     if args.headless:
         reason = asyncio.run(_headless(session, progress, args.as_process))
@@ -616,6 +618,8 @@ def _report_receipt(session, path: Path | None) -> None:
 def _say_if_nothing_valid(session) -> bool:
     """When lines arrived and not one was valid, say how many were rejected and why (the exit
     status is then 1: an empty receipt is not a normal end)."""
+    from collections import Counter
+
     sources = session.ledger.sources.values()
     rejected: Counter[str] = sum((s.rejected for s in sources), Counter())
     if not rejected or any(s.reports for s in sources):
@@ -631,6 +635,8 @@ def _say_if_nothing_valid(session) -> bool:
 def _run_record(args) -> int:
     """`trnwatch record`: the sources of `watch` into a rotated recording, headless, until a
     signal or --duration; a receipt only when asked."""
+    import asyncio
+
     session, _ = _make_session(args)
     reason = asyncio.run(_headless(session, RECORD_PROGRESS_EVERY_S, args.as_process))
     rec = session.recorder
@@ -653,6 +659,8 @@ RECORD_PROGRESS_EVERY_S = 300.0  # a recorder runs for days: a progress line eve
 
 
 def _print_recording_info(path: Path) -> int:
+    from collections import Counter
+
     from trnwatch.collectors.recording import RecordingError
     from trnwatch.collectors.recording_reader import Recording, describe
 
@@ -704,6 +712,8 @@ SNAPSHOT_PERIODS = 3  # default collection time of `trnwatch snapshot`, in repor
 
 def _run_snapshot(args) -> int:
     """`trnwatch snapshot`: collect headless from the chosen source, then print every scope."""
+    import asyncio
+
     from trnwatch.ledger.snapshot import build_snapshot, render_text, session_now_s, snapshot_json
 
     if args.duration is None and args.recording is None:  # a recording is read to its end
@@ -778,6 +788,8 @@ def _warn(text: str) -> None:
 
 
 async def _headless(session, progress_every_s: float, as_process: bool):
+    import asyncio
+
     from trnwatch.session import link_progress_lines, progress_lines
 
     restore = session.install_signal_handlers()
@@ -847,6 +859,8 @@ def _check_outputs(args) -> None:
 def _make_session(args):
     """Sources (trnwatch/sources.py), ledger and recorder for the chosen command; raises
     UsageError for bad input."""
+    from dataclasses import asdict
+
     from trnwatch import sources
     from trnwatch.collectors.recording import Recorder, Rotation
     from trnwatch.ledger.ledger import Ledger
