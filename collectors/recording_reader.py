@@ -7,7 +7,6 @@ the window's start), frames inside it whole. An unreadable frame (cut by a crash
 is skipped and counted by reason in `skipped`; the rest replays.
 """
 
-import asyncio
 import errno
 import itertools
 import json
@@ -501,6 +500,8 @@ async def replay_lines(
     line on (0 = as fast as possible) by the recorded gaps: a wall clock stepped back during the
     recording is no gap. A window that stops at `to_s` ends there: a last mark says the session is
     judged at that moment."""
+    import asyncio  # here: `replay --info` and `export` read a recording with no event loop
+
     start_wall = 0.0
     last_rec: float | None = None
     elapsed_rec = 0.0  # recorded time since the first line: the gaps forward, in recorded order

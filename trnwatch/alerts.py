@@ -40,10 +40,14 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from trnwatch.ledger.incidents import Incident, incident_words, site_words
-from trnwatch.ledger.receipt import AlertCounts
+if (
+    TYPE_CHECKING
+):  # the ledger's models are imported where used: `--alert-hold-down`'s default is read to build a parser
+    from trnwatch.ledger.incidents import Incident
+    from trnwatch.ledger.receipt import AlertCounts
 from trnwatch.outside import clean
 from trnwatch.redaction import MIN_SECRET_CHARS, register
 
@@ -164,7 +168,7 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 @dataclass(frozen=True)
 class Alert:
     change: str
-    incident: Incident
+    incident: "Incident"
     evidence: str
     verdict: str | None
 
@@ -179,6 +183,8 @@ class Alert:
         }
 
     def text(self) -> str:
+        from trnwatch.ledger.incidents import incident_words
+
         i = self.incident
         words = {"opened": "", "escalated": "escalated: ", "eased": "eased: ", "cleared": "cleared: "}[self.change]
         return clean(
@@ -187,6 +193,8 @@ class Alert:
         )
 
     def environment(self) -> dict[str, str]:
+        from trnwatch.ledger.incidents import site_words
+
         i = self.incident
         values = {
             "TRNWATCH_CHANGE": self.change,
@@ -200,7 +208,7 @@ class Alert:
         return {k: clean(v) for k, v in values.items()}
 
 
-def _site_key(i: Incident) -> tuple:
+def _site_key(i: "Incident") -> tuple:
     s = i.site
     return (i.kind,) if i.kind == "job" else (i.kind, s.instance_id or s.host, s.chip, s.source)
 
@@ -224,6 +232,8 @@ class Alerts:
         self.timeout_s = timeout_s
         self.retries = retries
         self.backoff_s = backoff_s
+        from trnwatch.ledger.receipt import AlertCounts
+
         destinations = (["command"] if command else []) + ([f"webhook {webhook.host}"] if webhook else [])
         self.counts = AlertCounts(destinations=destinations)
         self._sent_at: dict[tuple, float] = {}  # (site key, change, label) -> session time
@@ -238,7 +248,7 @@ class Alerts:
 
     # --- on the event loop: decide and queue (never waits) ------------------------------------
 
-    def offer(self, changed: list[Incident], evidence: str, verdict: str | None) -> None:
+    def offer(self, changed: "list[Incident]", evidence: str, verdict: str | None) -> None:
         for incident in changed:
             if incident.kind == "monitor":
                 continue  # trnwatch behind on its own reading: said everywhere, never paged as a fault
@@ -349,7 +359,7 @@ class Alerts:
 
     # --- the end -------------------------------------------------------------------------------
 
-    def counted(self) -> AlertCounts:
+    def counted(self) -> "AlertCounts":
         """The counts so far, with what is still queued or being delivered as pending."""
         with self._lock:
             if self._stopping.is_set():  # closed: the counts are final

@@ -11,25 +11,17 @@ import shutil
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from trnwatch.collectors import kernel_source
-from trnwatch.collectors.hostlist import (
-    HostEntry,
-    HostlistError,
-    HostNameError,
-    expand_hostlist,
-    load_hosts_file,
-    slurm_job_hosts,
-)
-from trnwatch.collectors.kernel_log import remote_source_id as remote_kernel_source_id
-from trnwatch.collectors.prometheus_http import TOKEN_ENV, TokenError, UrlError, check_url, load_token
-from trnwatch.collectors.prometheus_sources import promql_lines, scrape_lines
-from trnwatch.collectors.ssh import DEFAULT_REMOTE_COMMAND, SshOptions, ssh_host_lines, ssh_stream
-from trnwatch.collectors.sysfs import KIND as KIND_SYSFS
-from trnwatch.collectors.sysfs import remote_reader_command
-from trnwatch.collectors.sysfs_sample import remote_source_id
-from trnwatch.collectors.text_files import TextFileError, read_text_file
-from trnwatch.session import SourceSpec
+from trnwatch.source_spec import SourceSpec
+
+if TYPE_CHECKING:
+    from trnwatch.collectors.hostlist import HostEntry
+    from trnwatch.collectors.ssh import SshOptions
+
+# The collectors each builder uses are imported in it: the registry of source kinds
+# (trnwatch/sources.py) declares these options for every session command's parser, and a command
+# that runs none of these sources (a replay) imports no SSH, HTTP or kernel-log client for them.
 
 SLURM_JOB = "<slurm job>"  # `--hosts` given without a value
 
@@ -92,6 +84,8 @@ def _remote_command_option(o, flag: str, help_text: str) -> None:
 
 def add_scrape_options(o) -> None:
     """`--scrape`, `--scrape-file`, and the bearer token (shared with `--prometheus`)."""
+    from trnwatch.collectors.prometheus_http import TOKEN_ENV
+
     o.exclusive.add_argument(
         "--scrape",
         action="append",
@@ -130,6 +124,8 @@ class ScaleOut:
 
 
 def _token(args: argparse.Namespace) -> str | None:
+    from trnwatch.collectors.prometheus_http import TokenError, load_token
+
     if args.remote_command or (args.ssh_config and not ssh_requested(args)):
         raise OptionError("--ssh-config and --remote-command go with --hosts or --hosts-file")
     try:
@@ -140,6 +136,8 @@ def _token(args: argparse.Namespace) -> str | None:
 
 def server_sources(args: argparse.Namespace) -> ScaleOut:
     """The one source of server mode: the whole cluster from a Prometheus server."""
+    from trnwatch.collectors.prometheus_sources import promql_lines
+
     token = _token(args)
     url, period_s = _checked(args.prometheus), args.period
     return ScaleOut([SourceSpec(url, "promql", lambda: promql_lines(url, period_s, token))], {})
@@ -147,6 +145,8 @@ def server_sources(args: argparse.Namespace) -> ScaleOut:
 
 def scrape_sources(args: argparse.Namespace) -> ScaleOut:
     """One source per exporter URL (duplicates dropped)."""
+    from trnwatch.collectors.prometheus_sources import scrape_lines
+
     token = _token(args)
     period_s = args.period
     urls = args.scrape or _read_url_file(args.scrape_file)
@@ -155,6 +155,8 @@ def scrape_sources(args: argparse.Namespace) -> ScaleOut:
 
 
 def _checked(url: str) -> str:
+    from trnwatch.collectors.prometheus_http import UrlError, check_url
+
     try:
         return check_url(url)
     except UrlError as exc:
@@ -162,6 +164,8 @@ def _checked(url: str) -> str:
 
 
 def _read_url_file(path: Path) -> list[str]:
+    from trnwatch.collectors.text_files import TextFileError, read_text_file
+
     try:
         lines = read_text_file(path).splitlines()
     except TextFileError as exc:
@@ -173,7 +177,16 @@ def _read_url_file(path: Path) -> list[str]:
     return urls
 
 
-def _host_entries(args: argparse.Namespace) -> list[HostEntry]:
+def _host_entries(args: argparse.Namespace) -> "list[HostEntry]":
+    from trnwatch.collectors.hostlist import (
+        HostEntry,
+        HostlistError,
+        HostNameError,
+        expand_hostlist,
+        load_hosts_file,
+        slurm_job_hosts,
+    )
+
     try:
         if args.hosts_file:
             return load_hosts_file(args.hosts_file)
@@ -191,7 +204,9 @@ def _checked_command(command: str) -> str:
     return command
 
 
-def _ssh_options(args: argparse.Namespace, command: str) -> SshOptions:
+def _ssh_options(args: argparse.Namespace, command: str) -> "SshOptions":
+    from trnwatch.collectors.ssh import SshOptions
+
     executable = shutil.which("ssh")
     if executable is None:
         raise OptionError("ssh not found on PATH: install the OpenSSH client (e.g. apt-get install openssh-client)")
@@ -202,6 +217,8 @@ def _ssh_options(args: argparse.Namespace, command: str) -> SshOptions:
 
 def ssh_sources(args: argparse.Namespace) -> ScaleOut:
     """One source per host (a hosts file also maps hosts to UltraServers)."""
+    from trnwatch.collectors.ssh import DEFAULT_REMOTE_COMMAND, ssh_host_lines
+
     if args.prometheus_token_file:
         raise OptionError("--prometheus-token-file goes with --scrape or --prometheus")
     entries = _host_entries(args)
@@ -215,6 +232,11 @@ def ssh_sources(args: argparse.Namespace) -> ScaleOut:
 def ssh_sysfs_sources(args: argparse.Namespace) -> ScaleOut:
     """Each host's sysfs over SSH, one source `sysfs:<label>` per host: the sampler runs there
     (collectors/sysfs.py, `remote_reader_command`) and writes a sample each period."""
+    from trnwatch.collectors.ssh import ssh_stream
+    from trnwatch.collectors.sysfs import KIND as KIND_SYSFS
+    from trnwatch.collectors.sysfs import remote_reader_command
+    from trnwatch.collectors.sysfs_sample import remote_source_id
+
     entries = _host_entries(args)
     root = str(args.sysfs_root) if args.sysfs_root else "/sys"
     given = args.remote_sysfs_command
@@ -232,6 +254,9 @@ def ssh_sysfs_sources(args: argparse.Namespace) -> ScaleOut:
 def ssh_kernel_log_sources(args: argparse.Namespace, started_s: float) -> ScaleOut:
     """Each host's kernel log over SSH, one source `kernel-log:<label>` per host
     (collectors/kernel_source.py `ssh_kernel_log_lines`), from a while before `started_s`."""
+    from trnwatch.collectors import kernel_source
+    from trnwatch.collectors.kernel_log import remote_source_id as remote_kernel_source_id
+
     entries = _host_entries(args)
     given = args.remote_kernel_log_command
     command = _checked_command(given) if given is not None else kernel_source.REMOTE_COMMAND

@@ -14,13 +14,12 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trnwatch.alerts import Alerts
-from trnwatch.collectors.lines import Carried, ClockMark, Line, LineKind, ReadMark, SourceEvent
+from trnwatch.collectors.lines import Carried, ClockMark, Line, ReadMark, SourceEvent
 from trnwatch.collectors.recording import FLUSH_EVERY_S, Recorder
 from trnwatch.collectors.streams import SourceLost
 from trnwatch.exit_signals import catch_exit_signals
@@ -43,6 +42,7 @@ from trnwatch.ledger.snapshot import session_now_s
 from trnwatch.ledger.timeline_svg import render_timeline_svg
 from trnwatch.output import OutputError, default_receipt_name, receipt_places, rewrite_own, write_new
 from trnwatch.outside import clean
+from trnwatch.source_spec import SourceSpec
 
 if TYPE_CHECKING:
     from trnwatch.stacks import StackCapturer
@@ -59,32 +59,6 @@ SIGNAL_REASONS: dict[int, ExitReason] = {
     signal.SIGTERM: "sigterm",
     signal.SIGHUP: "sighup",
 }
-
-
-@dataclass(frozen=True)
-class SourceSpec:
-    """A source to run: its id, its parser kind, and a factory for its line stream.
-
-    A relay (a replay) carries other sources' recorded lines and open/end events: it is not
-    itself registered in the ledger, so a replayed receipt lists exactly the recorded sources.
-    A replay's relay also carries the recorded clock marks (`recorded_clock`); a live relay (a
-    job-dir follower) does not, and the session marks the wall clock's progress beside it.
-    """
-
-    source_id: str
-    kind: LineKind
-    lines: Callable[[], AsyncIterator[Line | SourceEvent | ClockMark | ReadMark | Carried]]
-    relay: bool = False
-    # A replay: it carries the recorded session's clock marks, so the session makes none of its
-    # own (a follower of files relays its rank files' sources, not a clock).
-    recorded_clock: bool = False
-    # A follower of files: what it still has to read when the session ends, read by the session
-    # itself after its sources stopped, bounded (collectors/job_files.py, RunDirFollower.drain).
-    drain: Callable[[], Iterator[Line | SourceEvent | ReadMark]] | None = None
-    # A sampler serving the other sources (the rank processes of the job they read): not a source
-    # of its own (its lines are of a session kind, collectors/decode.py SESSION_KINDS), never
-    # waited for: once every other source has ended, the session ends and it is stopped.
-    companion: bool = False
 
 
 class Session:

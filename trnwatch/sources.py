@@ -12,21 +12,21 @@ here, and, if it brings a new line format, that format's decoder in collectors/d
 """
 
 import argparse
-import asyncio
 import functools
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from trnwatch import scaleout
-from trnwatch.collectors.scheduler import SchedulerJob
 from trnwatch.option_types import non_negative, positive, positive_int
 from trnwatch.scaleout import OptionError
-from trnwatch.session import SourceSpec
+from trnwatch.source_spec import SourceSpec
+
+if TYPE_CHECKING:
+    from trnwatch.collectors.scheduler import SchedulerJob
 
 Evidence = Literal["live", "replayed", "simulated"]
 JOB_FORMATS = ["job", "nxd", "nxdt", "torchtitan"]
@@ -76,7 +76,7 @@ class Built:
     recorded_evidence: str | None = None
     notes: list[str] = field(default_factory=list)  # said once on stderr before the session starts
     rules: Any = None  # a replay: the rules (ledger/rules.py) the recorded session judged by
-    scheduler: SchedulerJob | None = None  # a replay: the scheduler job the recorded session served
+    scheduler: "SchedulerJob | None" = None  # a replay: the scheduler job the recorded session served
 
 
 @dataclass(frozen=True)
@@ -282,6 +282,9 @@ def _sim_job(hosts, job_dir: Path | None, job_format: str, period_s: float):
     log in that framework's format) each period, and the same follower a live `--job-dir`
     (or `--job-log`) uses reading them back. Without --job-dir the files go to a temporary
     folder, removed when the session ends (every exit path runs the writer's `finally`)."""
+    import asyncio
+    import tempfile
+
     from trnwatch.collectors.job_files import RunDirFollower
     from trnwatch.workloads.sim.job import GLOBAL_BATCH, SEQ_LEN, SimJobWriter
     from trnwatch.workloads.sim.job_logs import SimLogWriter
