@@ -6,10 +6,16 @@ run name) are escaped; nothing in the SVG is script or a link.
 """
 
 import time
-from xml.sax.saxutils import escape
 
 from trnwatch.ledger.incidents import incident_words, site_words, worst_first
 from trnwatch.ledger.receipt import Receipt
+
+
+def escape(text: str) -> str:
+    """Text for SVG character data: &, < and > as entities (xml.sax.saxutils.escape's rule; that
+    module imports urllib.request, which a session's start would pay for)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
 
 WIDTH, HEIGHT = 960, 420
 LEFT, RIGHT = 70, 40

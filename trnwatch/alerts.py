@@ -31,12 +31,9 @@ import json
 import os
 import queue
 import signal
-import ssl
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,11 +155,6 @@ class Webhook:
     def host(self) -> str:
         parts = urlsplit(self.url)
         return f"{parts.scheme}://{parts.hostname}"
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001 - urllib's signature
-        raise urllib.error.HTTPError(req.full_url, code, f"redirect refused ({code})", headers, fp)
 
 
 @dataclass(frozen=True)
@@ -343,13 +335,23 @@ class Alerts:
             self._running = None
 
     def _post(self, body: bytes) -> bool:
+        # The HTTP client and TLS are imported here, on the delivery thread: a session without a
+        # webhook (and every replay that has none) never loads them.
+        import ssl
+        import urllib.error
+        import urllib.request
+
+        class NoRedirect(urllib.request.HTTPRedirectHandler):
+            def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001 - urllib's signature
+                raise urllib.error.HTTPError(req.full_url, code, f"redirect refused ({code})", headers, fp)
+
         assert self.webhook is not None
         headers = {"Content-Type": "application/json", "User-Agent": "trnwatch-alerts"}
         if self.webhook.authorization:
             headers["Authorization"] = self.webhook.authorization
         request = urllib.request.Request(self.webhook.url, data=body, headers=headers, method="POST")
         opener = urllib.request.build_opener(
-            _NoRedirect(), urllib.request.HTTPSHandler(context=ssl.create_default_context())
+            NoRedirect(), urllib.request.HTTPSHandler(context=ssl.create_default_context())
         )
         try:
             with opener.open(request, timeout=self.timeout_s) as response:

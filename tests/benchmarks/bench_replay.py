@@ -5,12 +5,16 @@ another commit (issue 32 item 4: 100,000 lines a second or more; the 60 s demo i
 
 Without --recording, `trnwatch demo --headless --record` makes one (36 hosts, 576 ranks) first.
 Each round runs this tree's replay, then REV's (tests/benchmarks/revisions.py stages its code), as
-fresh processes from an empty folder: wall time from exec to exit (Python start, imports, the
-replay, the receipt). Lines are the recording's lines; lines/s = lines / wall time. The machine
+fresh processes from an empty folder, after one unmeasured run of each that writes the bytecode
+(as an install has it; PYTHONDONTWRITEBYTECODE is dropped for the children): wall time from exec
+to exit (Python start, imports, the replay, the receipt). Each side's receipt says how many lines
+it folded: a commit older than the recording's format may skip what it does not know, and then
+the two figures do not compare (said). Lines are the recording's lines; lines/s = lines / wall time. The machine
 is shared: `uptime` is printed, and only the two sides taken side by side compare.
 """
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -41,6 +45,7 @@ def demo_recording(folder: Path, seconds: float) -> Path:
 
 
 def replay_s(recording: Path, env: dict, receipt: Path) -> float:
+    """Wall time of one replay; exits if it wrote no receipt."""
     work = receipt.parent
     start = time.perf_counter()
     subprocess.run(
@@ -55,6 +60,12 @@ def replay_s(recording: Path, env: dict, receipt: Path) -> float:
     if not receipt.exists():  # a new path each run: an existing one is refused (exit 2)
         sys.exit(f"no receipt from {env.get('PYTHONPATH')}")
     return wall
+
+
+def folded(receipt: Path) -> int:
+    """Lines the replay folded (its receipt's sources' reports): a commit that reads less of a
+    newer recording (one that skips entries it does not know) is not doing the same work."""
+    return sum(source.get("reports", 0) for source in json.loads(receipt.read_text())["sources"])
 
 
 def main() -> None:
@@ -73,24 +84,37 @@ def main() -> None:
             lines = sum(1 for item in rec.items(None, None) if isinstance(item, Line))
         finally:
             rec.close()
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        # Bytecode is written (and read) as a user's install has it: the first round's imports
+        # compile, the later ones do not.
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}
         sides = {"this tree": {**env, "PYTHONPATH": str(package_tree(ROOT, work / "this"))}}
         if args.against:
             sides[args.against] = {**env, "PYTHONPATH": str(rev_package_tree(args.against, work))}
         times: dict[str, list[float]] = {name: [] for name in sides}
+        lines_folded: dict[str, int] = {}
         run = work / "run"
         run.mkdir()
+        for k, side_env in enumerate(sides.values()):  # unmeasured: writes the bytecode
+            replay_s(recording, side_env, run / f"side{k}-warm.json")
         for n in range(args.rounds):
             for k, (name, side_env) in enumerate(sides.items()):
-                times[name].append(replay_s(recording, side_env, run / f"side{k}-round{n}.json"))
+                receipt = run / f"side{k}-round{n}.json"
+                times[name].append(replay_s(recording, side_env, receipt))
+                lines_folded[name] = folded(receipt)
         print(f"{recording.name}: {lines:,} lines")
         for name, walls in times.items():
             best = min(walls)
             print(
                 f"{name:>12}: best {best:.2f} s ({lines / best:,.0f} lines/s), all "
                 + ", ".join(f"{w:.2f}" for w in walls)
+                + f"; {lines_folded[name]:,} lines folded"
                 + f"; target {TARGET_LINES_PER_S:,} lines/s, the 60 s demo in {TARGET_DEMO_S} s"
             )
+        if len(set(lines_folded.values())) > 1:
+            print(
+                "the sides folded different numbers of lines: their times do not compare (a recording newer than a side)"
+            )
+    print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ machine is shared: `uptime` is printed before and after, and only sides taken si
 """
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -72,8 +73,10 @@ def make_fixtures(work: Path) -> tuple[Path, Path]:
 
 
 def wall_s(argv: list[str], cwd: Path) -> float:
+    # Bytecode is written and read, as an install has it (this shell may set PYTHONDONTWRITEBYTECODE).
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}
     start = time.perf_counter()
-    done = subprocess.run(argv, cwd=cwd, capture_output=True, timeout=120, check=False)
+    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, timeout=120, check=False)
     wall = time.perf_counter() - start
     if done.returncode:
         sys.exit(f"{' '.join(argv)}: exit {done.returncode}: {done.stderr.decode(errors='replace')[-500:]}")
