@@ -37,6 +37,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from statistics import median
 
+from msgspec import Struct
 from pydantic import BaseModel, ConfigDict
 
 from trnwatch.collectors.job_events import JobEvent
@@ -134,15 +135,17 @@ class GoodputClock:
     def ingest(self, event: JobRecord | JobEvent, passive: bool = False) -> None:
         """Fold one event (any rank; only the timeline rank's events move the attribution). A
         passive source's event joins whatever run (its run id is a name the monitor gave)."""
-        if isinstance(event, BaseModel):  # built with the contract's models: taken as its record
+        if not isinstance(event, Struct):  # built with the contract's models: taken as its record
             event = record_of(event)
         if not passive:
             if self.run is None:
                 self.run = event.run
             elif event.run != self.run:
                 return
-        self.first_ts = event.ts if self.first_ts is None else min(self.first_ts, event.ts)
-        self.last_ts = event.ts if self.last_ts is None else max(self.last_ts, event.ts)
+        if self.first_ts is None or event.ts < self.first_ts:  # comparisons: every job line passes here
+            self.first_ts = event.ts
+        if self.last_ts is None or event.ts > self.last_ts:
+            self.last_ts = event.ts
         if self.rank is None or event.rank < self.rank:
             self.rank = event.rank
         if event.rank != self.rank:

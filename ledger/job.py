@@ -81,7 +81,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from statistics import median
 
-from pydantic import BaseModel
+from msgspec import Struct
 
 from trnwatch.collectors.job_events import JobEvent, ModelInfo, Parallelism
 from trnwatch.collectors.job_records import (
@@ -258,7 +258,7 @@ class JobLedger:
         first passive one's. The ledger folds decoded records (collectors/job_records.py); an
         event built with the contract's models (a log profile's, fed in directly) is taken as its
         record."""
-        if isinstance(event, BaseModel):
+        if not isinstance(event, Struct):  # a contract model (pydantic's BaseModel, whose check is the slow one)
             event = record_of(event)
         self._check(event, now_s, passive, source)
         self._folded += 1
@@ -270,12 +270,18 @@ class JobLedger:
         if kinds is None:
             kinds = self.source_events[source] = Counter()
         kinds[event.event] += 1
-        self.first_received_s = now_s if self.first_received_s is None else self.first_received_s
+        if self.first_received_s is None:
+            self.first_received_s = now_s
         # The latest receive time (a receive clock stepped back must not make the session's end
-        # look like years of silence after the job's last event).
-        self.last_received_s = now_s if self.last_received_s is None else max(self.last_received_s, now_s)
-        self.first_event_ts = event.ts if self.first_event_ts is None else min(self.first_event_ts, event.ts)
-        self.last_event_ts = event.ts if self.last_event_ts is None else max(self.last_event_ts, event.ts)
+        # look like years of silence after the job's last event). Comparisons, not min/max: this
+        # runs for every job line.
+        if self.last_received_s is None or now_s > self.last_received_s:
+            self.last_received_s = now_s
+        ts = event.ts
+        if self.first_event_ts is None or ts < self.first_event_ts:
+            self.first_event_ts = ts
+        if self.last_event_ts is None or ts > self.last_event_ts:
+            self.last_event_ts = ts
         if self._timeline_rank is None or event.rank < self._timeline_rank:
             self._timeline_rank = event.rank
         rank = self._rank_of(event)
@@ -349,7 +355,8 @@ class JobLedger:
         rank = self.ranks.get(event.rank)
         if rank is None:
             rank = self.ranks[event.rank] = RankState(event.rank, restart=self.attempt, started_ts=event.ts)
-        rank.last_seen_ts = event.ts if rank.last_seen_ts is None else max(rank.last_seen_ts, event.ts)
+        if rank.last_seen_ts is None or event.ts > rank.last_seen_ts:
+            rank.last_seen_ts = event.ts
         return rank
 
     def carry(self, event: JobRecord | JobEvent, now_s: float, source: str = "job-dir", passive: bool = False) -> None:
@@ -357,7 +364,7 @@ class JobLedger:
         each rank's latest start, heartbeat, step, open phases and saves, and its end): a step
         moves the rank's position and the job's progress but adds no step time, so the window's
         figures are the window's own. Raises `JobEventRejected` as `ingest` does."""
-        if isinstance(event, BaseModel):
+        if not isinstance(event, Struct):
             event = record_of(event)
         if not isinstance(event, Step):
             self.ingest(event, now_s, source, passive)
@@ -585,7 +592,8 @@ class JobLedger:
         return None
 
     def _note_progress(self, ts: float) -> None:
-        self.last_progress_ts = ts if self.last_progress_ts is None else max(self.last_progress_ts, ts)
+        if self.last_progress_ts is None or ts > self.last_progress_ts:
+            self.last_progress_ts = ts
 
     def _record_stall_if_gap(self, ts: float) -> None:
         """A step that ends a stall: keep the episode for the receipt (judged at the step's ts)."""

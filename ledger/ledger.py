@@ -263,9 +263,12 @@ class Ledger:
             return
         stats = self.source(decoded.source_id, SOURCE_KIND_OF.get(decoded.kind, decoded.kind))
         t = decoded.received_s
-        # The session's receive window: earliest and latest, so a clock stepped back never makes it negative.
-        self.first_s = t if self.first_s is None else min(self.first_s, t)
-        self.last_s = t if self.last_s is None else max(self.last_s, t)
+        # The session's receive window: earliest and latest, so a clock stepped back never makes it
+        # negative (comparisons, not min/max: this runs for every line).
+        if self.first_s is None or t < self.first_s:
+            self.first_s = t
+        if self.last_s is None or t > self.last_s:
+            self.last_s = t
         if stats.link is not None and stats.link != "up":
             stats.link, stats.link_since_s = "up", t
         try:
@@ -275,13 +278,13 @@ class Ledger:
             stats.count_rejection("internal", f"{type(exc).__name__}: {exc}")
 
     def _fold_record(self, stats: SourceStats, t: float, record: Record) -> None:
-        if isinstance(record, Rejected):
+        if isinstance(record, DecodedJobLine):  # first: most lines of a job are its ranks'
+            self._fold_job(stats, t, record)
+        elif isinstance(record, Rejected):
             stats.count_rejection(record.reason, record.detail)
         elif isinstance(record, DeviceReport):
             if self._fold_report(stats, stats.source_id, t, record.report):
                 stats.count_field_rejections(record.rejected_fields)
-        elif isinstance(record, DecodedJobLine):
-            self._fold_job(stats, t, record)
         elif isinstance(record, HardwareError | DriverLine | OtherLine):
             if stats.first_s is None:
                 stats.first_s = t
@@ -311,7 +314,8 @@ class Ledger:
         self.job = job
         if self.goodput is None:
             self.goodput = GoodputClock(self.rules)
-        job.dropped_fields.update(decoded.dropped_fields)
+        if decoded.dropped_fields:
+            job.dropped_fields.update(decoded.dropped_fields)
         if stats.first_s is None:
             stats.first_s = t
         stats.last_s = t
