@@ -7,8 +7,9 @@ Without --recording, `trnwatch demo --headless --record` makes one (36 hosts, 57
 Each round runs this tree's replay, then REV's (tests/benchmarks/revisions.py stages its code), as
 fresh processes from an empty folder, after one unmeasured run of each that writes the bytecode
 (as an install has it; PYTHONDONTWRITEBYTECODE is dropped for the children): wall time from exec
-to exit (Python start, imports, the replay, the receipt). Each side's receipt says how many lines
-it folded: a commit older than the recording's format may skip what it does not know, and then
+to exit (Python start, imports, the replay, the receipt), and the child's CPU time beside it
+(less moved by a busy machine than the wall; the target is the wall). Each side's receipt says
+how many lines it folded: a commit older than the recording's format may skip what it does not know, and then
 the two figures do not compare (said). Lines are the recording's lines; lines/s = lines / wall time. The machine
 is shared: `uptime` is printed, and only the two sides taken side by side compare.
 """
@@ -16,6 +17,7 @@ is shared: `uptime` is printed, and only the two sides taken side by side compar
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -44,9 +46,10 @@ def demo_recording(folder: Path, seconds: float) -> Path:
     return path
 
 
-def replay_s(recording: Path, env: dict, receipt: Path) -> float:
-    """Wall time of one replay; exits if it wrote no receipt."""
+def replay_s(recording: Path, env: dict, receipt: Path) -> tuple[float, float]:
+    """Wall time and CPU time (user + system) of one replay; exits if it wrote no receipt."""
     work = receipt.parent
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(
         [sys.executable, "-m", "trnwatch", "replay", str(recording), "--headless", "--receipt", str(receipt)],
@@ -57,9 +60,11 @@ def replay_s(recording: Path, env: dict, receipt: Path) -> float:
         timeout=600,
     )
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     if not receipt.exists():  # a new path each run: an existing one is refused (exit 2)
         sys.exit(f"no receipt from {env.get('PYTHONPATH')}")
-    return wall
+    return wall, cpu
 
 
 def folded(receipt: Path) -> int:
@@ -91,6 +96,7 @@ def main() -> None:
         if args.against:
             sides[args.against] = {**env, "PYTHONPATH": str(rev_package_tree(args.against, work))}
         times: dict[str, list[float]] = {name: [] for name in sides}
+        cpus: dict[str, list[float]] = {name: [] for name in sides}
         lines_folded: dict[str, int] = {}
         run = work / "run"
         run.mkdir()
@@ -99,7 +105,9 @@ def main() -> None:
         for n in range(args.rounds):
             for k, (name, side_env) in enumerate(sides.items()):
                 receipt = run / f"side{k}-round{n}.json"
-                times[name].append(replay_s(recording, side_env, receipt))
+                wall, cpu = replay_s(recording, side_env, receipt)
+                times[name].append(wall)
+                cpus[name].append(cpu)
                 lines_folded[name] = folded(receipt)
         print(f"{recording.name}: {lines:,} lines")
         for name, walls in times.items():
@@ -107,6 +115,8 @@ def main() -> None:
             print(
                 f"{name:>12}: best {best:.2f} s ({lines / best:,.0f} lines/s), all "
                 + ", ".join(f"{w:.2f}" for w in walls)
+                + f"; CPU best {min(cpus[name]):.2f} s, all "
+                + ", ".join(f"{c:.2f}" for c in cpus[name])
                 + f"; {lines_folded[name]:,} lines folded"
                 + f"; target {TARGET_LINES_PER_S:,} lines/s, the 60 s demo in {TARGET_DEMO_S} s"
             )
