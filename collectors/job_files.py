@@ -24,6 +24,10 @@ What is followed, and what is not:
 - Any other error on a file (permission, I/O) is reported once per distinct error, as a "down"
   link event of that rank's source, and the file is tried again every poll; the follower never
   ends because of one file. Errors on the run directory itself are reported the same way.
+- Running out of file descriptors (EMFILE, ENFILE) is trnwatch's own trouble, never a rank's: the
+  poll stops where it met it, and the follower reads again after a backoff (0.5 s, doubling to
+  8 s, jittered), said each time as the folder's source "connecting" with the reason; the next
+  whole poll's `ReadMark` puts that source back up. No rank is reported down or lost for it.
 - Open files are bounded: the first `held_open_bound()` rank files stay open between polls; the
   others are opened, read and closed on every poll (the read position is kept), so 10,000 rank
   files work under a 1,024-descriptor limit. A file rotated by rename while closed between polls
@@ -43,6 +47,7 @@ promptly.
 import asyncio
 import fnmatch
 import os
+import random
 import re
 import resource
 import stat
@@ -51,6 +56,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
+from trnwatch.collectors.backoff import Backoff
+from trnwatch.collectors.descriptors import out_of_descriptors, shortage_words
 from trnwatch.collectors.lines import Line, ReadMark, SourceEvent
 from trnwatch.collectors.streams import SourceLost
 
@@ -69,6 +76,8 @@ DIR_MTIME_SLACK_S = 2.0
 # Rank files looked at per second, at most, when none has a backlog: a poll of 18,432 files
 # (a `stat` each) then comes about once a second, not four times (POLL_S).
 FILES_PER_S = 20_000
+# A poll stopped by a descriptor shortage is tried again after 0.5 s, then longer, up to 8 s.
+SHORTAGE_BACKOFF = Backoff(first_s=0.5, max_s=8.0)
 # What is left unread at exit is counted in lines over at most this many bytes per file.
 UNREAD_COUNT_BYTES = 1 << 30
 
@@ -301,6 +310,8 @@ class _RunDir:
         # At the session's end: the moment (time.monotonic) a poll stops reading its files, so the
         # exit read keeps its bound in a poll of thousands of files too (`RunDirFollower.drain`).
         self.stop_at: float | None = None
+        # After a poll: the EMFILE / ENFILE that stopped it (the rest is read at the next one), else None.
+        self.short: OSError | None = None
 
     def start_mark(self) -> ReadMark:
         """Before the first poll: every rank file's bytes are waiting, none read. Until a poll
@@ -320,6 +331,7 @@ class _RunDir:
     def poll(self) -> Iterator[Line | SourceEvent]:
         started_s = time.time()  # a poll that finds nothing waiting has read everything written before this
         waiting_bytes = waiting_files = 0
+        self.short = None
         try:
             names = self._new_names(started_s)
             self.reported.pop(self.dir_source, None)
@@ -327,6 +339,9 @@ class _RunDir:
             names = []
         except OSError as exc:  # not a folder, no permission: say so, try again next poll
             names = []
+            if out_of_descriptors(exc):
+                self.short = exc
+                return
             if self.reported.get(self.dir_source) != (error := _error_text(exc)):
                 self.reported[self.dir_source] = error
                 yield SourceEvent(self.dir_source, "job", time.time(), "down", error)
@@ -354,6 +369,9 @@ class _RunDir:
                 continue
             except OSError as exc:
                 tail.close()
+                if out_of_descriptors(exc):  # trnwatch's own shortage, not this rank's: the poll stops here
+                    self.short = exc
+                    return
                 if self.reported.get(source_id) != (error := _error_text(exc)):
                     self.reported[source_id] = error
                     yield SourceEvent(source_id, "job", time.time(), "down", error)
@@ -450,22 +468,36 @@ class RunDirFollower:
         # of its lines (waiting for room in the intake), and the rest of that read is off the file
         # already, so `drain` yields it first.
         self._in_hand: Iterator[Line | SourceEvent | ReadMark] | None = None
+        self._rng = random.Random()
 
     def _poll(self) -> Iterator[Line | SourceEvent | ReadMark]:
         yield from self._dir.poll()
-        yield self._dir.mark
+        if self._dir.short is None:
+            yield self._dir.mark
 
     async def lines(self) -> AsyncIterator[Line | SourceEvent | ReadMark]:
         """Every complete line of every `rank-*.jsonl`, history first, then live, and the events
         of ranks that cannot be read (see the module docstring), until cancelled. New rank files
         are picked up as they appear; the directory itself may appear later too. The first item
-        is the mark that nothing is read yet (`_RunDir.start_mark`); each poll ends with its own."""
+        is the mark that nothing is read yet (`_RunDir.start_mark`); each poll ends with its own.
+        A poll stopped by a descriptor shortage (EMFILE, ENFILE) is tried again with backoff
+        (SHORTAGE_BACKOFF), said as the folder's source "connecting" with the reason, and ends
+        with no mark; the next whole poll's mark ends it."""
         yield self._dir.start_mark()
+        failures = 0
         while True:
             self._in_hand = self._poll()
             for item in self._in_hand:
                 yield item
             self._in_hand = None
+            if self._dir.short is not None:
+                failures += 1
+                delay_s = SHORTAGE_BACKOFF.delay_s(failures, self._rng)
+                error = f"{shortage_words(self._dir.short)}; reading again in {delay_s:.1f} s"
+                yield SourceEvent(self._dir.dir_source, "job", time.time(), "connecting", error)
+                await asyncio.sleep(delay_s)
+                continue
+            failures = 0
             await asyncio.sleep(0 if self._dir.backlog else max(self.poll_s, len(self._dir.tails) / FILES_PER_S))
 
     def drain(self) -> Iterator[Line | SourceEvent | ReadMark]:
@@ -507,11 +539,14 @@ async def follow_run_dir(
 def read_followed(tail: FileTail) -> tuple[list[str], bool]:
     """One read of a single followed file (a job log): the texts of its complete lines, and
     whether more bytes wait. A line over `MAX_LINE_BYTES` is skipped (a log line that long is no
-    event). Raises `SourceLost` when the path is not a regular file or cannot be read."""
+    event). Raises `SourceLost` when the path is not a regular file or cannot be read, and the
+    OSError itself when trnwatch is out of file descriptors (EMFILE, ENFILE): not the log's fault."""
     try:
         lines, more_waiting = tail.read_lines()
     except NotRegularFile as exc:
         raise SourceLost(str(exc)) from None
     except OSError as exc:
+        if out_of_descriptors(exc):
+            raise  # trnwatch's own shortage: the caller reads again later (collectors/job_log.py)
         raise SourceLost(f"cannot read {tail.path}: {_error_text(exc)}") from None
     return [line.text for line in lines if not line.oversize_bytes], more_waiting

@@ -20,16 +20,60 @@ read, lines no rule matched), which the ledger keeps on the source.
 
 import asyncio
 import os
+import random
 import re
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 
+from trnwatch.collectors.descriptors import shortage_words
 from trnwatch.collectors.job_events import SCHEMA_VERSION, JobEvent, JobLogStats, Launcher
-from trnwatch.collectors.job_files import POLL_S, FileTail, final_reads, read_followed, unread_message
+from trnwatch.collectors.job_files import (
+    POLL_S,
+    SHORTAGE_BACKOFF,
+    FileTail,
+    final_reads,
+    read_followed,
+    unread_message,
+)
 from trnwatch.collectors.lines import Line, SourceEvent
 from trnwatch.collectors.log_profiles import LogProfile, LogTranslator
 from trnwatch.collectors.log_profiles_generic import no_step_hint
+
+
+class DescriptorShortage(Exception):
+    """A log could not be read for want of file descriptors (EMFILE, ENFILE): read it again later."""
+
+    def __init__(self, source_id: str, error: OSError):
+        super().__init__(shortage_words(error))
+        self.source_id = source_id
+
+
+class _Retry:
+    """When a follower of logs reads again after a descriptor shortage (SHORTAGE_BACKOFF), and
+    the event that says so: the log's source "connecting" with the reason."""
+
+    def __init__(self) -> None:
+        self.failures = 0
+        self._rng = random.Random()
+
+    def after(self, shortage: DescriptorShortage) -> tuple[SourceEvent, float]:
+        self.failures += 1
+        delay_s = SHORTAGE_BACKOFF.delay_s(self.failures, self._rng)
+        error = f"{shortage}; reading again in {delay_s:.1f} s"
+        return SourceEvent(shortage.source_id, "job", time.time(), "connecting", error), delay_s
+
+
+def _exit_reads(
+    poll: Callable[[], Iterator[Line | SourceEvent]],
+    backlog: Callable[[], bool],
+    left_unread: Callable[[], Iterator[Line | SourceEvent]],
+) -> Iterator[Line | SourceEvent]:
+    """`final_reads`, ended early by a descriptor shortage (the session is ending: no retry)."""
+    try:
+        yield from final_reads(poll, backlog, left_unread)
+    except DescriptorShortage:
+        return
 
 
 @dataclass(frozen=True)
@@ -71,7 +115,11 @@ class _FollowedLog:
         self.more_waiting = False
 
     def poll(self) -> Iterator[Line | SourceEvent]:
-        texts, self.more_waiting = read_followed(self.tail)
+        try:
+            texts, self.more_waiting = read_followed(self.tail)
+        except OSError as exc:  # only a descriptor shortage gets through read_followed
+            self.reported = None  # the next read says its counts again, which puts the source back up
+            raise DescriptorShortage(self.source_id, exc) from None
         received_s = time.time()
         translator = self.translator
         read: list[JobEvent | str] = []
@@ -123,14 +171,21 @@ async def follow_job_log(
     name = os.path.basename(path)
     translator = LogTranslator(run or os.path.splitext(name)[0], profiles, profile, default_rank, global_batch, seq_len)
     log = _FollowedLog(path, source_id or f"joblog:{name}", translator)
+    retry = _Retry()
     try:
         while True:
-            for item in log.poll():
-                yield item
             try:
-                await asyncio.sleep(0 if log.more_waiting else poll_s)
+                for item in log.poll():
+                    yield item
+                retry.failures = 0
+                delay_s = 0 if log.more_waiting else poll_s
+            except DescriptorShortage as shortage:
+                event, delay_s = retry.after(shortage)
+                yield event
+            try:
+                await asyncio.sleep(delay_s)
             except asyncio.CancelledError:  # the session ends: what the log holds by now goes in first
-                for item in final_reads(log.poll, lambda: log.more_waiting, log.left_unread):
+                for item in _exit_reads(log.poll, lambda: log.more_waiting, log.left_unread):
                     yield item
                 raise
     finally:
@@ -204,14 +259,22 @@ async def follow_log_dir(
         for _, log in logs.values():
             yield from log.left_unread()
 
+    retry = _Retry()
     try:
         while True:
-            for item in poll():
-                yield item
+            delay_s = 0.0
             try:
-                await asyncio.sleep(0 if backlog() else poll_s)
+                for item in poll():
+                    yield item
+                retry.failures = 0
+                delay_s = 0 if backlog() else poll_s
+            except DescriptorShortage as shortage:
+                event, delay_s = retry.after(shortage)
+                yield event
+            try:
+                await asyncio.sleep(delay_s)
             except asyncio.CancelledError:
-                for item in final_reads(poll, backlog, left_unread):
+                for item in _exit_reads(poll, backlog, left_unread):
                     yield item
                 raise
     finally:

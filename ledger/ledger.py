@@ -422,9 +422,18 @@ class Ledger:
         self.lag.fold_tick(mark)
 
     def read_mark(self, mark: ReadMark) -> None:
-        """Note how far a file follower has read (ledger/lag.py): the job is judged up to there."""
+        """Note how far a file follower has read (ledger/lag.py): the job is judged up to there.
+        The follower's own source, once registered (it said it was down or reading again: the
+        folder unreadable, a descriptor shortage), is heard from at each whole poll: up again."""
         self.generation += 1
         self.lag.fold_mark(mark)
+        stats = self.sources.get(mark.source_id)
+        if stats is not None:
+            if stats.first_s is None:
+                stats.first_s = mark.t_s
+            stats.last_s = mark.t_s
+            if stats.link in ("connecting", "down"):
+                stats.link, stats.link_since_s = "up", mark.t_s
 
     def nothing_delivered(self) -> bool:
         """Whether no source ever delivered anything (`source_delivered`): a session that measured
@@ -455,6 +464,8 @@ class Ledger:
         if event.event == "connecting":
             stats.link = "connecting"
             stats.connects += 1
+            if event.error is not None:  # a follower reading again after trouble of trnwatch's own: why
+                stats.link_error = event.error
         elif event.event == "down":
             stats.link = "down"
             stats.downs += 1

@@ -3,8 +3,14 @@
 A small HTTP/1.0 server on the session's event loop (default bind 127.0.0.1): `GET /metrics`
 answers with the figures judged at the session's clock at that moment, from the same objects the
 screen and the receipt read (the incident log, the job's diagnosis and throughput, the hosts'
-freshness). Any other path is 404; a request line longer than MAX_REQUEST_BYTES or slower than
-READ_TIMEOUT_S is dropped.
+freshness). Any other path is 404; a request line longer than MAX_REQUEST_BYTES is dropped, and
+so is a connection whose exchange (request, answer, close) takes longer than READ_TIMEOUT_S.
+
+Connections are bounded (`Connections`): at most `connection_cap()` at once (32, or a sixteenth
+of the descriptor limit), and a quarter of the descriptor limit is kept free for the sources; past
+either a connection is closed unserved, the oldest one still sending its request first (a
+half-open or slow client, never a scraper that sent its request), counted in
+`trnwatch_metrics_connections_closed_total` and said once.
 
 Label cardinality is bounded: verdicts, kinds, severities and host states are closed sets; the
 per-incident series (`trnwatch_incident_open`, with site labels rank / host / instance_id / chip)
@@ -19,6 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
+from trnwatch.collectors.descriptors import descriptors_free, soft_limit
 from trnwatch.ledger.findings import KIND_ORDER, SEVERITIES
 from trnwatch.ledger.job_summary import Verdict
 from trnwatch.outside import clean
@@ -29,7 +36,9 @@ if TYPE_CHECKING:
 MAX_INCIDENT_SERIES = 20
 MAX_LABEL_CHARS = 128
 MAX_REQUEST_BYTES = 8192
-READ_TIMEOUT_S = 5.0
+READ_TIMEOUT_S = 5.0  # a connection's whole exchange (request, answer, close), then it is closed
+MAX_CONNECTIONS = 32  # served at once (connection_cap)
+RESERVE_FRACTION = 4  # a quarter of the soft descriptor limit is kept free for the sources
 VERDICTS: tuple[str, ...] = Verdict.__args__  # type: ignore[attr-defined]
 CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 # Families `trnwatch export --format openmetrics` writes under these same names.
@@ -63,8 +72,9 @@ def label_set(**labels: object) -> str:
     return "{" + ",".join(shown) + "}" if shown else ""
 
 
-def render(session: "Session", now_s: float) -> str:
-    """The OpenMetrics exposition of `session` at `now_s`."""
+def render(session: "Session", now_s: float, connections: "Connections | None" = None) -> str:
+    """The OpenMetrics exposition of `session` at `now_s` (with the server's own connection
+    counts when it serves them)."""
     ledger = session.ledger
     read = ledger.read(now_s)
     out: list[str] = []
@@ -188,6 +198,16 @@ def render(session: "Session", now_s: float) -> str:
                 for r, n in (("sent", c.sent), ("failed", c.failed), ("suppressed", c.suppressed))
             ],
         )
+    if connections is not None:
+        family(
+            "trnwatch_metrics_connections_closed",
+            "counter",
+            "Connections to this endpoint closed unserved: past the cap, or to keep descriptors for the sources.",
+            [
+                ("_total" + label_set(reason=r), n)
+                for r, n in (("cap", connections.closed_over_cap), ("reserve", connections.closed_for_reserve))
+            ],
+        )
     family(
         "trnwatch_session_seconds",
         "gauge",
@@ -198,31 +218,106 @@ def render(session: "Session", now_s: float) -> str:
     return "\n".join(out) + "\n"
 
 
+def connection_cap() -> int:
+    """Connections served at once: MAX_CONNECTIONS, or a sixteenth of the soft descriptor limit
+    when that is lower (at least 1)."""
+    soft = soft_limit()
+    return MAX_CONNECTIONS if soft is None else max(1, min(MAX_CONNECTIONS, soft // 16))
+
+
+def descriptor_reserve() -> int:
+    """Descriptors kept free for the sources: a connection that would leave fewer is closed."""
+    soft = soft_limit()
+    return 0 if soft is None else soft // RESERVE_FRACTION
+
+
+class Connections:
+    """The server's connections: those still sending their request (oldest first) and those being
+    answered, at most `cap` together. Past the cap a new connection takes the place of the oldest
+    one still sending its request (a slow or half-open client; a scraper sends its request at
+    once), or is closed when every one is being answered; either way `closed_over_cap` counts it.
+    One that would leave fewer than `reserve` descriptors free is closed too (`closed_for_reserve`)."""
+
+    def __init__(self, cap: int, reserve: int):
+        self.cap, self.reserve = cap, reserve
+        self.sending: dict[asyncio.StreamWriter, None] = {}  # insertion order: oldest first
+        self.answering = 0
+        self.closed_over_cap = 0
+        self.closed_for_reserve = 0
+
+    def admit(self, writer: asyncio.StreamWriter) -> bool:
+        """Whether `writer`'s connection is served (then it is among `sending`); else it is closed."""
+        if len(self.sending) + self.answering >= self.cap:
+            self.closed_over_cap += 1
+            if not self.sending:
+                writer.transport.abort()
+                return False
+            oldest = next(iter(self.sending))
+            del self.sending[oldest]
+            oldest.transport.abort()
+        free = descriptors_free()
+        if free is not None and free < self.reserve:
+            self.closed_for_reserve += 1
+            writer.transport.abort()
+            return False
+        self.sending[writer] = None
+        return True
+
+
 def metrics_server(session: "Session", spec: str) -> Callable[[], Coroutine[Any, Any, None]]:
     """The server as a session background task (the address is checked now, bound when it runs)."""
     host, port = parse_address(spec)
+    connections = Connections(connection_cap(), descriptor_reserve())
+    said = False
+
+    def say_closed() -> None:
+        nonlocal said
+        if not said and (connections.closed_over_cap or connections.closed_for_reserve):
+            said = True
+            session.notice(
+                f"--serve-metrics: more connections than it serves ({connections.cap} at once, and "
+                f"{connections.reserve} descriptors kept free for the sources): the oldest one still "
+                "sending its request is closed first (counted in trnwatch_metrics_connections_closed_total)"
+            )
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        admitted = connections.admit(writer)
+        say_closed()
+        if not admitted:
+            return
+        answered = False
         try:
-            request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
-            line = request.split(b"\r\n", 1)[0].decode("latin-1")
-            parts = line.split()
-            if len(parts) >= 2 and parts[0] == "GET" and parts[1].split("?")[0] == "/metrics":
-                body = render(session, session.now_s()).encode()
-                head = f"HTTP/1.0 200 OK\r\nContent-Type: {CONTENT_TYPE}\r\nContent-Length: {len(body)}\r\n\r\n"
-            else:
-                body = b"not found: GET /metrics\n"
-                head = f"HTTP/1.0 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n\r\n"
-            writer.write(head.encode() + body)
-            await writer.drain()
+            async with asyncio.timeout(READ_TIMEOUT_S):  # the whole exchange: request, answer, close
+                request = await reader.readuntil(b"\r\n\r\n")
+                if writer not in connections.sending:
+                    return  # taken over by a newer connection meanwhile: already closed
+                del connections.sending[writer]
+                connections.answering += 1
+                answered = True
+                line = request.split(b"\r\n", 1)[0].decode("latin-1")
+                parts = line.split()
+                if len(parts) >= 2 and parts[0] == "GET" and parts[1].split("?")[0] == "/metrics":
+                    body = render(session, session.now_s(), connections).encode()
+                    head = f"HTTP/1.0 200 OK\r\nContent-Type: {CONTENT_TYPE}\r\nContent-Length: {len(body)}\r\n\r\n"
+                else:
+                    body = b"not found: GET /metrics\n"
+                    head = f"HTTP/1.0 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n\r\n"
+                writer.write(head.encode() + body)
+                await writer.drain()
+                writer.close()
+                await writer.wait_closed()  # a client that never reads its answer holds no descriptor past the deadline
         except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-            pass
+            writer.transport.abort()
         finally:
-            writer.close()
+            connections.sending.pop(writer, None)
+            if answered:
+                connections.answering -= 1
 
     async def serve() -> None:
         try:
-            server = await asyncio.start_server(handle, host, port, limit=MAX_REQUEST_BYTES)
+            # backlog: connections asyncio accepts in one go is the backlog too, so a burst of them
+            # never takes more descriptors than the cap before `admit` sees them.
+            server = await asyncio.start_server(handle, host, port, limit=MAX_REQUEST_BYTES, backlog=connections.cap)
         except OSError as exc:
             session.notice(f"--serve-metrics: cannot listen on {host}:{port}: {exc.strerror or exc}")
             return

@@ -238,6 +238,13 @@ class Session:
         try:
             async for item in spec.lines():
                 self.apply(item)
+                if (
+                    isinstance(item, SourceEvent)
+                    and item.event == "connecting"
+                    and item.error
+                    and not spec.recorded_clock
+                ):
+                    self.notice(f"{item.source_id}: {item.error}")  # a follower reading again after a shortage
                 if self._intake.full:
                     if _cancelled():  # a follower's last reads after its cancel: the intake stopped
                         self._intake.fold_queued()
