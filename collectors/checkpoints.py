@@ -8,6 +8,10 @@ interrupted save or a deletion in progress, not a save that is still running.
 
 Saves are reported for `rank` (default 0, the rank that writes the markers); the step comes from
 the tag name (`step_120`), or is null when the tag carries none.
+
+A Hugging Face Trainer's output_dir (`checkpoint-N/trainer_state.json`) has no markers: the same
+follower reads its trainer_state.json files (collectors/trainer_state.py), so `--ckpt-dir` takes
+either layout.
 """
 
 import asyncio
@@ -20,6 +24,7 @@ from typing import Literal
 from trnwatch.collectors.job_events import SCHEMA_VERSION, Checkpoint
 from trnwatch.collectors.job_files import final_reads
 from trnwatch.collectors.lines import Line
+from trnwatch.collectors.trainer_state import TrainerStateWatcher
 
 BEGIN_MARKER = "checkpoint"
 DONE_MARKER = "done"
@@ -89,17 +94,26 @@ class CheckpointDirWatcher:
         )
 
 
+def checkpoint_source_id(checkpoint_dir: str) -> str:
+    """The source id of a checkpoint folder's follower: `ckpt:<folder name>`."""
+    return f"ckpt:{os.path.basename(os.path.abspath(checkpoint_dir))}"
+
+
 async def follow_checkpoint_dir(
     checkpoint_dir: str, run: str, rank: int = 0, poll_s: float = POLL_S
 ) -> AsyncIterator[Line]:
-    """Watch `checkpoint_dir` and yield checkpoint saves as `trnwatch.job/1` lines, history first."""
+    """Watch `checkpoint_dir` and yield checkpoint saves (and a Trainer's trainer_state.json steps)
+    as `trnwatch.job/1` lines, history first."""
     watcher = CheckpointDirWatcher(checkpoint_dir, run, rank)
-    source_id = f"ckpt:{os.path.basename(os.path.abspath(checkpoint_dir))}"
+    states = TrainerStateWatcher(checkpoint_dir, run, rank)
+    source_id = checkpoint_source_id(checkpoint_dir)
 
     def poll() -> Iterator[Line]:
         received_s = time.time()
         for event in watcher.scan():
             yield Line(source_id=source_id, kind="job", received_s=received_s, text=event.model_dump_json())
+        for text in states.scan():
+            yield Line(source_id=source_id, kind="job", received_s=received_s, text=text)
 
     while True:
         for line in poll():

@@ -153,7 +153,8 @@ class GoodputClock:
         if self.cursor_ts is None:
             self.cursor_ts = self.first_ts
         if isinstance(event, Step):
-            self._step(event)
+            if not (passive and event.step_time_s is None and self._told_before(event.step)):
+                self._step(event)
         elif isinstance(event, RunStart):
             if event.restart > 0:
                 self._attribute_until(event.ts, "restart")
@@ -234,6 +235,11 @@ class GoodputClock:
         seconds = ts - self.cursor_ts
         self.seconds[cause or self._gap_cause(seconds)] += seconds
         self.cursor_ts = ts
+
+    def _told_before(self, step: int) -> bool:
+        """A second passive source's untimed account of a step already folded (trainer_state.json
+        beside the console log): it moves nothing, as in the job ledger."""
+        return not self._restarting and self._last_step is not None and step <= self._last_step
 
     def _step(self, event: Step) -> None:
         if event.seq_len is not None:

@@ -99,6 +99,7 @@ from trnwatch.collectors.job_records import (
 )
 from trnwatch.ledger.job_blame import JobFailure, dead_ranks, failure_rows
 from trnwatch.ledger.job_pauses import PAUSE_OF_PHASE
+from trnwatch.ledger.job_progress import RunProgress
 from trnwatch.ledger.job_ranks import CHECKPOINT_REGION, RankState, RankStatus, StepKind, StepSample
 from trnwatch.ledger.job_ranks import STEP_WINDOW as STEP_WINDOW  # bounds named with the ledger
 from trnwatch.ledger.job_ranks import WAIT_WINDOW_STEPS as WAIT_WINDOW_STEPS
@@ -243,6 +244,7 @@ class JobLedger:
         self.launcher_stopped: Launcher | None = None
         # Passive job log source -> (lines read, unparsed, the profile's note on a log without steps).
         self.log_lines: dict[str, tuple[int, int, str | None]] = {}
+        self.progress = RunProgress()  # steps and losses by source
         self._timeline_rank: int | None = None
         self._folded = 0  # events folded: what `dead_ranks` at one "now" is kept against
         self._dead_at: tuple[float, int, list[int]] | None = None
@@ -287,7 +289,10 @@ class JobLedger:
         rank = self._rank_of(event)
         on_timeline = event.rank == self._timeline_rank
         if isinstance(event, Step):
-            self._step(rank, event, on_timeline)
+            if on_timeline:  # the lowest rank's account, as throughput's (DP replicas' losses differ)
+                self.progress.told(source, event.step, event.loss)
+            if not (passive and event.step_time_s is None and self._told_before(rank, event.step)):
+                self._step(rank, event, on_timeline)
         elif isinstance(event, Collective):
             self._collective(rank, event)
         elif isinstance(event, Heartbeat):
@@ -497,6 +502,12 @@ class JobLedger:
                 span.end_ts = event.ts
                 self.restarts[-1].first_step_ts = event.ts
                 self.pauses_s["bootstrap"].append(event.ts - span.begin_ts)
+
+    @staticmethod
+    def _told_before(rank: RankState, step: int) -> bool:
+        """True when the rank's process already took `step` or a later one: a second passive
+        source's untimed account (trainer_state.json beside the console log) then moves nothing."""
+        return rank.last_step is not None and step <= rank.last_step and rank.stepped_since_start()
 
     def _step_kind(self, rank: RankState, step_time_s: float) -> StepKind:
         others = [phase for phase in rank.open_phases if phase != "steady"]
@@ -841,6 +852,7 @@ class JobLedger:
             dropped_fields=dict(sorted(self.dropped_fields.items())),
             log_profiles=dict(sorted(self.log_profiles.items())),
             sources={source: dict(sorted(kinds.items())) for source, kinds in sorted(self.source_events.items())},
+            progress=self.progress.section(),
         )
 
 

@@ -199,6 +199,36 @@ class Observed(_Model):
     last_received_s: float | None
 
 
+class SourceSteps(_Model):
+    """What one source told of the run's steps: the highest, how many, and its losses."""
+
+    last_step: int | None
+    steps: int
+    losses: int
+    last_loss: float | None
+    last_loss_step: int | None
+
+
+class LossPoint(_Model):
+    """One step's loss: the most precise value told, each source's, and whether they agree (to
+    the console's 4 significant digits)."""
+
+    step: int
+    loss: float
+    by_source: dict[str, float]
+    agree: bool
+
+
+class Progress(_Model):
+    """The run's progress joined across sources (ledger/job_progress.py)."""
+
+    last_step: int | None  # the highest step any source told
+    last_step_source: str | None
+    sources: dict[str, SourceSteps]
+    losses: list[LossPoint]  # the newest steps with a loss, in step order
+    losses_disagreeing: int  # of those, the steps whose sources disagree
+
+
 class JobSection(_Model):
     """The job scope judged at one moment (the receipt: the window's end)."""
 
@@ -235,3 +265,4 @@ class JobSection(_Model):
     # which source gave what: "job-dir" (the emitter's rank files) or a passive source's id
     # (joblog:..., ckpt:...) -> events folded from it by kind
     sources: dict[str, dict[str, int]] = {}
+    progress: Progress | None = None  # steps and losses by source, joined

@@ -9,9 +9,10 @@ real `Trainer` on random token ids for N steps (max_steps), the default console 
 a dict every L steps, the train_runtime summary). A real `TrainerCallback` sleeps S seconds in
 every step and T more in step K (`--slow-step`), raises a RuntimeError on rank R at the end of
 step K in torchrun's first A attempts (`--fail-*`), or blocks rank R there for good (`--hang-*`,
-until the launcher stops it). The truth (each step's end and time by this process's clock, what
-happened at which step) is written by every rank to TRUTH_DIR/rank-R-attempt-A.json as it goes
-(a failing or hung rank keeps what it had).
+until the launcher stops it). The truth (each step's end and time by this process's clock, each
+logged loss as the Trainer handed it to the callbacks, what happened at which step) is written
+by every rank to TRUTH_DIR/rank-R-attempt-A.json as it goes (a failing or hung rank keeps what it
+had).
 """
 
 import argparse
@@ -79,6 +80,11 @@ class Truth(TrainerCallback):
             while True:  # blocked for good: the peers wait in their next all-reduce
                 time.sleep(3600)
         self.write()
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs and isinstance(logs.get("loss"), (int, float)):  # the training log's loss, unrounded
+            self.truth.setdefault("losses", {})[str(state.global_step)] = float(logs["loss"])
+            self.write()
 
     def on_train_end(self, args, state, control, **kwargs):
         self.truth["finished_s"] = time.time()

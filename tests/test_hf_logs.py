@@ -158,3 +158,50 @@ def test_neuron_trainers_keys_give_each_logged_step_its_own_time_and_tokens(tmp_
     assert min(printed) <= window["step_time_s"]["p50"] <= max(printed)
     logged = record["logged"]["6"]
     assert window["tokens_per_s"] == pytest.approx(logged["train/tokens_per_sec"], rel=0.1)
+
+
+@pytest.fixture(scope="module")
+def saved(logs):
+    """Checkpoints every 8 steps into the folder that holds the console log (the output_dir)."""
+    folder = logs / "saved"
+    return run(folder, ["--save-steps", "8", "--output-dir", str(folder)])
+
+
+def check_losses_against_truth(progress: dict, record: dict, sources: list[str]) -> None:
+    told = {point["step"]: point for point in progress["losses"]}
+    truth_losses = {int(step): loss for step, loss in record["losses"].items()}
+    assert sorted(told) == sorted(truth_losses) == list(range(2, STEPS + 1, 2))  # --logging-steps 2
+    for step, loss in truth_losses.items():
+        # trainer_state.json holds the float the Trainer logged: the receipt's value is it exactly.
+        assert told[step]["loss"] == loss and list(told[step]["by_source"]) == sources and told[step]["agree"]
+    assert progress["losses_disagreeing"] == 0
+
+
+def test_trainer_state_beside_the_log_is_a_second_account_joined_with_it(saved):
+    job, record = receipt(saved), truth(saved.parent, 0)
+    assert job["verdict"] == "finished", job["reason"]
+    progress = job["progress"]
+    assert progress["last_step"] == record["last_step"] == STEPS
+    state, log = progress["sources"]["ckpt:saved"], progress["sources"]["joblog:train.log"]
+    assert state["last_step"] == STEPS and state["losses"] == STEPS // 2  # checkpoint-24's log_history
+    assert log["last_step"] == STEPS and log["losses"] == STEPS // 2  # the console's dicts, '%.4g'
+    assert state["last_loss"] == record["losses"][str(STEPS)]
+    check_losses_against_truth(progress, record, ["ckpt:saved", "joblog:train.log"])
+    # The log's step times are the run's; the state's untimed steps add none.
+    assert job["throughput"]["last_step"] == STEPS and job["sources"]["ckpt:saved"] == {
+        "step": STEPS // 2,
+        "run_end": 1,
+    }
+
+
+def test_trainer_state_read_from_ckpt_dir_alone_gives_the_last_step_and_the_losses(saved):
+    path = saved.with_name("ckpt-receipt.json")
+    command = [*TRNWATCH, "watch", "--ckpt-dir", str(saved.parent), "--headless", "--duration", "2"]
+    result = subprocess.run([*command, "--receipt", str(path)], capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr
+    job, record = json.loads(path.read_text())["job"], truth(saved.parent, 0)
+    progress = job["progress"]
+    assert progress["last_step"] == record["last_step"] == STEPS
+    assert job["verdict"] == "finished", job["reason"]  # checkpoint-24 says global_step 24 of max_steps 24
+    assert list(progress["sources"]) == ["ckpt:saved"]
+    check_losses_against_truth(progress, record, ["ckpt:saved"])

@@ -574,6 +574,7 @@ def _job_log_build(args: argparse.Namespace, ctx: Context) -> Built:
     if not files:
         return Built(specs, notes=notes)
     run, logs = log_sources(files)
+    specs += _trainer_states(args, files, run)
     specs += [
         SourceSpec(
             log.source_id,
@@ -595,6 +596,26 @@ def _job_log_build(args: argparse.Namespace, ctx: Context) -> Built:
     return Built(specs, notes=notes)
 
 
+def _trainer_states(args: argparse.Namespace, files: list[str], run: str) -> list[SourceSpec]:
+    """A Hugging Face Trainer's output_dir holding a log named by --job-log (its trainer_state.json
+    files there at start: a second account of the same run), unless --ckpt-dir watches it."""
+    from trnwatch.collectors.checkpoints import checkpoint_source_id
+    from trnwatch.collectors.trainer_state import follow_trainer_state, is_output_dir
+
+    ckpt_dir = getattr(args, "ckpt_dir", None)  # the ckpt-dir kind's option, where the command has it
+    watched = {ckpt_dir.resolve()} if ckpt_dir else set()
+    folders = dict.fromkeys(Path(path).resolve().parent for path in files)
+    return [
+        SourceSpec(
+            checkpoint_source_id(str(folder)),
+            "job",
+            functools.partial(follow_trainer_state, str(folder), run, checkpoint_source_id(str(folder))),
+        )
+        for folder in folders
+        if folder not in watched and is_output_dir(str(folder))
+    ]
+
+
 def _job_run(args: argparse.Namespace) -> str | None:
     """The run the job logs are read as (a checkpoint folder's events join it)."""
     if not args.job_log:
@@ -607,7 +628,10 @@ def _job_run(args: argparse.Namespace) -> str | None:
 
 def _ckpt_dir_options(o: Options) -> None:
     o.group("job telemetry").add_argument(
-        "--ckpt-dir", type=Path, metavar="DIR", help="watch a checkpoint folder (<tag>/checkpoint, <tag>/done)"
+        "--ckpt-dir",
+        type=Path,
+        metavar="DIR",
+        help="watch a checkpoint folder (<tag>/checkpoint, <tag>/done; a Trainer's checkpoint-N/trainer_state.json)",
     )
 
 
