@@ -26,6 +26,7 @@ from statistics import median
 from typing import TYPE_CHECKING, Literal, TypeGuard
 
 from trnwatch.collectors.kernel_log import remote_host_label
+from trnwatch.collectors.rank_process_records import HELD_STATES
 from trnwatch.ledger.chip_history import HBM_TREND_MIN_SAMPLES, UTIL_WINDOW_S, HbmSteps
 from trnwatch.ledger.hosts import ChipState, HostState
 from trnwatch.ledger.job import JobDiagnosis
@@ -186,6 +187,7 @@ class Site:
     chip: int | None = None
     core: int | None = None
     rank: int | None = None
+    pid: int | None = None  # the rank's process (this host's rank-process pass, else its run_start)
     region: str | None = None
     step: int | None = None
     source_id: str | None = None
@@ -242,9 +244,11 @@ def _job_finding(ledger: "Ledger", diagnosis: JobDiagnosis | None) -> Finding | 
         chip=suspect.chip,
         core=suspect.core,
         rank=suspect.rank,
+        pid=suspect.pid,
         region=suspect.region,
         step=suspect.step,
     )
+    held = suspect.process_state in HELD_STATES
     if diagnosis.verdict == "slow":
         evidence = suspect.evidence
         what = evidence.why
@@ -253,6 +257,9 @@ def _job_finding(ledger: "Ledger", diagnosis: JobDiagnosis | None) -> Finding | 
         short = evidence.why
     else:
         what, short = _peers_text(ledger, diagnosis)
+    if held:  # its process cannot run: that is the cause, the peers' place the consequence
+        what = what if what == diagnosis.reason else f"{suspect.evidence.why}; {what}"  # the reason says it
+        short = suspect.evidence.why
     more = len(diagnosis.suspects) - 1
     if more:
         what += f" (+{more} more suspect rank{'s' if more > 1 else ''})"
@@ -540,6 +547,8 @@ def site_text(site: Site) -> str:
     parts = []
     if site.rank is not None:
         parts.append(f"rank {site.rank}")
+    if site.pid is not None:
+        parts.append(f"pid {site.pid}")
     if site.host:
         parts.append(site.host + ("" if site.chip is None else f"/{site.chip}"))
     elif site.chip is not None:

@@ -48,6 +48,7 @@ class IncidentSite(_Frozen):
     host rows are keyed by it); `host` is the name people use (instance name, stream label)."""
 
     rank: int | None = None
+    pid: int | None = None  # the rank's process, when known
     host: str | None = None
     instance_id: str | None = None
     ultraserver: str | None = None
@@ -97,6 +98,7 @@ def _site(f: Finding) -> IncidentSite:
     s = f.site
     return IncidentSite(
         rank=s.rank,
+        pid=s.pid,
         host=s.host,
         instance_id=s.host_id,
         ultraserver=s.ultraserver,
@@ -303,7 +305,8 @@ def site_words(site: IncidentSite) -> str:
     if site.core is not None and place:
         place += f" core {site.core}"
     if site.rank is not None:
-        return f"rank {site.rank}" + (f" on {place}" if place else "")
+        pid = "" if site.pid is None else f" (pid {site.pid})"
+        return f"rank {site.rank}{pid}" + (f" on {place}" if place else "")
     return place or "the job"
 
 

@@ -118,6 +118,7 @@ from trnwatch.ledger.job_summary import (
     Observed,
     PhaseEntry,
     RankCounts,
+    RankProcessRow,
     RestartEntry,
     Stall,
     Thresholds,
@@ -133,6 +134,7 @@ from trnwatch.ledger.job_suspects import (
 )
 from trnwatch.ledger.job_verdicts import JobDiagnosis as JobDiagnosis
 from trnwatch.ledger.job_verdicts import verdict_of
+from trnwatch.ledger.rank_processes import RankProcesses
 from trnwatch.ledger.rules import DEFAULT_RULES, PAUSE_KINDS, PauseKind, Rules
 
 COLLECTIVE_WINDOW = 1024
@@ -736,10 +738,13 @@ class JobLedger:
             for row in self.failure_rows(now_s)
         ]
 
-    def diagnose(self, now_s: float, chip_util_pct: ChipUtilisation | None = None) -> JobDiagnosis:
-        """Verdict for on-call at `now_s`, with the ranks to look at (and their chips' utilisation):
-        the first answer of the ordered verdict rules (ledger/job_verdicts.py)."""
-        return verdict_of(self, now_s, chip_util_pct)
+    def diagnose(
+        self, now_s: float, chip_util_pct: ChipUtilisation | None = None, processes: RankProcesses | None = None
+    ) -> JobDiagnosis:
+        """Verdict for on-call at `now_s`, with the ranks to look at (their chips' utilisation, and
+        their processes on this host when `processes` has them): the first answer of the ordered
+        verdict rules (ledger/job_verdicts.py)."""
+        return verdict_of(self, now_s, chip_util_pct, processes)
 
     def _blocking_pause(self, now_s: float) -> bool:
         """True when a running rank is in a blocking pause (a gap then is no stall of its own)."""
@@ -772,13 +777,17 @@ class JobLedger:
         )
 
     def summary(
-        self, now_s: float, chip_util_pct: ChipUtilisation | None = None, diagnosis: JobDiagnosis | None = None
+        self,
+        now_s: float,
+        chip_util_pct: ChipUtilisation | None = None,
+        diagnosis: JobDiagnosis | None = None,
+        processes: RankProcesses | None = None,
     ) -> JobSection:
         """The job section judged at `now_s` (typed: see ledger/job_summary.py); `diagnosis` is
-        `diagnose(now_s, chip_util_pct)` when the caller has it already (the read model does)."""
+        `diagnose(now_s, chip_util_pct, processes)` when the caller has it already (the read model does)."""
         info = self.run_start
         if diagnosis is None:
-            diagnosis = self.diagnose(now_s, chip_util_pct)
+            diagnosis = self.diagnose(now_s, chip_util_pct, processes)
         straggler = self.straggler(now_s)
         stalls = list(self.stalls)
         open_stall = self._open_stall(diagnosis, now_s)
@@ -853,7 +862,28 @@ class JobLedger:
             log_profiles=dict(sorted(self.log_profiles.items())),
             sources={source: dict(sorted(kinds.items())) for source, kinds in sorted(self.source_events.items())},
             progress=self.progress.section(),
+            processes=[] if processes is None else process_rows(processes, now_s),
         )
+
+
+def process_rows(processes: RankProcesses, now_s: float) -> list[RankProcessRow]:
+    """The rank processes of the latest passes, by rank, with how long each has been in its state."""
+    return [
+        RankProcessRow(
+            rank=p.rank,
+            local_rank=p.local_rank,
+            host=p.host,
+            pid=p.pid,
+            ppid=p.ppid,
+            state=p.state,
+            state_for_s=round(max(0.0, now_s - p.state_since_s), 1),
+            cpu_pct=p.cpu_pct,
+            rss_bytes=p.rss_bytes,
+            via=p.via,
+            seen_at=p.seen_s,
+        )
+        for _, p in sorted(processes.by_rank.items())
+    ]
 
 
 def _new_process(rank: RankState, restart: int, started_ts: float) -> None:

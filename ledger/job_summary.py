@@ -61,6 +61,10 @@ class Suspect(_Model):
     region: str | None  # heartbeat region (`dataloader`, `collective:all_reduce`, ...)
     step: int | None  # the step it works on (heartbeat), else its last step
     evidence: SuspectEvidence
+    # Its process: the pid this host's rank-process pass found (else its run_start's), and the
+    # state that pass read (running, sleeping, stopped, disk-wait, zombie, other); null when unknown.
+    pid: int | None = None
+    process_state: str | None = None
 
 
 class RankCounts(_Model):
@@ -229,6 +233,22 @@ class Progress(_Model):
     losses_disagreeing: int  # of those, the steps whose sources disagree
 
 
+class RankProcessRow(_Model):
+    """A rank's process on this host as the latest pass read it (collectors/rank_processes.py)."""
+
+    rank: int
+    local_rank: int | None
+    host: str
+    pid: int
+    ppid: int
+    state: Literal["running", "sleeping", "stopped", "disk-wait", "zombie", "other"]
+    state_for_s: float  # since the first pass that read it in this state
+    cpu_pct: float | None  # CPU share between its last two passes (100 = one core); null until seen twice
+    rss_bytes: int
+    via: Literal["stdout", "launcher", "job-dir"]  # how it was tied to the job
+    seen_at: float  # unix s of the latest pass that read it
+
+
 class JobSection(_Model):
     """The job scope judged at one moment (the receipt: the window's end)."""
 
@@ -266,3 +286,5 @@ class JobSection(_Model):
     # (joblog:..., ckpt:...) -> events folded from it by kind
     sources: dict[str, dict[str, int]] = {}
     progress: Progress | None = None  # steps and losses by source, joined
+    # The job's rank processes on this host (empty: none found, or --no-rank-processes), by rank.
+    processes: list[RankProcessRow] = []

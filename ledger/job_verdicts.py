@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from trnwatch.ledger.job_blame import failure_words, waited_words
 from trnwatch.ledger.job_pauses import Pause, bootstrap_pauses, one_sided, pause_words, rank_pause
 from trnwatch.ledger.job_ranks import RankState
-from trnwatch.ledger.job_summary import StallCause, Suspect, Verdict
+from trnwatch.ledger.job_summary import StallCause, Suspect, SuspectEvidence, Verdict
 from trnwatch.ledger.job_suspects import (
     ChipUtilisation,
     majority_text,
@@ -26,12 +26,14 @@ from trnwatch.ledger.job_suspects import (
     suspect,
     with_device_evidence,
 )
+from trnwatch.ledger.rank_processes import RankProcesses, RankProcessState, held_words
 from trnwatch.ledger.rules import PAUSE_FACTOR, PAUSE_FLOOR_S
 
 if TYPE_CHECKING:
     from trnwatch.ledger.job import JobLedger
 
 STARTUP_PHASES = ("init", "compile", "warmup")
+SUSPECTS_HELD_NAMED = 3  # held processes spelled out in a reason
 
 
 @dataclass(frozen=True)
@@ -60,12 +62,76 @@ class RankWalk:
 class JobAt:
     """The job at `now_s`, as the verdict rules read it; each part computed on first read."""
 
-    def __init__(self, job: "JobLedger", now_s: float, chip_util_pct: ChipUtilisation | None):
-        self.job, self.now_s, self.chip_util_pct = job, now_s, chip_util_pct
+    def __init__(
+        self,
+        job: "JobLedger",
+        now_s: float,
+        chip_util_pct: ChipUtilisation | None,
+        processes: RankProcesses | None = None,
+    ):
+        self.job, self.now_s, self.chip_util_pct, self.processes = job, now_s, chip_util_pct, processes
 
     def evidence(self, suspects: tuple[Suspect, ...]) -> tuple[Suspect, ...]:
-        """`suspects` with their chips' utilisation joined in (device telemetry)."""
-        return with_device_evidence(suspects, self.job.ranks, self.chip_util_pct)
+        """`suspects` with their chips' utilisation joined in (device telemetry) and their process:
+        its pid and state as this host's rank-process pass read them, else the pid of its run_start."""
+        joined = with_device_evidence(suspects, self.job.ranks, self.chip_util_pct)
+        by_rank = self.processes.by_rank if self.processes is not None else {}
+        ranks = self.job.ranks
+        out = []
+        for one in joined:
+            process = by_rank.get(one.rank)
+            if process is not None:
+                found = {"pid": process.pid, "process_state": process.state, "host": one.host or process.host}
+                out.append(one.model_copy(update=found))
+            elif (rank := ranks.get(one.rank)) is not None and rank.pid is not None:
+                out.append(one.model_copy(update={"pid": rank.pid}))
+            else:
+                out.append(one)
+        return tuple(out)
+
+    @cached_property
+    def held(self) -> list[RankProcessState]:
+        """Ranks still running as the job knows them whose process is stopped, in disk wait or a
+        zombie (this host's rank-process passes), longest held first: they cannot make progress."""
+        if self.processes is None:
+            return []
+        ranks = self.job.ranks
+        return [p for p in self.processes.held() if (rank := ranks.get(p.rank)) is None or rank.status == "running"]
+
+    def held_first(self, suspects: tuple[Suspect, ...]) -> tuple[Suspect, ...]:
+        """The held ranks first, each named by what its process is doing, then the other suspects."""
+        if not self.held:
+            return suspects
+        first = tuple(self._held_suspect(process) for process in self.held)
+        named_ranks = {one.rank for one in first}
+        return first + tuple(one for one in suspects if one.rank not in named_ranks)
+
+    def held_text(self) -> str:
+        """ "rank 1: its process (pid 4242) stopped (SIGSTOP, or a debugger) for 31 s; " or ""."""
+        return "".join(f"rank {p.rank}: {held_words(p, self.now_s)}; " for p in self.held[:SUSPECTS_HELD_NAMED])
+
+    def _held_suspect(self, process: RankProcessState) -> Suspect:
+        why = held_words(process, self.now_s)
+        rank = self.job.ranks.get(process.rank)
+        if rank is not None:
+            return suspect(rank, why, self.now_s)
+        # A rank the job's lines never named (a log that prints no rank): its process is the evidence.
+        return Suspect(
+            rank=process.rank,
+            host=process.host,
+            chip=None,
+            core=None,
+            region=None,
+            step=None,
+            evidence=SuspectEvidence(
+                why=why,
+                heartbeat_age_s=None,
+                region_age_s=None,
+                chip_util_pct=None,
+                peer_chip_util_median_pct=None,
+                error=None,
+            ),
+        )
 
     @cached_property
     def dead(self) -> list[int]:
@@ -196,9 +262,10 @@ def dead(at: JobAt) -> JobDiagnosis | None:
         suspect(job.ranks[rank], f"no event for {now_s - job.ranks[rank].last_seen_ts:.0f} s", now_s)  # type: ignore[operator]
         for rank in at.dead
     )
+    suspects = at.held_first(suspects)
     return JobDiagnosis(
         "dead",
-        f"{len(at.dead)} rank(s) silent for > {job.rules.dead_after_s:.0f} s: {named(suspects)}",
+        f"{at.held_text()}{len(at.dead)} rank(s) silent for > {job.rules.dead_after_s:.0f} s: {named(suspects)}",
         at.evidence(suspects),
     )
 
@@ -344,8 +411,8 @@ def no_progress(at: JobAt) -> JobDiagnosis | None:
             listed = culprits + tuple(
                 one for one in position_suspects(job.ranks, at.dead_set, now_s) if one.rank not in named_ranks
             )
-            suspects = at.evidence(listed)
-            lead = f"{named(suspects)}; " if suspects else ""
+            suspects = at.evidence(at.held_first(listed))
+            lead = f"{named(suspects)}; {at.held_text()}" if suspects else ""
             in_pause = f"{pause_words(at.pauses, now_s)} while others are not; " if culprits else ""
             reason = (
                 f"{lead}{in_pause}no progress for {idle_s:.0f} s ({verdict} after {threshold_s:.0f} s); "
@@ -412,9 +479,14 @@ VERDICT_RULES: tuple[VerdictRule, ...] = (
 )
 
 
-def verdict_of(job: "JobLedger", now_s: float, chip_util_pct: ChipUtilisation | None = None) -> JobDiagnosis:
-    """The first answer of `VERDICT_RULES` for `job` at `now_s`."""
-    at = JobAt(job, now_s, chip_util_pct)
+def verdict_of(
+    job: "JobLedger",
+    now_s: float,
+    chip_util_pct: ChipUtilisation | None = None,
+    processes: RankProcesses | None = None,
+) -> JobDiagnosis:
+    """The first answer of `VERDICT_RULES` for `job` at `now_s` (`processes`: this host's rank processes)."""
+    at = JobAt(job, now_s, chip_util_pct, processes)
     for rule in VERDICT_RULES:
         diagnosis = rule(at)
         if diagnosis is not None:

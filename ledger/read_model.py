@@ -384,13 +384,17 @@ class ReadModel:
         """The job's verdict with device evidence joined in (None without job data), judged at
         `job_judged_s`: only on what was read."""
         job = self.ledger.job
-        return None if job is None else job.diagnose(self.job_judged_s, self.chip_util_pct)
+        return None if job is None else job.diagnose(self.job_judged_s, self.chip_util_pct, self.ledger.rank_processes)
 
     @cached_property
     def job_summary(self) -> "JobSection | None":
         """The job section (receipt, snapshot, job view): `diagnosis`, not judged again, and the run's figures."""
         job = self.ledger.job
-        return None if job is None else job.summary(self.job_judged_s, self.chip_util_pct, self.diagnosis)
+        return (
+            None
+            if job is None
+            else job.summary(self.job_judged_s, self.chip_util_pct, self.diagnosis, self.ledger.rank_processes)
+        )
 
     @cached_property
     def suspects_by_ultraserver(self) -> tuple[Mapping[str, list[int]], list[int]]:

@@ -129,8 +129,8 @@ def _headline(r: Receipt) -> list[str]:
         verdict = f"**Verdict: {job.verdict.upper()}** ({_md_text(job.reason)})"
         if job.suspects:
             s = job.suspects[0]
-            place = (("host", s.host), ("chip", s.chip), ("core", s.core), ("region", s.region))
-            where = ", ".join(f"{k} {_v(v)}" for k, v in place if v is not None)
+            place = (("pid", s.pid), ("host", s.host), ("chip", s.chip), ("core", s.core), ("region", s.region))
+            where = ", ".join(f"{k} {v if k == 'pid' else _v(v)}" for k, v in place if v is not None)
             verdict += f"; culprit: rank {_v(s.rank)}" + (f" ({where})" if where else "")
         elif job.verdict not in ("steady", "finished"):
             verdict += "; culprit: no rank named"
@@ -410,6 +410,20 @@ def _job_section(r: Receipt) -> list[str]:
             f"  - stall from {units.clock(st.begin_ts)} UTC for {_secs(st.duration_s)}"
             + (f", suspects rank {who}" if who else "")
         )
+    if job.processes:
+        lines += [
+            "",
+            "Rank processes on this host (psutil, every 3 s):",
+            "",
+            "| rank | pid | host | state | for | CPU | RSS | tied by |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for proc in job.processes:
+            cpu = UNKNOWN if proc.cpu_pct is None else f"{proc.cpu_pct:.0f}%"
+            lines.append(
+                f"| {proc.rank} | {proc.pid} | {_md_text(proc.host)} | {proc.state} | {_secs(proc.state_for_s)} "
+                f"| {cpu} | {_gib(proc.rss_bytes)} | {proc.via} |"
+            )
     if r.sequence_lengths is not None:
         s = r.sequence_lengths
         lines.append(

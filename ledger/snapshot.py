@@ -463,7 +463,7 @@ def _job_text(job: JobSection | NoJob, lowest: int) -> list[str]:
     for s in job.suspects[:lowest]:
         chip = "?" if s.chip is None else s.chip
         lines.append(
-            f"  suspect rank {s.rank}: host {clean(s.host or '?')} chip {chip} "
+            f"  suspect rank {s.rank}{'' if s.pid is None else f' (pid {s.pid})'}: host {clean(s.host or '?')} chip {chip} "
             f"core {'?' if s.core is None else s.core}, region {clean(s.region or 'n/a')}, "
             f"step {s.step}: {clean(s.evidence.why)}"
         )

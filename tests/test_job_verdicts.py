@@ -158,3 +158,68 @@ def test_diagnose_is_the_first_rule_that_answers(events, now_s):
     job = fold(JobLedger(), events)
     answers = [answer for rule in V.VERDICT_RULES if (answer := rule(V.JobAt(job, now_s, None))) is not None]
     assert job.diagnose(now_s) == answers[0]
+
+
+def processes_at(t_s: float, *held: tuple[int, str]):
+    """This host's rank processes for ranks 0-3 (pid 4240 + rank), sleeping unless `held`
+    says otherwise, as one pass at `t_s` read them."""
+    from trnwatch.collectors.rank_process_records import SCHEMA, RankProcess, RankProcessSample
+    from trnwatch.ledger.rank_processes import RankProcesses
+
+    states = dict(held)
+    fold = RankProcesses()
+    fold.fold(
+        RankProcessSample(
+            v=SCHEMA,
+            t=t_s,
+            host="trn3-00",
+            processes=[
+                RankProcess(
+                    rank=r,
+                    local_rank=r,
+                    pid=4240 + r,
+                    ppid=1,
+                    start_ticks=100 + r,
+                    state=states.get(r, "sleeping"),  # type: ignore[arg-type]
+                    cpu_s=1.0,
+                    rss_bytes=1 << 30,
+                    via="stdout",
+                )
+                for r in range(4)
+            ],
+        )
+    )
+    return fold
+
+
+def test_a_stopped_rank_process_is_named_first_as_the_cause_of_no_progress():
+    job = fold(JobLedger(), running_job(ranks=4, steps=10))
+    at = V.JobAt(job, T0 + 60, None, processes_at(T0 + 20, (2, "stopped")))
+    diagnosis = V.no_progress(at)
+    assert diagnosis is not None and diagnosis.verdict == "stalled"
+    first = diagnosis.suspects[0]
+    assert (first.rank, first.pid, first.process_state) == (2, 4242, "stopped")
+    assert first.evidence.why == "its process (pid 4242) stopped (SIGSTOP, or a debugger) for 40 s"
+    assert "rank 2: its process (pid 4242) stopped (SIGSTOP, or a debugger) for 40 s; no progress" in diagnosis.reason
+
+
+def test_a_zombie_or_disk_wait_rank_reads_as_such_and_a_sleeping_hang_names_no_process_state():
+    job = fold(JobLedger(), running_job(ranks=4, steps=10))
+    zombie = V.no_progress(V.JobAt(job, T0 + 60, None, processes_at(T0 + 50, (1, "zombie"))))
+    assert zombie is not None and zombie.suspects[0].rank == 1
+    assert (
+        zombie.suspects[0].evidence.why
+        == "its process (pid 4241) a zombie (it exited; its launcher has not reaped it) for 10 s"
+    )
+    wait = V.no_progress(V.JobAt(job, T0 + 60, None, processes_at(T0 + 50, (3, "disk-wait"))))
+    assert wait is not None and wait.suspects[0].evidence.why.startswith("its process (pid 4243) in disk wait")
+    sleeping = V.no_progress(V.JobAt(job, T0 + 60, None, processes_at(T0 + 50)))
+    assert sleeping is not None and sleeping.verdict == "stalled" and "its process" not in sleeping.reason
+    assert all(s.process_state == "sleeping" and s.pid == 4240 + s.rank for s in sleeping.suspects)
+
+
+def test_a_held_process_of_a_rank_that_finished_is_no_cause():
+    events = running_job(ranks=4, steps=10) + [ev("run_end", 2, T0 + 12, status="success")]
+    job = fold(JobLedger(), events)
+    at = V.JobAt(job, T0 + 60, None, processes_at(T0 + 20, (2, "zombie")))
+    assert at.held == []
