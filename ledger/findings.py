@@ -547,8 +547,6 @@ def site_text(site: Site) -> str:
     parts = []
     if site.rank is not None:
         parts.append(f"rank {site.rank}")
-    if site.pid is not None:
-        parts.append(f"pid {site.pid}")
     if site.host:
         parts.append(site.host + ("" if site.chip is None else f"/{site.chip}"))
     elif site.chip is not None:

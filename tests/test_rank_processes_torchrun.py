@@ -82,7 +82,8 @@ def test_a_sigstopped_torchrun_rank_is_named_with_its_pid_as_stopped_and_its_rep
     incident = job_incident(receipt)
     assert (incident["site"]["rank"], incident["site"]["pid"]) == (1, stopped)
     assert (
-        f"rank 1 pid {stopped}" in incident["evidence"]["text"] and "stopped (SIGSTOP" in incident["evidence"]["text"]
+        incident["evidence"]["text"].startswith("STALLED rank 1 ")
+        and f"its process (pid {stopped}) stopped (SIGSTOP" in incident["evidence"]["text"]
     )
     markdown = receipt_markdown(tmp_path)
     assert f"culprit: rank 1 (pid {stopped}" in markdown and f"| 1 | {stopped} |" in markdown
