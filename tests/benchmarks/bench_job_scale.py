@@ -12,7 +12,9 @@ incident's changes), job incidents opened before the hang (false ones), what trn
 its own lag (receipt `monitor`), the watcher's CPU (its rusage over its wall time, in cores) and
 how long after its 95 s it ended. With --against REV, commit REV's watcher runs the same job
 after this tree's (one at a time: the writer alone takes a good part of a core), both staged
-alike (tests/benchmarks/revisions.py). The targets are issue 32's: LATE within 7 s of the last
+alike (tests/benchmarks/revisions.py). With --hogs N, N busy processes run beside each side's
+watcher and writer (a starved machine: the watcher must never blame the job for its own lag).
+The targets are issue 32's: LATE within 7 s of the last
 step, STALLED naming rank 9,217, at most half a core, ended within 5 s of the duration. The
 event loop's worst stall is not measured here (bench_prometheus measures it in process).
 """
@@ -34,8 +36,11 @@ from tests.benchmarks.revisions import package_tree, rev_package_tree  # noqa: E
 WRITER = ROOT / "tests" / "job_scale_writer.py"
 
 
-def run_side(python_path: Path, work: Path, name: str, ranks: int, hang_at_s: float, culprit: int, duration_s: float):
+def run_side(
+    python_path: Path, work: Path, name: str, ranks: int, hang_at_s: float, culprit: int, duration_s: float, hogs: int
+):
     run_dir, receipt = work / f"{name}-run", work / f"{name}-receipt.json"
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(hogs)]
     writer = subprocess.Popen(
         [sys.executable, str(WRITER), str(run_dir), "--ranks", str(ranks), "--hang-at", str(hang_at_s)]
         + ["--culprit", str(culprit), "--duration", str(duration_s + hang_at_s + 60)],
@@ -63,6 +68,9 @@ def run_side(python_path: Path, work: Path, name: str, ranks: int, hang_at_s: fl
     finally:
         writer.kill()
         writer.communicate()
+        for hog in busy:
+            hog.kill()
+            hog.wait()
     if not receipt.exists():
         return {"side": name, "error": f"no receipt (exit {watcher.returncode}): {err[-400:]}"}
     r = json.loads(receipt.read_text())
@@ -103,6 +111,7 @@ def main() -> None:
     p.add_argument("--culprit", type=int, default=9217)
     p.add_argument("--duration", type=float, default=95.0)
     p.add_argument("--against", metavar="REV", help="also run commit REV's watcher on the same job, after this tree's")
+    p.add_argument("--hogs", type=int, default=0, metavar="N", help="N busy processes beside each side's run")
     args = p.parse_args()
     print(f"load: {os.getloadavg()}", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench-job-scale-") as tmp:
@@ -111,7 +120,9 @@ def main() -> None:
         if args.against:
             sides.append((args.against, rev_package_tree(args.against, work)))
         for name, tree in sides:
-            result = run_side(tree, work, name.replace("/", "_"), args.ranks, args.hang_at, args.culprit, args.duration)
+            result = run_side(
+                tree, work, name.replace("/", "_"), args.ranks, args.hang_at, args.culprit, args.duration, args.hogs
+            )
             print(json.dumps(result), flush=True)
             print(f"load: {os.getloadavg()}", flush=True)
     print(
