@@ -14,7 +14,6 @@ follower reads its trainer_state.json files (collectors/trainer_state.py), so `-
 either layout.
 """
 
-import asyncio
 import os
 import re
 import time
@@ -22,7 +21,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Literal
 
 from trnwatch.collectors.job_events import SCHEMA_VERSION, Checkpoint
-from trnwatch.collectors.job_files import final_reads
+from trnwatch.collectors.job_files import polled_lines
 from trnwatch.collectors.lines import Line
 from trnwatch.collectors.trainer_state import TrainerStateWatcher
 
@@ -115,12 +114,5 @@ async def follow_checkpoint_dir(
         for text in states.scan():
             yield Line(source_id=source_id, kind="job", received_s=received_s, text=text)
 
-    while True:
-        for line in poll():
-            yield line
-        try:
-            await asyncio.sleep(poll_s)
-        except asyncio.CancelledError:  # the session ends: a save marked by now still goes in
-            for line in final_reads(poll, lambda: False):
-                yield line
-            raise
+    async for line in polled_lines(poll, poll_s):  # the session's end: what is written by then still goes in
+        yield line

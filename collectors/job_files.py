@@ -456,6 +456,21 @@ def final_reads(
             return
 
 
+async def polled_lines(poll: Callable[[], Iterator[Line]], poll_s: float) -> AsyncIterator[Line]:
+    """`poll`'s lines every `poll_s`, history first, until cancelled; then what a last read finds
+    (`final_reads`: a file written by the session's end still goes in). A folder watched by its
+    files' changes (checkpoint markers, trainer_state.json) is followed this way."""
+    while True:
+        for line in poll():
+            yield line
+        try:
+            await asyncio.sleep(poll_s)
+        except asyncio.CancelledError:
+            for line in final_reads(poll, lambda: False):
+                yield line
+            raise
+
+
 class RunDirFollower:
     """Follows one run directory: `lines` live (each poll's lines, then its `ReadMark`), `drain`
     at the session's end (what the files hold then, bounded by EXIT_READ_LIMIT_S; the rest

@@ -20,7 +20,6 @@ when it still does not parse unchanged. An entry whose step or loss has the wron
 rejected line too.
 """
 
-import asyncio
 import json
 import os
 import re
@@ -28,7 +27,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 
 from trnwatch.collectors.job_events import SCHEMA_VERSION, RunEnd, Step
-from trnwatch.collectors.job_files import final_reads
+from trnwatch.collectors.job_files import polled_lines
 from trnwatch.collectors.lines import Line
 
 STATE_FILE = "trainer_state.json"
@@ -157,12 +156,5 @@ async def follow_trainer_state(
         for text in watcher.scan():
             yield Line(source_id=source_id, kind="job", received_s=received_s, text=text)
 
-    while True:
-        for line in poll():
-            yield line
-        try:
-            await asyncio.sleep(poll_s)
-        except asyncio.CancelledError:  # the session ends: a state written by now still goes in
-            for line in final_reads(poll, lambda: False):
-                yield line
-            raise
+    async for line in polled_lines(poll, poll_s):  # the session's end: what is written by then still goes in
+        yield line

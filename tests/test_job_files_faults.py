@@ -197,6 +197,19 @@ def test_a_job_log_that_is_a_fifo_ends_its_source_with_the_reason(tmp_path):
         raise AssertionError("a FIFO was read")
 
 
+async def _first_lines(follower, count: int) -> list[str]:
+    """The texts of a follower's first `count` lines; its consumer stops there, in the middle of a poll."""
+    seen: list[str] = []
+    lines = follower.lines()
+    async for item in lines:
+        if isinstance(item, Line):
+            seen.append(item.text)
+            if len(seen) == count:
+                break
+    await lines.aclose()
+    return seen
+
+
 def test_lines_of_a_poll_the_sessions_end_interrupted_are_drained_not_lost(tmp_path):
     """A session ending while its consumer waits for room in the intake stops the follower between
     two lines of one poll; those lines are already off the file. Seen under load in a clean-clone
@@ -208,18 +221,7 @@ def test_lines_of_a_poll_the_sessions_end_interrupted_are_drained_not_lost(tmp_p
         f.writelines(json.dumps({"n": n}) + "\n" for n in range(5_000))
     follower = RunDirFollower(str(tmp_path))
 
-    async def first_lines(count: int) -> list[str]:
-        seen: list[str] = []
-        lines = follower.lines()
-        async for item in lines:
-            if isinstance(item, Line):
-                seen.append(item.text)
-                if len(seen) == count:
-                    break  # the consumer is cancelled here, in the middle of the poll's lines
-        await lines.aclose()
-        return seen
-
-    seen = asyncio.run(first_lines(10))
+    seen = asyncio.run(_first_lines(follower, 10))
     seen += [item.text for item in follower.drain() if isinstance(item, Line)]
     assert [json.loads(text)["n"] for text in seen] == list(range(5_000))
 
@@ -239,18 +241,7 @@ def test_the_exit_read_keeps_its_bound_inside_a_poll_of_many_files_and_counts_th
             f.writelines(json.dumps({"rank": r, "n": n}) + "\n" for n in range(20))
     follower = RunDirFollower(str(tmp_path))
 
-    async def first_lines(count: int) -> list[str]:
-        seen: list[str] = []
-        lines = follower.lines()
-        async for item in lines:
-            if isinstance(item, Line):
-                seen.append(item.text)
-                if len(seen) == count:
-                    break  # in the second file's lines
-        await lines.aclose()
-        return seen
-
-    seen = asyncio.run(first_lines(25))
+    seen = asyncio.run(_first_lines(follower, 25))  # in the second file's lines
     monkeypatch.setattr(job_files, "EXIT_READ_LIMIT_S", 0.0)
     drained = list(follower.drain())
     seen += [item.text for item in drained if isinstance(item, Line)]
